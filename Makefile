@@ -1,0 +1,41 @@
+# Thin wrapper over scripts/ and meson. `make run` and `make test` are the two README commands.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+CONFIG     ?= etc/nxdns-dev.yaml
+FUZZ_SECONDS ?= 60
+
+.PHONY: all build run test test-unit test-integration bootstrap bench bench-memory fuzz clean format
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) -Dwerror=true
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+run: bootstrap build
+	mkdir -p var
+	./$(BUILD)/nxdns serve --config $(CONFIG)
+
+test: bootstrap
+	scripts/test-all
+
+bench: bootstrap build
+	scripts/bench
+
+bench-memory: bootstrap build
+	scripts/bench --memory-only
+
+fuzz: bootstrap
+	scripts/fuzz $(FUZZ_SECONDS)
+
+format:
+	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

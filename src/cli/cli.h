@@ -1,0 +1,11 @@
+/*
+ * Subcommands. Each returns the process exit code: 0 ok, 1 runtime failure, 2 usage or
+ * configuration error.
+ */
+#pragma once
+
+int nx_cli_main(int argc, char **argv);
+int nx_cli_serve(int argc, char **argv);
+int nx_cli_check_config(int argc, char **argv);
+int nx_cli_version(int argc, char **argv);
+int nx_cli_config_docs(int argc, char **argv);
