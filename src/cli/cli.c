@@ -1,1 +1,49 @@
-/* placeholder: being written */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct cmd cmds[] = {
+	{"serve", nx_cli_serve, "run the DNS server (--config FILE)"},
+	{"check-config", nx_cli_check_config, "validate a configuration file and exit"},
+	{"config-docs", nx_cli_config_docs, "print docs/configuration.md generated from the schema"},
+	{"version", nx_cli_version, "print the version"},
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: nxdns <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		fprintf(fp, "  %-14s %s\n", cmds[i].name, cmds[i].help);
+	}
+}
+
+int nx_cli_main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		return nx_cli_version(argc - 1, argv + 1);
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name) == 0) {
+			return cmds[i].fn(argc - 1, argv + 1);
+		}
+	}
+	fprintf(stderr, "nxdns: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

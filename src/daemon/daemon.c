@@ -1,1 +1,295 @@
-/* placeholder: being written */
+/*
+ * Composition root: config -> workers -> control loop (signals, reload, admin) -> shutdown.
+ */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "base/rand.h"
+#include "base/stats.h"
+#include "daemon/impl.h"
+#include "upstream/upstream.h"
+
+/* ---- config references ---- */
+
+static void fill_servers(const struct nx_addr *in, size_t n, struct nx_up_server *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i].ss = in[i].ss;
+		out[i].len = in[i].len;
+		out[i].stats = nx_up_stats_index(in[i].text);
+	}
+}
+
+static void confref_free(struct nx_confref *r)
+{
+	if (!r) {
+		return;
+	}
+	size_t nz = r->c ? r->c->n_zones : 0;
+	if (r->zone_servers) {
+		for (size_t i = 0; i < nz; i++) {
+			nx_mem_free(NX_OWNER_config, r->zone_servers[i],
+				    r->zone_n[i] * sizeof(struct nx_up_server));
+		}
+	}
+	nx_mem_free(NX_OWNER_config, r->zone_servers, nz * sizeof(*r->zone_servers));
+	nx_mem_free(NX_OWNER_config, r->zone_n, nz * sizeof(*r->zone_n));
+	nx_mem_free(NX_OWNER_config, r->servers, r->n_servers * sizeof(*r->servers));
+	nx_conf_free(r->c);
+	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
+}
+
+/* Wrap a loaded config (taking ownership) with the tables the workers use. */
+static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
+{
+	struct nx_confref *r = nx_mem_calloc(NX_OWNER_config, 1, sizeof(*r));
+	if (!r) {
+		nx_conf_free(c);
+		return NULL;
+	}
+	r->c = c;
+	r->gen = gen;
+	atomic_init(&r->refs, 1);
+	r->n_servers = c->n_upstreams;
+	r->servers = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->n_upstreams), sizeof(*r->servers));
+	r->zone_servers = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->n_zones),
+					sizeof(*r->zone_servers));
+	r->zone_n = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->n_zones), sizeof(*r->zone_n));
+	if (!r->servers || !r->zone_servers || !r->zone_n) {
+		confref_free(r);
+		return NULL;
+	}
+	fill_servers(c->upstreams, c->n_upstreams, r->servers);
+	for (size_t i = 0; i < c->n_zones; i++) {
+		r->zone_servers[i] = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->zones[i].n_servers),
+						   sizeof(struct nx_up_server));
+		if (!r->zone_servers[i]) {
+			confref_free(r);
+			return NULL;
+		}
+		r->zone_n[i] = c->zones[i].n_servers;
+		fill_servers(c->zones[i].servers, c->zones[i].n_servers, r->zone_servers[i]);
+	}
+	return r;
+}
+
+void nx_confref_acquire(struct nx_confref *r)
+{
+	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+}
+
+void nx_confref_release(struct nx_confref *r)
+{
+	if (r && atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+		confref_free(r);
+	}
+}
+
+struct nx_confref *nx_daemon_current(struct nx_daemon *d)
+{
+	pthread_mutex_lock(&d->cref_lock);
+	struct nx_confref *r = d->cur;
+	nx_confref_acquire(r);
+	pthread_mutex_unlock(&d->cref_lock);
+	return r;
+}
+
+static void publish(struct nx_daemon *d, struct nx_confref *r)
+{
+	pthread_mutex_lock(&d->cref_lock);
+	struct nx_confref *old = d->cur;
+	d->cur = r;
+	pthread_mutex_unlock(&d->cref_lock);
+	nx_confref_release(old);
+	for (unsigned i = 0; i < d->n_workers; i++) {
+		nx_worker_wake(&d->workers[i]);
+	}
+}
+
+static void apply_log_level(const struct nx_conf *c)
+{
+	enum nx_log_level lvl;
+	if (nx_log_parse_level(c->log_level, &lvl) == 0) {
+		nx_log_set_level(lvl);
+	}
+}
+
+/* Listener addresses are bound at start; a reload that changes them is applied except for
+ * the listeners, which need a restart (said in the log). */
+static bool listeners_equal(const struct nx_conf *a, const struct nx_conf *b)
+{
+	if (a->n_listen_dns != b->n_listen_dns || a->workers != b->workers) {
+		return false;
+	}
+	for (size_t i = 0; i < a->n_listen_dns; i++) {
+		if (strcmp(a->listen_dns[i].text, b->listen_dns[i].text) != 0) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void reload(struct nx_daemon *d)
+{
+	char err[NX_CONF_ERR_MAX];
+	struct nx_conf *c = NULL;
+	int rc = nx_conf_load(d->config_path, &c, err, sizeof(err));
+	if (rc < 0) {
+		nx_stat_inc(NX_STAT_RELOADS_FAILED);
+		nx_log(NX_LOG_ERR, "daemon", "reload failed, keeping the running config: %s", err);
+		return;
+	}
+	if (!listeners_equal(d->cur->c, c)) {
+		nx_log(NX_LOG_WARN, "daemon",
+		       "reload: listener.dns / listener.workers changes take effect after a restart");
+	}
+	struct nx_confref *r = confref_new(c, ++d->gen);
+	if (!r) {
+		nx_stat_inc(NX_STAT_RELOADS_FAILED);
+		nx_log(NX_LOG_ERR, "daemon", "reload failed: out of memory");
+		return;
+	}
+	apply_log_level(c);
+	publish(d, r);
+	nx_stat_inc(NX_STAT_RELOADS_OK);
+	nx_log(NX_LOG_INFO, "daemon", "reload: configuration generation %llu in effect",
+	       (unsigned long long)r->gen);
+}
+
+/* ---- control loop ---- */
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct nx_daemon *d = s->data;
+	if (signum == SIGHUP) {
+		reload(d);
+		return;
+	}
+	nx_log(NX_LOG_INFO, "daemon", "signal %d: shutting down", signum);
+	uv_stop(&d->loop);
+}
+
+int nx_daemon_admin_start(struct nx_daemon *d);
+void nx_daemon_admin_stop(struct nx_daemon *d);
+
+static void on_close_noop(uv_handle_t *h)
+{
+}
+
+int nx_daemon_run(const char *config_path)
+{
+	int exit_code = 1;
+	char err[NX_CONF_ERR_MAX];
+	struct nx_conf *c = NULL;
+	int rc = nx_conf_load(config_path, &c, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	apply_log_level(c);
+	if (nx_rand_init() < 0) {
+		nx_log(NX_LOG_ERR, "daemon", "cannot initialise the random generator");
+		nx_conf_free(c);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	struct nx_daemon *d = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*d));
+	if (!d) {
+		nx_conf_free(c);
+		return 1;
+	}
+	d->config_path = config_path;
+	pthread_mutex_init(&d->cref_lock, NULL);
+	uv_loop_init(&d->loop);
+	nx_stats_thread_register();
+	d->cur = confref_new(c, ++d->gen);
+	if (!d->cur) {
+		goto out_loop;
+	}
+	if (d->cur->c->n_listen_dns > NX_MAX_LISTENERS) {
+		nx_log(NX_LOG_ERR, "daemon", "at most %d listener.dns addresses", NX_MAX_LISTENERS);
+		exit_code = 2;
+		goto out_cref;
+	}
+
+	unsigned nw = d->cur->c->workers;
+	d->workers = nx_mem_calloc(NX_OWNER_misc, nw, sizeof(*d->workers));
+	if (!d->workers) {
+		goto out_cref;
+	}
+	d->n_workers = nw;
+	for (unsigned i = 0; i < nw; i++) {
+		if (nx_worker_init(&d->workers[i], d, i) < 0) {
+			goto out_workers;
+		}
+	}
+	if (nx_daemon_admin_start(d) < 0) {
+		goto out_workers;
+	}
+	unsigned started = 0;
+	for (; started < nw; started++) {
+		if (nx_worker_start(&d->workers[started]) < 0) {
+			nx_log(NX_LOG_ERR, "daemon", "cannot start worker thread %u", started);
+			break;
+		}
+	}
+	if (started == nw) {
+		uv_signal_init(&d->loop, &d->sig_hup);
+		uv_signal_init(&d->loop, &d->sig_term);
+		uv_signal_init(&d->loop, &d->sig_int);
+		d->sig_hup.data = d->sig_term.data = d->sig_int.data = d;
+		uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+		uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+		uv_signal_start(&d->sig_int, on_signal, SIGINT);
+
+		char addrs[512] = "";
+		size_t off = 0;
+		for (size_t i = 0; i < d->cur->c->n_listen_dns && off < sizeof(addrs); i++) {
+			off += (size_t)snprintf(addrs + off, sizeof(addrs) - off, "%s%s",
+						i ? " " : "", d->cur->c->listen_dns[i].text);
+		}
+		nx_log(NX_LOG_INFO, "daemon", "serving DNS on %s (udp+tcp), %u workers, %zu upstreams",
+		       addrs, nw, d->cur->c->n_upstreams);
+		uv_run(&d->loop, UV_RUN_DEFAULT);
+		exit_code = 0;
+		uv_close((uv_handle_t *)&d->sig_hup, on_close_noop);
+		uv_close((uv_handle_t *)&d->sig_term, on_close_noop);
+		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
+	}
+	for (unsigned i = 0; i < started; i++) {
+		d->workers[i].stopping = true;
+		nx_worker_wake(&d->workers[i]);
+	}
+	for (unsigned i = 0; i < started; i++) {
+		nx_worker_join(&d->workers[i]);
+	}
+	nx_daemon_admin_stop(d);
+out_workers:
+	for (unsigned i = 0; i < d->n_workers; i++) {
+		nx_worker_deinit(&d->workers[i]);
+	}
+	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
+out_cref:
+	nx_confref_release(d->cur);
+out_loop:
+	uv_run(&d->loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&d->loop) < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "control loop has open handles at exit");
+	}
+	pthread_mutex_destroy(&d->cref_lock);
+	nx_mem_free(NX_OWNER_misc, d, sizeof(*d));
+	if (exit_code == 0) {
+		nx_log(NX_LOG_INFO, "daemon", "stopped");
+	}
+	return exit_code;
+}

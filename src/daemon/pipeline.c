@@ -1,1 +1,460 @@
-/* placeholder: being written */
+/*
+ * The query pipeline: one query, end to end, on a worker thread.
+ *
+ *   read + parse -> admission (ACL) -> protocol checks -> [filter, cache: later stages]
+ *   -> forward (coalesced per key, one permit per upstream operation) -> relay to each waiter.
+ *
+ * Immediate answers are written into the caller's buffer (the UDP batch goes out in one
+ * sendmmsg); forwarded answers are relayed from the upstream engine's receive buffer into the
+ * worker's scratch buffer and sent at once. Nothing here allocates per query: pending operations
+ * and waiters come from per-worker free lists that grow to the peak and are reused.
+ */
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "base/stats.h"
+#include "daemon/impl.h"
+#include "dns/wire.h"
+
+struct waiter {
+	struct waiter *next;
+	bool tcp;
+	bool edns;
+	bool do_bit;
+	uint16_t id;
+	uint16_t qflags;
+	uint16_t max_size;
+	struct nx_dns_question q;   /* the client's question, in the client's case */
+	union {
+		struct {
+			struct nx_udp_sock *sock;   /* borrowed: worker sockets outlive waiters */
+			struct sockaddr_storage peer;
+			socklen_t peer_len;
+			struct nx_udp_origin origin;
+		} udp;
+		struct nx_tcp_conn *conn; /* held (nx_tcp_hold) until answered */
+	} to;
+};
+
+struct pending {
+	struct nx_worker *w;
+	struct pending *hnext;      /* bucket chain */
+	struct pending *next_free;
+	uint64_t hash;
+	uint8_t name[NX_DNS_NAME_MAX]; /* lower-cased key name */
+	uint8_t name_len;
+	uint16_t qtype, qclass;
+	bool do_bit, cd;
+	int zone;                   /* forward zone index or -1 */
+	struct nx_confref *cref;    /* held: servers are borrowed from it */
+	struct waiter *waiters;
+	unsigned n_waiters;
+};
+
+/* Where a query came from and how to answer it later. */
+struct origin {
+	bool tcp;
+	const struct sockaddr *peer;
+	socklen_t peer_len;
+	struct nx_udp_sock *sock;
+	const struct nx_udp_origin *uorigin;
+	struct nx_tcp_conn *conn;
+};
+
+static struct waiter *waiter_get(struct nx_worker *w, unsigned cap)
+{
+	struct waiter *x = w->free_waiters;
+	if (x) {
+		w->free_waiters = x->next;
+		return x;
+	}
+	if (w->n_waiters_alloc >= cap) {
+		return NULL;
+	}
+	x = nx_mem_alloc(NX_OWNER_query_pool, sizeof(*x));
+	if (x) {
+		w->n_waiters_alloc++;
+	}
+	return x;
+}
+
+static void waiter_put(struct nx_worker *w, struct waiter *x)
+{
+	x->next = w->free_waiters;
+	w->free_waiters = x;
+}
+
+static struct pending *pending_get(struct nx_worker *w, unsigned cap)
+{
+	struct pending *p = w->free_pending;
+	if (p) {
+		w->free_pending = p->next_free;
+		return p;
+	}
+	if (w->n_pending_alloc >= cap) {
+		return NULL;
+	}
+	p = nx_mem_alloc(NX_OWNER_query_pool, sizeof(*p));
+	if (p) {
+		w->n_pending_alloc++;
+	}
+	return p;
+}
+
+static bool permit_acquire(struct nx_worker *w, unsigned permits)
+{
+	int n = atomic_fetch_add_explicit(&w->d->permits_used, 1, memory_order_relaxed);
+	if (n >= (int)permits) {
+		atomic_fetch_sub_explicit(&w->d->permits_used, 1, memory_order_relaxed);
+		return false;
+	}
+	nx_gauge_add(NX_GAUGE_PERMITS_USED, 1);
+	return true;
+}
+
+static void permit_release(struct nx_worker *w)
+{
+	atomic_fetch_sub_explicit(&w->d->permits_used, 1, memory_order_relaxed);
+	nx_gauge_add(NX_GAUGE_PERMITS_USED, -1);
+}
+
+static void send_reply(struct nx_worker *w, struct waiter *x, const uint8_t *buf, size_t len)
+{
+	if (x->tcp) {
+		nx_tcp_send(x->to.conn, buf, len);
+		nx_tcp_release(x->to.conn);
+		return;
+	}
+	if (nx_udp_reply(x->to.udp.sock, (const struct sockaddr *)&x->to.udp.peer,
+			 x->to.udp.peer_len, &x->to.udp.origin, buf, len) < 0) {
+		nx_stat_inc(NX_STAT_D_SEND);
+	}
+}
+
+static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg, size_t len,
+			     const struct nx_dns_msg *m, int server)
+{
+	struct pending *p = ud;
+	struct nx_worker *w = p->w;
+	/* unlink from the coalescing table */
+	struct pending **pp = &w->table[p->hash % NX_PENDING_BUCKETS];
+	while (*pp && *pp != p) {
+		pp = &(*pp)->hnext;
+	}
+	if (*pp) {
+		*pp = p->hnext;
+	}
+	struct waiter *x = p->waiters;
+	while (x) {
+		struct waiter *next = x->next;
+		struct nx_dns_reply_ctx ctx = {
+			.id = x->id,
+			.qflags = x->qflags,
+			.q = &x->q,
+			.edns = x->edns,
+			.do_bit = x->do_bit,
+			.max_size = x->tcp ? NX_DNS_MSG_MAX : x->max_size,
+		};
+		int rlen;
+		if (res == NX_UP_ANSWER) {
+			bool trunc = false;
+			rlen = nx_dns_relay(w->tx, sizeof(w->tx), msg, m, &ctx, 0, -1, NULL, &trunc);
+			if (rlen >= NX_DNS_HDR_LEN) {
+				w->tx[3] |= 0x80; /* RA: we recurse for the client via upstreams */
+			}
+			nx_stat_inc(NX_STAT_R_FORWARDED);
+			if (trunc) {
+				nx_stat_inc(NX_STAT_R_TRUNCATED);
+			}
+		} else if (res == NX_UP_TIMEOUT) {
+			rlen = nx_dns_build_error(w->tx, sizeof(w->tx), &ctx, NX_DNS_SERVFAIL,
+						  NX_DNS_EDE_NO_REACHABLE_AUTHORITY,
+						  "no upstream answered before the deadline");
+			nx_stat_inc(NX_STAT_R_SERVFAIL);
+		} else {
+			rlen = nx_dns_build_error(w->tx, sizeof(w->tx), &ctx, NX_DNS_SERVFAIL,
+						  NX_DNS_EDE_NETWORK_ERROR, "every upstream failed");
+			nx_stat_inc(NX_STAT_R_SERVFAIL);
+		}
+		if (rlen > 0) {
+			send_reply(w, x, w->tx, (size_t)rlen);
+		} else {
+			nx_stat_inc(NX_STAT_D_SEND);
+			if (x->tcp) {
+				nx_tcp_release(x->to.conn);
+			}
+		}
+		nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
+		waiter_put(w, x);
+		x = next;
+	}
+	p->waiters = NULL;
+	permit_release(w);
+	nx_confref_release(p->cref);
+	p->cref = NULL;
+	p->next_free = w->free_pending;
+	w->free_pending = p;
+}
+
+static int find_zone(const struct nx_conf *c, const struct nx_dns_question *q)
+{
+	for (size_t i = 0; i < c->n_zones; i++) {
+		if (nx_dns_name_in_zone(q->name, q->name_len, c->zones[i].name,
+					c->zones[i].name_len)) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const struct origin *o,
+			size_t max_size)
+{
+	x->tcp = o->tcp;
+	x->id = m->id;
+	x->qflags = m->flags;
+	x->edns = m->edns.present;
+	x->do_bit = m->edns.do_bit;
+	x->max_size = (uint16_t)NX_MIN(max_size, NX_DNS_MSG_MAX);
+	x->q = m->q;
+	if (o->tcp) {
+		x->to.conn = o->conn;
+		nx_tcp_hold(o->conn);
+	} else {
+		x->to.udp.sock = o->sock;
+		memcpy(&x->to.udp.peer, o->peer, o->peer_len);
+		x->to.udp.peer_len = o->peer_len;
+		x->to.udp.origin = *o->uorigin;
+	}
+	nx_gauge_add(NX_GAUGE_IN_FLIGHT, 1);
+}
+
+/* No permit, slot or waiter room: a UDP query is dropped, a stream query closes its connection. */
+static void refuse_work(const struct origin *o, enum nx_stat udp_reason, enum nx_stat tcp_reason)
+{
+	if (o->tcp) {
+		nx_stat_inc(tcp_reason);
+		nx_tcp_abort(o->conn);
+	} else {
+		nx_stat_inc(udp_reason);
+	}
+}
+
+/* Forward (or join an identical in-flight forward). Returns an immediate reply length or 0. */
+static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const struct origin *o,
+		      size_t max_size)
+{
+	struct nx_confref *r = w->cref;
+	const struct nx_conf *c = r->c;
+	uint8_t key[NX_DNS_NAME_MAX + 8];
+	memcpy(key, m->q.name, m->q.name_len);
+	nx_dns_name_lower(key, m->q.name_len);
+	bool do_bit = m->edns.do_bit;
+	bool cd = (m->flags & NX_DNS_F_CD) != 0;
+	int zone = find_zone(c, &m->q);
+	size_t kl = m->q.name_len;
+	key[kl++] = (uint8_t)(m->q.qtype >> 8);
+	key[kl++] = (uint8_t)m->q.qtype;
+	key[kl++] = (uint8_t)(m->q.qclass >> 8);
+	key[kl++] = (uint8_t)m->q.qclass;
+	key[kl++] = (uint8_t)(do_bit | (cd << 1));
+	key[kl++] = (uint8_t)(zone + 1);
+	uint64_t h = XXH3_64bits(key, kl);
+
+	for (struct pending *p = w->table[h % NX_PENDING_BUCKETS]; p; p = p->hnext) {
+		if (p->hash == h && p->qtype == m->q.qtype && p->qclass == m->q.qclass &&
+		    p->do_bit == do_bit && p->cd == cd && p->zone == zone &&
+		    p->name_len == m->q.name_len && memcmp(p->name, key, p->name_len) == 0) {
+			if (p->n_waiters >= c->coalesce_max_waiters) {
+				refuse_work(o, NX_STAT_D_WAITERS, NX_STAT_D_WAITERS);
+				return 0;
+			}
+			struct waiter *x = waiter_get(w, c->permits * c->coalesce_max_waiters);
+			if (!x) {
+				refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+				return 0;
+			}
+			fill_waiter(x, m, o, max_size);
+			x->next = p->waiters;
+			p->waiters = x;
+			p->n_waiters++;
+			nx_stat_inc(NX_STAT_COALESCED);
+			return 0;
+		}
+	}
+
+	if (!permit_acquire(w, c->permits)) {
+		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		return 0;
+	}
+	struct pending *p = pending_get(w, c->permits);
+	struct waiter *x = p ? waiter_get(w, c->permits * c->coalesce_max_waiters) : NULL;
+	if (!x) {
+		if (p) {
+			p->next_free = w->free_pending;
+			w->free_pending = p;
+		}
+		permit_release(w);
+		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		return 0;
+	}
+	p->w = w;
+	p->hash = h;
+	memcpy(p->name, key, m->q.name_len);
+	p->name_len = m->q.name_len;
+	p->qtype = m->q.qtype;
+	p->qclass = m->q.qclass;
+	p->do_bit = do_bit;
+	p->cd = cd;
+	p->zone = zone;
+	p->waiters = NULL;
+	p->n_waiters = 0;
+	nx_confref_acquire(r);
+	p->cref = r;
+
+	struct nx_up_req req = {
+		.q = &m->q,
+		.do_bit = do_bit,
+		.cd = cd,
+		.servers = zone >= 0 ? r->zone_servers[zone] : r->servers,
+		.n_servers = zone >= 0 ? r->zone_n[zone] : r->n_servers,
+		.race = c->race,
+		.stagger_ms = c->stagger_ms,
+		.timeout_ms = c->timeout_ms,
+	};
+	fill_waiter(x, m, o, max_size);
+	x->next = NULL;
+	p->waiters = x;
+	p->n_waiters = 1;
+	if (nx_upstream_start(w->up, &req, on_upstream_done, p) < 0) {
+		nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
+		if (x->tcp) {
+			nx_tcp_release(x->to.conn);
+		}
+		waiter_put(w, x);
+		p->waiters = NULL;
+		nx_confref_release(r);
+		p->next_free = w->free_pending;
+		w->free_pending = p;
+		permit_release(w);
+		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		return 0;
+	}
+	p->hnext = w->table[h % NX_PENDING_BUCKETS];
+	w->table[h % NX_PENDING_BUCKETS] = p;
+	return 0;
+}
+
+static size_t error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, bool have_q,
+			  size_t max_size, int rcode, enum nx_stat stat)
+{
+	struct nx_dns_reply_ctx ctx = {
+		.id = m->id,
+		.qflags = m->flags,
+		.q = have_q ? &m->q : NULL,
+		.edns = have_q && m->edns.present,
+		.do_bit = have_q && m->edns.do_bit,
+		.max_size = NX_MIN(max_size, cap),
+	};
+	int n = nx_dns_build_error(out, cap, &ctx, rcode, -1, NULL);
+	nx_stat_inc(stat);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* The protocol-independent part. */
+static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
+		     const struct origin *o, uint8_t *out, size_t cap)
+{
+	struct nx_dns_msg m;
+	if (nx_dns_hdr_parse(pkt, len, &m) < 0) {
+		nx_stat_inc(NX_STAT_D_SHORT);
+		return 0;
+	}
+	if (m.flags & NX_DNS_F_QR) {
+		nx_stat_inc(NX_STAT_D_RESPONSE);
+		return 0;
+	}
+	const struct nx_conf *c = w->cref->c;
+	bool parsed = !truncated && nx_dns_msg_parse(pkt, len, &m) == 0;
+	bool have_q = parsed && m.has_question && m.qdcount == 1;
+	size_t limit = o->tcp ? NX_DNS_MSG_MAX : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
+	if (!nx_conf_acl_allows(c, o->peer)) {
+		nx_stat_inc(NX_STAT_ACL_REFUSED);
+		return error_reply(out, cap, &m, have_q, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
+	}
+	if (NX_DNS_OPCODE(m.flags) != 0) {
+		return error_reply(out, cap, &m, have_q, limit, NX_DNS_NOTIMP, NX_STAT_R_NOTIMP);
+	}
+	if (!have_q) {
+		return error_reply(out, cap, &m, false, limit, NX_DNS_FORMERR, NX_STAT_R_FORMERR);
+	}
+	if (m.edns.present && m.edns.version != 0) {
+		return error_reply(out, cap, &m, true, limit, NX_DNS_BADVERS, NX_STAT_R_FORMERR);
+	}
+	if (m.q.qtype == NX_DNS_T_AXFR || m.q.qtype == 251 /* IXFR */) {
+		return error_reply(out, cap, &m, true, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
+	}
+	if (m.q.qtype == NX_DNS_T_ANY && !o->tcp) {
+		struct nx_dns_reply_ctx ctx = {
+			.id = m.id,
+			.qflags = m.flags,
+			.q = &m.q,
+			.edns = m.edns.present,
+			.do_bit = m.edns.do_bit,
+			.max_size = NX_MIN(limit, cap),
+		};
+		int n = nx_dns_build_any_hinfo(out, cap, &ctx, 3600);
+		nx_stat_inc(NX_STAT_R_ANY);
+		return n > 0 ? (size_t)n : 0;
+	}
+	return forward(w, &m, o, limit);
+}
+
+size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap)
+{
+	struct nx_worker *w = ud;
+	nx_stat_inc(NX_STAT_Q_UDP);
+	struct origin o = {
+		.tcp = false,
+		.peer = p->peer,
+		.peer_len = p->peer_len,
+		.sock = p->sock,
+		.uorigin = p->origin,
+	};
+	return handle(w, p->data, p->len, p->truncated, &o, out, cap);
+}
+
+void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t len)
+{
+	struct nx_worker *w = ud;
+	nx_stat_inc(NX_STAT_Q_TCP);
+	struct origin o = {
+		.tcp = true,
+		.peer = nx_tcp_peer(c),
+		.peer_len = sizeof(struct sockaddr_storage),
+		.conn = c,
+	};
+	size_t n = handle(w, msg, len, false, &o, w->tx, sizeof(w->tx));
+	if (n > 0) {
+		nx_tcp_send(c, w->tx, n);
+	}
+}
+
+void nx_pipeline_shutdown(struct nx_worker *w)
+{
+	while (w->free_waiters) {
+		struct waiter *x = w->free_waiters;
+		w->free_waiters = x->next;
+		nx_mem_free(NX_OWNER_query_pool, x, sizeof(*x));
+	}
+	while (w->free_pending) {
+		struct pending *p = w->free_pending;
+		w->free_pending = p->next_free;
+		nx_mem_free(NX_OWNER_query_pool, p, sizeof(*p));
+	}
+	w->n_waiters_alloc = 0;
+	w->n_pending_alloc = 0;
+}

@@ -1,1 +1,147 @@
-/* placeholder: being written */
+/*
+ * Worker threads: one libuv loop each, owning its UDP and TCP sockets (SO_REUSEPORT), its
+ * upstream engine and its pools. Sockets and handles are set up by the control thread before
+ * the worker's thread starts (the loop is not running yet), so bind errors are reported
+ * synchronously at startup.
+ */
+#include <string.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "base/stats.h"
+#include "daemon/impl.h"
+
+static void tcp_limits(const struct nx_conf *c, struct nx_tcp_limits *lim)
+{
+	lim->max_conns = c->dns_max_connections;
+	lim->idle_ms = c->tcp_idle_timeout_ms;
+	lim->read_ms = c->tcp_read_timeout_ms;
+}
+
+static void on_close_noop(uv_handle_t *h)
+{
+}
+
+static void stop_worker(struct nx_worker *w)
+{
+	for (size_t i = 0; i < w->n_listen; i++) {
+		nx_udp_close(w->udp[i]);
+		nx_tcp_close(w->tcp[i]);
+		w->udp[i] = NULL;
+		w->tcp[i] = NULL;
+	}
+	if (w->up) {
+		nx_upstream_shutdown(w->up);
+	}
+	uv_close((uv_handle_t *)&w->wake, on_close_noop);
+}
+
+static void on_wake(uv_async_t *a)
+{
+	struct nx_worker *w = a->data;
+	/* A config swap: take the new generation, drop ours. */
+	struct nx_confref *r = nx_daemon_current(w->d);
+	if (r != w->cref) {
+		nx_confref_release(w->cref);
+		w->cref = r;
+		struct nx_tcp_limits lim;
+		tcp_limits(r->c, &lim);
+		for (size_t i = 0; i < w->n_listen; i++) {
+			nx_tcp_set_limits(w->tcp[i], &lim);
+		}
+		nx_upstream_set_max_ops(w->up, r->c->permits);
+	} else {
+		nx_confref_release(r);
+	}
+	if (w->stopping) {
+		stop_worker(w);
+	}
+}
+
+int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
+{
+	memset(w, 0, sizeof(*w));
+	w->idx = idx;
+	int rc = uv_loop_init(&w->loop);
+	if (rc < 0) {
+		return rc;
+	}
+	w->d = d;
+	w->cref = nx_daemon_current(d);
+	const struct nx_conf *c = w->cref->c;
+	uv_async_init(&w->loop, &w->wake, on_wake);
+	w->wake.data = w;
+	w->batch = nx_udp_batch_new();
+	if (!w->batch) {
+		return -ENOMEM;
+	}
+	rc = nx_upstream_new(&w->loop, c->permits, &w->up);
+	if (rc < 0) {
+		return rc;
+	}
+	struct nx_tcp_limits lim;
+	tcp_limits(c, &lim);
+	w->n_listen = NX_MIN(c->n_listen_dns, NX_MAX_LISTENERS);
+	for (size_t i = 0; i < w->n_listen; i++) {
+		const struct nx_addr *a = &c->listen_dns[i];
+		rc = nx_udp_open(&w->loop, a, (int)i, w->batch, nx_pipeline_udp, w, &w->udp[i]);
+		if (rc < 0) {
+			nx_log(NX_LOG_ERR, "daemon", "cannot listen on udp %s: %s", a->text,
+			       nx_strerror(rc));
+			return rc;
+		}
+		rc = nx_tcp_open(&w->loop, a, (int)i, &d->tcp_open[i], &lim, nx_pipeline_tcp, w,
+				 &w->tcp[i]);
+		if (rc < 0) {
+			nx_log(NX_LOG_ERR, "daemon", "cannot listen on tcp %s: %s", a->text,
+			       nx_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void worker_main(void *arg)
+{
+	struct nx_worker *w = arg;
+	nx_stats_thread_register();
+	uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+int nx_worker_start(struct nx_worker *w)
+{
+	return uv_thread_create(&w->thread, worker_main, w);
+}
+
+void nx_worker_wake(struct nx_worker *w)
+{
+	uv_async_send(&w->wake);
+}
+
+void nx_worker_join(struct nx_worker *w)
+{
+	uv_thread_join(&w->thread);
+}
+
+/* After the thread has exited (or was never started): release everything. */
+void nx_worker_deinit(struct nx_worker *w)
+{
+	if (!w->d) {
+		return;
+	}
+	if (!uv_is_closing((uv_handle_t *)&w->wake)) {
+		stop_worker(w);
+	}
+	uv_run(&w->loop, UV_RUN_DEFAULT); /* run close callbacks */
+	nx_pipeline_shutdown(w);
+	nx_upstream_free(w->up);
+	nx_udp_batch_free(w->batch);
+	int rc = uv_loop_close(&w->loop);
+	if (rc < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "worker %u loop close: %s", w->idx, uv_strerror(rc));
+	}
+	nx_confref_release(w->cref);
+	w->cref = NULL;
+	w->d = NULL;
+}

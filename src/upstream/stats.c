@@ -1,0 +1,85 @@
+#include "upstream/upstream.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+struct slot {
+	char name[64];
+	_Atomic uint64_t outcome[NX_UP_O__COUNT];
+	_Atomic uint64_t bucket[NX_UP_LATENCY_NBUCKETS];
+	_Atomic uint64_t count;
+	_Atomic uint64_t sum_us;
+};
+
+static struct slot g_slots[NX_UP_STATS_MAX];
+static atomic_int g_nslots;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static const unsigned g_bounds[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_MS;
+
+int nx_up_stats_index(const char *name)
+{
+	pthread_mutex_lock(&g_lock);
+	int n = atomic_load(&g_nslots);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(g_slots[i].name, name) == 0) {
+			pthread_mutex_unlock(&g_lock);
+			return i;
+		}
+	}
+	int idx = -1;
+	if (n < NX_UP_STATS_MAX) {
+		idx = n;
+		snprintf(g_slots[idx].name, sizeof(g_slots[idx].name), "%s", name);
+		atomic_store(&g_nslots, n + 1);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return idx;
+}
+
+int nx_up_stats_count(void)
+{
+	return atomic_load(&g_nslots);
+}
+
+void nx_up_stats_read(int i, struct nx_up_stats_row *row)
+{
+	struct slot *s = &g_slots[i];
+	memcpy(row->name, s->name, sizeof(row->name));
+	for (int o = 0; o < NX_UP_O__COUNT; o++) {
+		row->outcome[o] = atomic_load_explicit(&s->outcome[o], memory_order_relaxed);
+	}
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		row->bucket[b] = atomic_load_explicit(&s->bucket[b], memory_order_relaxed);
+	}
+	row->count = atomic_load_explicit(&s->count, memory_order_relaxed);
+	row->sum_seconds = (double)atomic_load_explicit(&s->sum_us, memory_order_relaxed) / 1e6;
+}
+
+const char *nx_up_outcome_name(enum nx_up_outcome o)
+{
+	static const char *const names[] = {"answer", "timeout", "cancelled", "error"};
+	return names[o];
+}
+
+/* Internal to the module (declared in exchange.c's view through impl below). */
+void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
+void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us)
+{
+	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
+		return;
+	}
+	struct slot *s = &g_slots[idx];
+	atomic_fetch_add_explicit(&s->outcome[o], 1, memory_order_relaxed);
+	if (o != NX_UP_O_ANSWER) {
+		return;
+	}
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		if (latency_us <= (uint64_t)g_bounds[b] * 1000) {
+			atomic_fetch_add_explicit(&s->bucket[b], 1, memory_order_relaxed);
+		}
+	}
+	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->sum_us, latency_us, memory_order_relaxed);
+}

@@ -1,0 +1,99 @@
+/*
+ * Upstream forwarding engine (one per worker loop).
+ *
+ * An operation asks plain-DNS upstreams one question: it sends to the first server, then every
+ * `stagger_ms` to the next until `race` attempts run at once; the first valid answer wins and the
+ * other attempts are cancelled. `timeout_ms` is ONE deadline for the whole operation, including
+ * a TCP retry after a truncated UDP answer. A failed attempt (send error, ICMP refusal, upstream
+ * SERVFAIL/REFUSED) moves on to the next server at once.
+ *
+ * Anti-spoofing: every attempt uses a fresh UDP socket bound to a random source port and a random
+ * transaction id (libsodium); a reply counts only when it comes from the address the query went
+ * to, with the same id and the same question. Everything else is ignored and counted.
+ *
+ * Threading: an engine and its operations belong to one worker loop. Memory: operations come
+ * from a free list that grows up to `max_ops` (the process-wide permit count bounds it) and is
+ * reused, so steady-state forwarding allocates nothing; TCP fallback buffers are allocated on
+ * demand (NX_OWNER_upstream_tcp) since truncation is rare.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "dns/msg.h"
+
+#define NX_UP_MAX_ATTEMPTS 8   /* concurrent attempts per operation (race is clamped to this) */
+#define NX_UP_QUERY_MAX 512    /* our upstream query: header + one question + OPT */
+#define NX_UP_STATS_MAX 64     /* distinct upstream servers with metric series */
+
+/* One upstream server as the engine uses it (copied out of the config by the daemon). */
+struct nx_up_server {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int stats;                 /* index from nx_up_stats_index() */
+};
+
+struct nx_up_req {
+	const struct nx_dns_question *q; /* borrowed for the call */
+	bool do_bit;
+	bool cd;
+	const struct nx_up_server *servers; /* borrowed: must outlive the operation (conf ref) */
+	size_t n_servers;
+	unsigned race;
+	unsigned stagger_ms;
+	unsigned timeout_ms;
+};
+
+enum nx_up_result {
+	NX_UP_ANSWER,   /* msg/len/parsed describe a validated answer */
+	NX_UP_TIMEOUT,  /* the whole-operation deadline expired */
+	NX_UP_FAILED,   /* every server failed before the deadline */
+};
+
+/*
+ * Called exactly once per started operation, on the worker loop. msg and parsed are valid only
+ * during the call (they live in the engine's receive buffer). server is the index in the
+ * request's server list that answered, or -1.
+ */
+typedef void (*nx_up_done_cb)(void *ud, enum nx_up_result res, const uint8_t *msg, size_t len,
+			      const struct nx_dns_msg *parsed, int server);
+
+struct nx_upstream;
+
+int nx_upstream_new(uv_loop_t *loop, unsigned max_ops, struct nx_upstream **out);
+/* Cancels nothing: call when no operation is running (shutdown after the loop drained). */
+void nx_upstream_free(struct nx_upstream *u);
+/* Close all timers/handles (before uv_loop_close); operations in flight complete as FAILED. */
+void nx_upstream_shutdown(struct nx_upstream *u);
+void nx_upstream_set_max_ops(struct nx_upstream *u, unsigned max_ops);
+
+/* Start an operation. 0, or NX_ENOSLOT when max_ops are running (cb is then never called). */
+int nx_upstream_start(struct nx_upstream *u, const struct nx_up_req *req, nx_up_done_cb cb,
+		      void *ud);
+
+/* ---- per-server statistics (process-wide) ---- */
+
+enum nx_up_outcome { NX_UP_O_ANSWER, NX_UP_O_TIMEOUT, NX_UP_O_CANCELLED, NX_UP_O_ERROR,
+		     NX_UP_O__COUNT };
+
+#define NX_UP_LATENCY_BUCKETS_MS {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+#define NX_UP_LATENCY_NBUCKETS 12
+
+struct nx_up_stats_row {
+	char name[64];
+	uint64_t outcome[NX_UP_O__COUNT];
+	uint64_t bucket[NX_UP_LATENCY_NBUCKETS]; /* cumulative counts per upper bound */
+	uint64_t count;
+	double sum_seconds;
+};
+
+/* Find or create the stats slot for a server text (control thread). -1 when full. */
+int nx_up_stats_index(const char *name);
+/* Number of slots in use; read row i. */
+int nx_up_stats_count(void);
+void nx_up_stats_read(int i, struct nx_up_stats_row *row);
+const char *nx_up_outcome_name(enum nx_up_outcome o);
