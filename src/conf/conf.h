@@ -106,3 +106,5 @@ bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa);
 
 /* Write docs/configuration.md content generated from the schema to fp. */
 void nx_conf_write_docs(FILE *fp);
+/* Write the complete example nxdns.yaml (every key; the docs embed it) to fp. */
+void nx_conf_write_example(FILE *fp);

@@ -1,1 +1,91 @@
-/* placeholder: being written */
+/*
+ * docs/configuration.md and the example configuration, generated from the schema table.
+ */
+#include <string.h>
+
+#include "conf/conf.h"
+#include "conf/impl.h"
+
+/* "listener.dns" -> section length 9 ("listener."), "" for a top-level key. */
+static size_t section_len(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+	return dot ? (size_t)(dot - path) + 1 : 0;
+}
+
+void nx_conf_write_example(FILE *fp)
+{
+	const char *prev = "";
+	size_t prev_sec = 0;
+	for (size_t i = 0; i < nx_conf_n_keys; i++) {
+		const struct nx_conf_key *k = &nx_conf_keys[i];
+		size_t sec = section_len(k->path);
+		/* Components shared with the previous key's section are already open. */
+		size_t common = 0, depth = 0;
+		for (size_t j = 0; j < sec && j < prev_sec && k->path[j] == prev[j]; j++) {
+			if (k->path[j] == '.') {
+				common = j + 1;
+				depth++;
+			}
+		}
+		for (size_t j = common; j < sec;) {
+			size_t clen = strcspn(k->path + j, ".");
+			fprintf(fp, "%*s%.*s:\n", (int)(2 * depth), "", (int)clen, k->path + j);
+			j += clen + 1;
+			depth++;
+		}
+		fprintf(fp, "%*s%s: %s\n", (int)(2 * depth), "", k->path + sec,
+			k->example ? k->example : k->def);
+		prev = k->path;
+		prev_sec = sec;
+	}
+}
+
+static const char intro[] =
+	"# nxdns configuration\n"
+	"\n"
+	"<!-- Generated from src/conf/schema.c by `nxdns config-docs`; do not edit by hand. "
+	"A unit test fails when this file and the schema disagree. -->\n"
+	"\n"
+	"nxdns reads one YAML file, `nxdns.yaml`. Every key is optional: a key that is not "
+	"in the file takes its default, and an empty file is a valid configuration. The "
+	"dotted names below are nested mappings in the file: `listener.workers` is `workers:` "
+	"under `listener:`.\n"
+	"\n"
+	"The file is checked completely before it is used. An unknown key, a duplicate key, a "
+	"value of the wrong type, a bad address or an out-of-range number is an error reported "
+	"as `file:line:col: message` at the offending value; nxdns then refuses to start, and "
+	"a reload keeps the running configuration. `nxdns check-config` checks a file "
+	"without starting the server.\n"
+	"\n"
+	"Addresses are IP addresses, never host names: `addr:port`, with IPv6 in brackets "
+	"(`[::1]:53`). Where a port is optional the key says so. Client address ranges are "
+	"`addr/prefix` (`192.168.1.0/24`, `fd00::/8`) or a single address.\n"
+	"\n"
+	"## Example\n"
+	"\n"
+	"Every key, at its default except where a value shows the syntax "
+	"(`forward_zones`, `allow`, `deny`):\n"
+	"\n";
+
+void nx_conf_write_docs(FILE *fp)
+{
+	fputs(intro, fp);
+	fputs("```yaml\n", fp);
+	nx_conf_write_example(fp);
+	fputs("```\n\n## Keys\n", fp);
+	for (size_t i = 0; i < nx_conf_n_keys; i++) {
+		const struct nx_conf_key *k = &nx_conf_keys[i];
+		char range[256] = "";
+		if (k->type->range) {
+			k->type->range(k, range, sizeof(range));
+		}
+		fprintf(fp, "\n### `%s`\n\n", k->path);
+		fprintf(fp, "- Type: %s\n", k->type->name);
+		fprintf(fp, "- Default: `%s`\n", k->def);
+		if (range[0]) {
+			fprintf(fp, "- %s: %s\n", k->choices ? "Values" : "Range", range);
+		}
+		fprintf(fp, "\n%s\n", k->doc);
+	}
+}
