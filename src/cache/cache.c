@@ -1,0 +1,570 @@
+/*
+ * The sharded table: slots, chained index, CLOCK hand, the global byte budget.
+ *
+ * Each shard is one allocation (header | entry slots | bucket heads), locked by its own mutex.
+ * Slots are fixed at creation; a free slot has blob == NULL and sits on the shard's free list.
+ * The byte budget is one atomic shared by all shards: a put reserves its copy's bytes with a
+ * compare-and-swap that never lets live_bytes pass the budget, evicting by CLOCK from shards in
+ * round-robin order (one lock at a time) until the reservation fits. Freed bytes are released
+ * only after the copy is freed, so live_bytes >= bytes actually held, always <= budget.
+ */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/err.h"
+#include "cache/impl.h"
+
+#define KEY_DO 0x01
+#define KEY_CD 0x02
+
+#define SLOT_REF 0x01	     /* CLOCK reference bit: hit since the hand last passed */
+#define SLOT_PREFETCHED 0x02 /* prefetch already signalled for this stored copy */
+
+struct entry {
+	uint64_t hash;
+	struct nx_cache_blob *blob; /* owned; NULL = free slot */
+	uint64_t stored_ms;	    /* caller's now_ms at put */
+	uint32_t ttl;		    /* entry lifetime in s (fresh while age < ttl) */
+	uint32_t hits;		    /* fresh hits since stored (saturating) */
+	int32_t next;		    /* bucket chain or free list, -1 = end */
+	uint16_t qtype;
+	uint8_t kflags; /* KEY_DO | KEY_CD */
+	uint8_t state;	/* SLOT_* */
+};
+/* Slots are allocated up front for cache.size entries: their size is in the memory budget. */
+static_assert(sizeof(struct entry) == 40, "cache slot size is part of the memory budget");
+
+struct shard {
+	pthread_mutex_t lock;
+	struct entry *e; /* cap slots, in this allocation */
+	int32_t *bucket; /* mask + 1 chain heads, in this allocation */
+	size_t alloc_size;
+	uint32_t cap;
+	uint32_t mask;
+	uint32_t count;
+	uint32_t hand;
+	int32_t free_head;
+	/* counters, under lock */
+	uint64_t hits, stale_hits, misses, inserts, replaced, evictions, expired, prefetch;
+};
+
+struct nx_cache {
+	struct nx_cache_params p; /* p.alloc points at `alloc` below */
+	struct nx_cache_alloc alloc;
+	uint64_t budget;
+	unsigned nshards;
+	unsigned shard_bits;
+	size_t slot_bytes;
+	_Atomic uint64_t live_bytes;
+	atomic_uint evict_cursor;
+	_Atomic uint64_t oversized, alloc_failures, no_room, uncacheable;
+	struct shard *shard[NX_CACHE_SHARDS_MAX]; /* owned */
+};
+
+static void *default_alloc(void *ctx, enum nx_owner owner, size_t size)
+{
+	return nx_mem_alloc(owner, size);
+}
+
+static void default_free(void *ctx, enum nx_owner owner, void *p, size_t size)
+{
+	nx_mem_free(owner, p, size);
+}
+
+static const struct nx_cache_alloc ledger_alloc = {default_alloc, default_free, NULL};
+
+void nx_cache_params_default(struct nx_cache_params *p)
+{
+	*p = (struct nx_cache_params){
+	    .size = NX_CACHE_SIZE_DEFAULT,
+	    .min_ttl = 0,
+	    .max_ttl = NX_CACHE_MAX_TTL_DEFAULT,
+	    .neg_max_ttl = NX_CACHE_NEG_MAX_TTL_DEFAULT,
+	    .servfail_ttl = NX_CACHE_SERVFAIL_TTL_DEFAULT,
+	};
+}
+
+uint64_t nx_cache_budget_bytes(uint32_t size)
+{
+	return NX_MAX((uint64_t)NX_CACHE_BYTES_PER_ENTRY * size, (uint64_t)NX_CACHE_BYTES_FLOOR);
+}
+
+static bool is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static unsigned auto_shards(uint32_t size)
+{
+	unsigned n = NX_CACHE_SHARDS_DEFAULT;
+	while (n > 1 && size / n < NX_CACHE_SHARD_MIN_ENTRIES) {
+		n /= 2;
+	}
+	return n;
+}
+
+static struct shard *shard_new(struct nx_cache *c, uint32_t cap)
+{
+	uint32_t nb = 1;
+	while (nb < cap) {
+		nb *= 2;
+	}
+	size_t size = sizeof(struct shard) + (size_t)cap * sizeof(struct entry) +
+		      (size_t)nb * sizeof(int32_t);
+	struct shard *s = c->alloc.alloc(c->alloc.ctx, NX_OWNER_cache_slots, size);
+	if (!s) {
+		return NULL;
+	}
+	memset(s, 0, sizeof(*s));
+	if (pthread_mutex_init(&s->lock, NULL) != 0) {
+		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_slots, s, size);
+		return NULL;
+	}
+	s->e = (struct entry *)(s + 1);
+	s->bucket = (int32_t *)(s->e + cap);
+	s->alloc_size = size;
+	s->cap = cap;
+	s->mask = nb - 1;
+	for (uint32_t i = 0; i < cap; i++) {
+		s->e[i] = (struct entry){.next = i + 1 < cap ? (int32_t)(i + 1) : -1};
+	}
+	s->free_head = 0;
+	memset(s->bucket, 0xff, (size_t)nb * sizeof(int32_t)); /* -1 */
+	return s;
+}
+
+int nx_cache_new(const struct nx_cache_params *p, struct nx_cache **out)
+{
+	if (!p || p->size == 0 || p->size > NX_CACHE_SIZE_MAX || p->min_ttl > p->max_ttl) {
+		return -EINVAL;
+	}
+	if (p->shards &&
+	    (!is_pow2(p->shards) || p->shards > NX_CACHE_SHARDS_MAX || p->shards > p->size)) {
+		return -EINVAL;
+	}
+	if (p->alloc && (!p->alloc->alloc || !p->alloc->free)) {
+		return -EINVAL;
+	}
+	const struct nx_cache_alloc *a = p->alloc ? p->alloc : &ledger_alloc;
+	struct nx_cache *c = a->alloc(a->ctx, NX_OWNER_cache_slots, sizeof(*c));
+	if (!c) {
+		return -ENOMEM;
+	}
+	memset(c, 0, sizeof(*c));
+	c->p = *p;
+	c->alloc = *a;
+	c->p.alloc = &c->alloc;
+	c->budget = nx_cache_budget_bytes(p->size);
+	c->nshards = p->shards ? p->shards : auto_shards(p->size);
+	while ((1u << c->shard_bits) < c->nshards) {
+		c->shard_bits++;
+	}
+	c->slot_bytes = sizeof(*c);
+	for (unsigned i = 0; i < c->nshards; i++) {
+		uint32_t cap = p->size / c->nshards + (i < p->size % c->nshards ? 1 : 0);
+		c->shard[i] = shard_new(c, cap);
+		if (!c->shard[i]) {
+			nx_cache_free(c);
+			return -ENOMEM;
+		}
+		c->slot_bytes += c->shard[i]->alloc_size;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Free a list of unlinked copies and give their bytes back to the budget. */
+static void release(struct nx_cache *c, struct nx_cache_blob *list)
+{
+	while (list) {
+		struct nx_cache_blob *next = list->next_free;
+		uint32_t size = list->size;
+		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_responses, list, size);
+		atomic_fetch_sub_explicit(&c->live_bytes, size, memory_order_relaxed);
+		list = next;
+	}
+}
+
+/* Unlink slot i (under lock); its copy goes onto *dead. */
+static void unlink_slot(struct shard *s, int32_t i, struct nx_cache_blob **dead)
+{
+	struct entry *e = &s->e[i];
+	int32_t *link = &s->bucket[e->hash & s->mask];
+	while (*link != i) {
+		nx_require(*link >= 0);
+		link = &s->e[*link].next;
+	}
+	*link = e->next;
+	e->blob->next_free = *dead;
+	*dead = e->blob;
+	e->blob = NULL;
+	e->next = s->free_head;
+	s->free_head = i;
+	s->count--;
+}
+
+static void flush_shard(struct nx_cache *c, struct shard *s)
+{
+	struct nx_cache_blob *dead = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->cap; i++) {
+		if (s->e[i].blob) {
+			unlink_slot(s, (int32_t)i, &dead);
+		}
+	}
+	s->hand = 0;
+	pthread_mutex_unlock(&s->lock);
+	release(c, dead);
+}
+
+void nx_cache_flush(struct nx_cache *c)
+{
+	if (!c) {
+		return;
+	}
+	for (unsigned i = 0; i < c->nshards; i++) {
+		flush_shard(c, c->shard[i]);
+	}
+}
+
+void nx_cache_free(struct nx_cache *c)
+{
+	if (!c) {
+		return;
+	}
+	for (unsigned i = 0; i < c->nshards; i++) {
+		struct shard *s = c->shard[i];
+		if (!s) {
+			continue;
+		}
+		flush_shard(c, s);
+		pthread_mutex_destroy(&s->lock);
+		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_slots, s, s->alloc_size);
+	}
+	struct nx_cache_alloc a = c->alloc;
+	a.free(a.ctx, NX_OWNER_cache_slots, c, sizeof(*c));
+}
+
+/* Lower-case the name and hash (name, type, class, flags). */
+struct hkey {
+	uint8_t buf[NX_DNS_NAME_MAX + 5]; /* lower-cased name | qtype | qclass | kflags */
+	uint8_t len;
+	uint8_t kflags;
+	uint64_t hash;
+};
+
+static int make_key(const struct nx_cache *c, const struct nx_cache_key *k, struct hkey *h)
+{
+	if (!k || !k->name || k->name_len == 0) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < k->name_len; i++) {
+		h->buf[i] = nx_cache_lower(k->name[i]);
+	}
+	h->len = k->name_len;
+	h->kflags = (uint8_t)((k->do_bit ? KEY_DO : 0) | (k->cd ? KEY_CD : 0));
+	uint8_t *t = h->buf + k->name_len;
+	t[0] = (uint8_t)(k->qtype >> 8);
+	t[1] = (uint8_t)k->qtype;
+	t[2] = (uint8_t)(k->qclass >> 8);
+	t[3] = (uint8_t)k->qclass;
+	t[4] = h->kflags;
+	h->hash = XXH3_64bits_withSeed(h->buf, (size_t)k->name_len + 5, c->p.hash_seed);
+	return 0;
+}
+
+static struct shard *shard_of(const struct nx_cache *c, uint64_t hash)
+{
+	return c->shard[c->shard_bits ? hash >> (64 - c->shard_bits) : 0];
+}
+
+static bool key_eq(const struct entry *e, const struct hkey *h, const struct nx_cache_key *k)
+{
+	const struct nx_cache_blob *b = e->blob;
+	if (e->hash != h->hash || e->qtype != k->qtype || e->kflags != h->kflags ||
+	    b->qclass != k->qclass || b->name_len != h->len) {
+		return false;
+	}
+	const uint8_t *name = nx_cache_blob_wire(b) + NX_DNS_HDR_LEN;
+	for (size_t i = 0; i < h->len; i++) {
+		if (nx_cache_lower(name[i]) != h->buf[i]) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static int32_t find(const struct shard *s, const struct hkey *h, const struct nx_cache_key *k)
+{
+	for (int32_t i = s->bucket[h->hash & s->mask]; i >= 0; i = s->e[i].next) {
+		if (key_eq(&s->e[i], h, k)) {
+			return i;
+		}
+	}
+	return -1;
+}
+
+enum age_state { FRESH, STALE, DEAD };
+
+static enum age_state age_of(const struct nx_cache *c, const struct entry *e, uint64_t now_ms,
+			     uint64_t *age_ms)
+{
+	uint64_t age = now_ms > e->stored_ms ? now_ms - e->stored_ms : 0;
+	uint64_t ttl_ms = (uint64_t)e->ttl * 1000;
+	*age_ms = age;
+	if (age < ttl_ms) {
+		return FRESH;
+	}
+	return age < ttl_ms + (uint64_t)c->p.stale_window * 1000 ? STALE : DEAD;
+}
+
+/*
+ * Evict one entry by CLOCK (under lock). Entries past their TTL get no second chance; dead
+ * ones count as expired, the rest as evictions. Returns false only on an empty shard.
+ */
+static bool clock_evict(struct nx_cache *c, struct shard *s, uint64_t now_ms,
+			struct nx_cache_blob **dead)
+{
+	if (s->count == 0) {
+		return false;
+	}
+	/* Two sweeps clear every reference bit, so the loop ends by the second. */
+	for (uint64_t step = 0; step <= 2 * (uint64_t)s->cap; step++) {
+		int32_t i = (int32_t)s->hand;
+		struct entry *e = &s->e[i];
+		s->hand = s->hand + 1 == s->cap ? 0 : s->hand + 1;
+		if (!e->blob) {
+			continue;
+		}
+		uint64_t age;
+		enum age_state st = age_of(c, e, now_ms, &age);
+		if (st == FRESH && (e->state & SLOT_REF)) {
+			e->state &= (uint8_t)~SLOT_REF;
+			continue;
+		}
+		unlink_slot(s, i, dead);
+		if (st == DEAD) {
+			s->expired++;
+		} else {
+			s->evictions++;
+		}
+		return true;
+	}
+	nx_require(!"clock found no victim in a non-empty shard");
+	return false;
+}
+
+/* Reserve `size` budget bytes, evicting round robin over the shards until they fit. */
+static bool reserve(struct nx_cache *c, uint32_t size, uint64_t now_ms)
+{
+	unsigned empty = 0;
+	for (;;) {
+		uint64_t cur = atomic_load_explicit(&c->live_bytes, memory_order_relaxed);
+		while (cur + size <= c->budget) {
+			if (atomic_compare_exchange_weak_explicit(&c->live_bytes, &cur, cur + size,
+								  memory_order_relaxed,
+								  memory_order_relaxed)) {
+				return true;
+			}
+		}
+		unsigned si = atomic_fetch_add_explicit(&c->evict_cursor, 1, memory_order_relaxed) &
+			      (c->nshards - 1);
+		struct shard *s = c->shard[si];
+		struct nx_cache_blob *dead = NULL;
+		pthread_mutex_lock(&s->lock);
+		bool ok = clock_evict(c, s, now_ms, &dead);
+		pthread_mutex_unlock(&s->lock);
+		release(c, dead);
+		/* All shards empty and still no room: other threads hold the bytes in flight. */
+		empty = ok ? 0 : empty + 1;
+		if (empty >= 2 * c->nshards) {
+			return false;
+		}
+	}
+}
+
+int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t *buf,
+		 const struct nx_dns_msg *m, uint64_t now_ms)
+{
+	if (!c) {
+		return NX_ECANCELED;
+	}
+	struct hkey h;
+	int rc = make_key(c, k, &h);
+	if (rc) {
+		return rc;
+	}
+	struct nx_cache_plan plan;
+	rc = nx_cache_plan(&c->p, k, h.buf, buf, m, &plan);
+	if (rc) {
+		atomic_fetch_add_explicit(&c->uncacheable, 1, memory_order_relaxed);
+		return rc;
+	}
+	if (plan.size > c->budget) {
+		atomic_fetch_add_explicit(&c->oversized, 1, memory_order_relaxed);
+		return NX_ELIMIT;
+	}
+	/* Copy before touching the table: a failed allocation leaves any old entry alone. */
+	struct nx_cache_blob *b = c->alloc.alloc(c->alloc.ctx, NX_OWNER_cache_responses, plan.size);
+	if (!b) {
+		atomic_fetch_add_explicit(&c->alloc_failures, 1, memory_order_relaxed);
+		return -ENOMEM;
+	}
+	nx_cache_blob_fill(b, &c->p, &plan, buf, m);
+	if (!reserve(c, plan.size, now_ms)) {
+		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_responses, b, plan.size);
+		atomic_fetch_add_explicit(&c->no_room, 1, memory_order_relaxed);
+		return NX_ELIMIT;
+	}
+
+	struct shard *s = shard_of(c, h.hash);
+	struct nx_cache_blob *dead = NULL;
+	pthread_mutex_lock(&s->lock);
+	int32_t old = find(s, &h, k);
+	if (old >= 0) {
+		unlink_slot(s, old, &dead);
+		s->replaced++;
+	} else if (s->count == s->cap) {
+		clock_evict(c, s, now_ms, &dead);
+	}
+	int32_t i = s->free_head;
+	nx_require(i >= 0);
+	struct entry *e = &s->e[i];
+	s->free_head = e->next;
+	*e = (struct entry){
+	    .hash = h.hash,
+	    .blob = b,
+	    .stored_ms = now_ms,
+	    .ttl = plan.ttl,
+	    .qtype = k->qtype,
+	    .kflags = h.kflags,
+	    .next = s->bucket[h.hash & s->mask],
+	};
+	s->bucket[h.hash & s->mask] = i;
+	s->count++;
+	s->inserts++;
+	pthread_mutex_unlock(&s->lock);
+	release(c, dead);
+	return 0;
+}
+
+int nx_cache_lookup(struct nx_cache *c, const struct nx_cache_key *k, uint64_t now_ms,
+		    unsigned flags, uint8_t *out, size_t cap, struct nx_dns_msg *msg,
+		    struct nx_cache_hit *hit)
+{
+	if (!c) {
+		return NX_ENOTFOUND;
+	}
+	struct hkey h;
+	int rc = make_key(c, k, &h);
+	if (rc) {
+		return rc;
+	}
+	bool want_stale = flags & NX_CACHE_LOOKUP_STALE;
+	struct nx_dns_msg local;
+	struct nx_dns_msg *view = msg ? msg : &local;
+	struct shard *s = shard_of(c, h.hash);
+	struct nx_cache_blob *dead = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	int32_t i = find(s, &h, k);
+	if (i < 0) {
+		goto miss;
+	}
+	struct entry *e = &s->e[i];
+	uint64_t age_ms;
+	enum age_state st = age_of(c, e, now_ms, &age_ms);
+	if (st == DEAD) {
+		unlink_slot(s, i, &dead);
+		s->expired++;
+		goto miss;
+	}
+	if (st == STALE && !want_stale) {
+		goto miss;
+	}
+	const struct nx_cache_blob *b = e->blob;
+	if (cap < b->wire_len) {
+		rc = NX_ETRUNC;
+		goto miss;
+	}
+	const uint8_t *wire = nx_cache_blob_wire(b);
+	memcpy(out, wire, b->wire_len);
+	nx_cache_blob_view(b, out, view);
+	bool prefetch = false;
+	uint32_t ttl = e->ttl;
+	if (st == FRESH) {
+		uint64_t ttl_ms = (uint64_t)ttl * 1000;
+		if (c->p.prefetch_min_hits && !(e->state & SLOT_PREFETCHED) &&
+		    e->hits >= c->p.prefetch_min_hits &&
+		    (ttl_ms - age_ms) * 100 < ttl_ms * NX_CACHE_PREFETCH_PERCENT) {
+			e->state |= SLOT_PREFETCHED;
+			prefetch = true;
+			s->prefetch++;
+		}
+		e->state |= SLOT_REF;
+		if (e->hits < UINT32_MAX) {
+			e->hits++;
+		}
+		s->hits++;
+	} else {
+		s->stale_hits++;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	uint32_t age = (uint32_t)NX_MIN(age_ms / 1000, (uint64_t)UINT32_MAX);
+	view->min_ttl = nx_cache_rewrite_ttls(out, view->ttl_off, view->ttl_count,
+					      view->authority_end, age, st == STALE);
+	if (hit) {
+		*hit = (struct nx_cache_hit){
+		    .len = view->len,
+		    .ttl = st == STALE ? NX_CACHE_STALE_TTL : ttl - age,
+		    .age = age,
+		    .stale = st == STALE,
+		    .prefetch = prefetch,
+		};
+	}
+	return 0;
+
+miss:
+	if (!want_stale || rc) {
+		s->misses++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	release(c, dead);
+	return rc ? rc : NX_ENOTFOUND;
+}
+
+void nx_cache_stats(const struct nx_cache *c, struct nx_cache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!c) {
+		return;
+	}
+	for (unsigned i = 0; i < c->nshards; i++) {
+		struct shard *s = c->shard[i];
+		pthread_mutex_lock(&s->lock);
+		out->entries += s->count;
+		out->hits += s->hits;
+		out->stale_hits += s->stale_hits;
+		out->misses += s->misses;
+		out->inserts += s->inserts;
+		out->replaced += s->replaced;
+		out->evictions += s->evictions;
+		out->expired += s->expired;
+		out->prefetch += s->prefetch;
+		pthread_mutex_unlock(&s->lock);
+	}
+	out->max_entries = c->p.size;
+	out->live_bytes = atomic_load_explicit(&c->live_bytes, memory_order_relaxed);
+	out->budget_bytes = c->budget;
+	out->slot_bytes = c->slot_bytes;
+	out->oversized = atomic_load_explicit(&c->oversized, memory_order_relaxed);
+	out->alloc_failures = atomic_load_explicit(&c->alloc_failures, memory_order_relaxed);
+	out->no_room = atomic_load_explicit(&c->no_room, memory_order_relaxed);
+	out->uncacheable = atomic_load_explicit(&c->uncacheable, memory_order_relaxed);
+}
