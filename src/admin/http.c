@@ -1,1 +1,596 @@
-/* placeholder: being written */
+/*
+ * The admin HTTP server: our listen socket, libmicrohttpd without threads, driven by libuv.
+ *
+ * MHD runs in "external epoll" mode: its epoll fd is watched by a uv_poll (readable when any of
+ * MHD's sockets is ready) and after every MHD_run() a uv_timer is re-armed from MHD_get_timeout()
+ * (connection timeouts, and 0 when MHD still has buffered work). Requests are dispatched through
+ * the route table in routes.c once complete; bodies are collected up to NX_ADMIN_MAX_BODY.
+ */
+#include "admin/admin.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin/impl.h"
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+/* A copied body: one ledger-charged allocation that MHD frees through copy_free(). */
+struct copy {
+	size_t size; /* bytes in data[] */
+	char data[];
+};
+
+static void copy_free(void *cls)
+{
+	struct copy *c = cls;
+	nx_mem_free(NX_OWNER_admin_http, c, sizeof(*c) + c->size);
+}
+
+static struct copy *copy_new(size_t size)
+{
+	struct copy *c = nx_mem_alloc(NX_OWNER_admin_http, sizeof(*c) + size);
+	if (c) {
+		c->size = size;
+	}
+	return c;
+}
+
+static void count_status(struct nx_admin *a, unsigned status)
+{
+	static const enum nx_admin_counter by_class[] = {
+	    NX_ADMIN_CTR_RESP_2XX, NX_ADMIN_CTR_RESP_2XX, NX_ADMIN_CTR_RESP_2XX,
+	    NX_ADMIN_CTR_RESP_3XX, NX_ADMIN_CTR_RESP_4XX, NX_ADMIN_CTR_RESP_5XX,
+	};
+	unsigned c = status / 100;
+	a->ctr[by_class[c < NX_ARRAY_LEN(by_class) ? c : 5]]++;
+}
+
+/* Add the common headers and queue `r` (always destroyed here). */
+static int queue(struct nx_admin_req *req, unsigned status, struct MHD_Response *r)
+{
+	if (!r) {
+		return -ENOMEM;
+	}
+	if (req->replied) {
+		MHD_destroy_response(r);
+		return NX_EMALFORMED;
+	}
+	/* Admin answers are live state: never cached by a browser or a proxy. */
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ok = MHD_queue_response(req->conn, status, r);
+	MHD_destroy_response(r);
+	if (ok != MHD_YES) {
+		return -EIO;
+	}
+	req->replied = true;
+	count_status(req->admin, status);
+	return 0;
+}
+
+static struct MHD_Response *response(const char *content_type, const void *data, size_t len,
+				     void (*free_cb)(void *), void *cls)
+{
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)data, free_cb, cls);
+	if (!r) {
+		free_cb(cls);
+		return NULL;
+	}
+	if (content_type &&
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES) {
+		MHD_destroy_response(r); /* frees the buffer through free_cb */
+		return NULL;
+	}
+	return r;
+}
+
+int nx_admin_reply_buffer(struct nx_admin_req *req, unsigned status, const char *content_type,
+			  const void *data, size_t len, void (*free_cb)(void *cls), void *cls)
+{
+	return queue(req, status, response(content_type, data, len, free_cb, cls));
+}
+
+int nx_admin_reply(struct nx_admin_req *req, unsigned status, const char *content_type,
+		   const void *data, size_t len)
+{
+	struct copy *c = copy_new(len);
+	if (!c) {
+		return -ENOMEM;
+	}
+	memcpy(c->data, data, len);
+	return nx_admin_reply_buffer(req, status, content_type, c->data, len, copy_free, c);
+}
+
+/* Serialise `body` (reference stolen) into a charged copy with a trailing newline. */
+static struct MHD_Response *json_response(json_t *body)
+{
+	size_t n = body ? json_dumpb(body, NULL, 0, JSON_COMPACT) : 0;
+	struct copy *c = n ? copy_new(n + 1) : NULL;
+	if (c) {
+		json_dumpb(body, c->data, n, JSON_COMPACT);
+		c->data[n] = '\n';
+	}
+	json_decref(body);
+	if (!c) {
+		return NULL;
+	}
+	return response("application/json", c->data, c->size, copy_free, c);
+}
+
+int nx_admin_reply_json(struct nx_admin_req *req, unsigned status, json_t *body)
+{
+	return queue(req, status, json_response(body));
+}
+
+#define ERROR_MESSAGE_MAX 512 /* bytes of an error message; longer ones are truncated */
+
+static struct MHD_Response *error_response(const char *error, const char *field, const char *fmt,
+					   va_list ap) __attribute__((format(printf, 3, 0)));
+
+static struct MHD_Response *error_response(const char *error, const char *field, const char *fmt,
+					   va_list ap)
+{
+	char msg[ERROR_MESSAGE_MAX];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_t *o = json_object();
+	if (o) {
+		json_object_set_new(o, "error", json_string(error));
+		json_object_set_new(o, "message", json_string(msg));
+		if (field) {
+			json_object_set_new(o, "field", json_string(field));
+		}
+	}
+	return json_response(o);
+}
+
+static struct MHD_Response *error_response_l(const char *error, const char *field, const char *fmt,
+					     ...) __attribute__((format(printf, 3, 4)));
+
+static struct MHD_Response *error_response_l(const char *error, const char *field, const char *fmt,
+					     ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	struct MHD_Response *r = error_response(error, field, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int nx_admin_reply_error(struct nx_admin_req *req, unsigned status, const char *error,
+			 const char *field, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	struct MHD_Response *r = error_response(error, field, fmt, ap);
+	va_end(ap);
+	return queue(req, status, r);
+}
+
+const char *nx_admin_req_arg(const struct nx_admin_req *req, const char *key)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *nx_admin_req_header(const struct nx_admin_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+static bool path_matches(const struct nx_admin_route *r, const char *path)
+{
+	if (r->match == NX_ADMIN_PREFIX) {
+		return strncmp(path, r->path, strlen(r->path)) == 0;
+	}
+	return strcmp(path, r->path) == 0;
+}
+
+static bool method_matches(const struct nx_admin_route *r, const char *method)
+{
+	return strcmp(r->method, method) == 0 ||
+	       (strcmp(r->method, "GET") == 0 && strcmp(method, "HEAD") == 0);
+}
+
+/* Until issue 5 brings sessions and tokens every route is open. */
+static bool authorized(const struct nx_admin_req *req)
+{
+	return true;
+}
+
+static void reply_not_allowed(struct nx_admin_req *req)
+{
+	char allow[64] = "";
+	for (size_t i = 0; i < nx_admin_n_routes; i++) {
+		const struct nx_admin_route *r = &nx_admin_routes[i];
+		if (path_matches(r, req->path) && !strstr(allow, r->method)) {
+			size_t n = strlen(allow);
+			snprintf(allow + n, sizeof(allow) - n, "%s%s%s", n ? ", " : "", r->method,
+				 strcmp(r->method, "GET") ? "" : ", HEAD");
+		}
+	}
+	struct MHD_Response *r = error_response_l(
+	    "method_not_allowed", NULL, "%s is not allowed on %s", req->method, req->path);
+	if (r) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	}
+	queue(req, 405, r);
+}
+
+static void dispatch(struct nx_admin_req *req)
+{
+	if (req->body_too_large) {
+		nx_admin_reply_error(req, 413, "body_too_large", NULL,
+				     "request bodies are limited to %d bytes", NX_ADMIN_MAX_BODY);
+		return;
+	}
+	if (req->body_no_memory) {
+		nx_admin_reply_error(req, 503, "no_memory", NULL, "no memory for the request body");
+		return;
+	}
+	bool path_seen = false;
+	for (size_t i = 0; i < nx_admin_n_routes; i++) {
+		const struct nx_admin_route *r = &nx_admin_routes[i];
+		if (path_matches(r, req->path)) {
+			path_seen = true;
+			if (method_matches(r, req->method)) {
+				req->route = r;
+				break;
+			}
+		}
+	}
+	if (!req->route) {
+		if (path_seen) {
+			reply_not_allowed(req);
+		} else {
+			nx_admin_reply_error(req, 404, "not_found", NULL, "no route for %s %s",
+					     req->method, req->path);
+		}
+		return;
+	}
+	if (!authorized(req)) {
+		nx_admin_reply_error(req, 401, "unauthorized", NULL, "authentication required");
+		return;
+	}
+	int rc = req->route->handler(req);
+	if (req->replied) {
+		return;
+	}
+	if (rc == 0 && nx_fails_assert(req->replied)) {
+		rc = NX_EMALFORMED;
+	}
+	nx_log(NX_LOG_WARN, "admin", "%s %s: %s", req->method, req->path, nx_strerror(rc));
+	nx_admin_reply_error(req, 500, "internal", NULL, "%s", nx_strerror(rc));
+}
+
+/* Append upload data; past the limit remember it and drop the rest (answered 413 at the end). */
+static void collect_body(struct nx_admin_req *req, const char *data, size_t n)
+{
+	if (req->body_too_large || req->body_no_memory) {
+		return;
+	}
+	if (n > NX_ADMIN_MAX_BODY - req->body_len) {
+		req->body_too_large = true;
+		req->admin->ctr[NX_ADMIN_CTR_REF_BODY]++;
+		return;
+	}
+	if (req->body_len + n + 1 > req->body_cap) {
+		size_t cap = NX_MAX(req->body_cap * 2, (size_t)1024);
+		cap = NX_MIN(NX_MAX(cap, req->body_len + n + 1), (size_t)NX_ADMIN_MAX_BODY + 1);
+		char *b = nx_mem_realloc(NX_OWNER_admin_http, req->body, req->body_cap, cap);
+		if (!b) {
+			req->body_no_memory = true; /* the rest is drained, 503 at the end */
+			req->admin->ctr[NX_ADMIN_CTR_REF_NOMEM]++;
+			return;
+		}
+		req->body = b;
+		req->body_cap = cap;
+	}
+	memcpy(req->body + req->body_len, data, n);
+	req->body_len += n;
+	req->body[req->body_len] = '\0';
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version, const char *upload_data,
+				 size_t *upload_data_size, void **con_cls)
+{
+	struct nx_admin *a = cls;
+	struct nx_admin_req *req = *con_cls;
+	if (!req) {
+		req = nx_mem_calloc(NX_OWNER_admin_http, 1, sizeof(*req));
+		if (!req) {
+			a->ctr[NX_ADMIN_CTR_REF_NOMEM]++;
+			return MHD_NO; /* closes the connection */
+		}
+		req->admin = a;
+		req->conn = conn;
+		req->method = method;
+		req->path = url;
+		*con_cls = req;
+		/* A declared oversized body is refused before it is sent (no 100-continue). */
+		const char *cl = nx_admin_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > NX_ADMIN_MAX_BODY) {
+			req->body_too_large = true;
+			a->ctr[NX_ADMIN_CTR_REF_BODY]++;
+			dispatch(req);
+			return req->replied ? MHD_YES : MHD_NO;
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		collect_body(req, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (!req->replied) {
+		dispatch(req);
+	}
+	return req->replied ? MHD_YES : MHD_NO;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct nx_admin_req *req = *con_cls;
+	if (!req) {
+		return;
+	}
+	nx_mem_free(NX_OWNER_admin_http, req->body, req->body_cap);
+	nx_mem_free(NX_OWNER_admin_http, req, sizeof(*req));
+	*con_cls = NULL;
+}
+
+/* The connection cap is ours (MHD's limit is one higher and never reached) so that it is counted.
+ */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct nx_admin *a = cls;
+	if (a->connections >= NX_ADMIN_MAX_CONNECTIONS) {
+		a->ctr[NX_ADMIN_CTR_REF_CONN_CAP]++;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct nx_admin *a = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		a->connections++;
+		a->connections_peak = NX_MAX(a->connections_peak, a->connections);
+		nx_ledger_charge(NX_OWNER_admin_http, NX_ADMIN_CONN_CHARGE, 1);
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		a->connections--;
+		nx_ledger_charge(NX_OWNER_admin_http, -NX_ADMIN_CONN_CHARGE, -1);
+	}
+}
+
+static bool g_starting; /* MHD messages during start are errors; afterwards per-client noise */
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	enum nx_log_level level = g_starting ? NX_LOG_ERR : NX_LOG_DEBUG;
+	if (!nx_log_enabled(level)) {
+		return;
+	}
+	char msg[256];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
+		msg[--n] = '\0';
+	}
+	nx_log(level, "admin", "libmicrohttpd: %s", msg);
+}
+
+/* ---- the libuv side ----------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+static void run(struct nx_admin *a)
+{
+	a->runs++;
+	MHD_run(a->mhd);
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (MHD_get_timeout(a->mhd, &ms) == MHD_YES) {
+		uv_timer_start(&a->timer, on_timer, (uint64_t)ms, 0);
+	} else {
+		uv_timer_stop(&a->timer);
+	}
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	run(NX_CONTAINER_OF(t, struct nx_admin, timer));
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+	struct nx_admin *a = NX_CONTAINER_OF(p, struct nx_admin, poll);
+	if (status < 0) {
+		nx_log(NX_LOG_WARN, "admin", "poll: %s", uv_strerror(status));
+	}
+	run(a);
+}
+
+static void on_close(uv_handle_t *h)
+{
+	struct nx_admin *a = h->data;
+	if (--a->open_handles == 0) {
+		nx_mem_free(NX_OWNER_admin_http, a, sizeof(*a));
+	}
+}
+
+/* ---- start / stop ------------------------------------------------------------------------- */
+
+static const char *addr_text(const struct nx_addr *addr, char *buf, size_t size)
+{
+	if (addr->text[0]) {
+		return addr->text;
+	}
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+	if (addr->ss.ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)&addr->ss;
+		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+		port = ntohs(s->sin_port);
+		snprintf(buf, size, "%s:%u", host, port);
+	} else if (addr->ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&addr->ss;
+		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+		port = ntohs(s->sin6_port);
+		snprintf(buf, size, "[%s]:%u", host, port);
+	} else {
+		snprintf(buf, size, "(address family %d)", addr->ss.ss_family);
+	}
+	return buf;
+}
+
+/* Our own listen socket, so that a bind error names the address and the reason. */
+static int open_listener(const struct nx_addr *addr, int *fd_out, uint16_t *port_out)
+{
+	char text[80];
+	const char *step = "socket";
+	int family = addr->ss.ss_family;
+	int one = 1;
+	int zero = 0;
+	int fd = -1;
+	if (family != AF_INET && family != AF_INET6) {
+		nx_log(NX_LOG_ERR, "admin", "cannot listen on %s: not an IP address",
+		       addr_text(addr, text, sizeof(text)));
+		return -EAFNOSUPPORT;
+	}
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		goto fail;
+	}
+	step = "setsockopt";
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
+		goto fail;
+	}
+	/* [::]:port also takes IPv4 (dual stack); irrelevant for a specific v6 address. */
+	if (family == AF_INET6 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0) {
+		goto fail;
+	}
+	step = "bind";
+	if (bind(fd, (const struct sockaddr *)&addr->ss, addr->len) < 0) {
+		goto fail;
+	}
+	step = "listen";
+	if (listen(fd, NX_ADMIN_LISTEN_BACKLOG) < 0) {
+		goto fail;
+	}
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	step = "getsockname";
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		goto fail;
+	}
+	*port_out = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					    : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	*fd_out = fd;
+	return 0;
+fail:;
+	int err = -errno;
+	nx_log(NX_LOG_ERR, "admin", "cannot listen on %s: %s: %s",
+	       addr_text(addr, text, sizeof(text)), step, strerror(errno));
+	if (fd >= 0) {
+		close(fd);
+	}
+	return err;
+}
+
+int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
+		   const struct nx_admin_hooks *hooks, struct nx_admin **out)
+{
+	struct nx_admin *a = nx_mem_calloc(NX_OWNER_admin_http, 1, sizeof(*a));
+	if (!a) {
+		return -ENOMEM;
+	}
+	a->loop = loop;
+	if (hooks) {
+		a->hooks = *hooks;
+	}
+	int fd = -1;
+	int rc = open_listener(listen, &fd, &a->port);
+	if (rc < 0) {
+		goto fail;
+	}
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	if (listen->ss.ss_family == AF_INET6) {
+		flags |= MHD_USE_DUAL_STACK;
+	}
+	g_starting = true;
+	a->mhd = MHD_start_daemon(
+	    flags, 0, on_accept, a, on_access, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
+	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)(NX_ADMIN_MAX_CONNECTIONS + 1), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)NX_ADMIN_CONN_POOL_BYTES, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)NX_ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_END);
+	g_starting = false;
+	if (!a->mhd) {
+		/* MHD 0.9.75 closes the listen socket it was given when it fails after reading its
+		 * options (ours are constant, so that is the only way it fails): not closed here.
+		 */
+		char text[80];
+		nx_log(NX_LOG_ERR, "admin", "libmicrohttpd refused to start on %s",
+		       addr_text(listen, text, sizeof(text)));
+		rc = NX_ECONFIG;
+		goto fail;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	rc = info ? uv_poll_init(loop, &a->poll, info->epoll_fd) : NX_ECONFIG;
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "admin", "cannot watch libmicrohttpd: %s", nx_strerror(rc));
+		MHD_stop_daemon(a->mhd);
+		goto fail;
+	}
+	uv_timer_init(loop, &a->timer);
+	a->poll.data = a;
+	a->timer.data = a;
+	a->open_handles = 2;
+	uv_poll_start(&a->poll, UV_READABLE, on_poll);
+	run(a);
+	char text[80];
+	nx_log(NX_LOG_INFO, "admin", "listening on %s (port %u)",
+	       addr_text(listen, text, sizeof(text)), a->port);
+	*out = a;
+	return 0;
+fail:
+	nx_mem_free(NX_OWNER_admin_http, a, sizeof(*a));
+	return rc;
+}
+
+void nx_admin_stop(struct nx_admin *a)
+{
+	if (!a || !a->mhd) {
+		return;
+	}
+	/* Unwatch the epoll fd before MHD closes it, then close everything MHD holds. */
+	uv_close((uv_handle_t *)&a->poll, on_close);
+	uv_close((uv_handle_t *)&a->timer, on_close);
+	MHD_stop_daemon(a->mhd);
+	a->mhd = NULL;
+}
+
+uint16_t nx_admin_port(const struct nx_admin *a)
+{
+	return a->port;
+}

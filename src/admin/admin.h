@@ -1,0 +1,139 @@
+/*
+ * Admin HTTP listener: /metrics, /healthz now; the JSON API, SSE and auth later (issue 5).
+ *
+ * libmicrohttpd runs without threads of its own, driven from the control thread's libuv loop:
+ * MHD's epoll fd is watched with a uv_poll and MHD's next timeout re-arms a uv_timer after each
+ * MHD_run(). So every request handler, every hook below and every metrics builder call runs on
+ * the control thread, the one that called nx_admin_start(); nothing here is thread-safe and
+ * nothing needs to be.
+ *
+ * Ownership: struct nx_admin is owned by the caller of nx_admin_start() and released by
+ * nx_admin_stop() (its memory once the loop has run the handles' close callbacks). Every byte the
+ * server holds (its state, request bodies, response buffers, an estimate per MHD connection) is
+ * charged to NX_OWNER_admin_http and returns to zero after stop.
+ *
+ * The metrics builder (nx_metrics_*) writes Prometheus text exposition 0.0.4 into a growable
+ * buffer with a sticky error: after the first misuse (bad name, sample outside its family,
+ * counter not ending in _total, buffer cap) nothing more is written and the scrape answers 500,
+ * so an invalid exposition is never served. The daemon appends its own families through
+ * nx_admin_hooks.metrics_extra.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "conf/conf.h"
+
+/* Per-connection limits. Worst-case admin memory = connections x (pool + body) ~ 2.5 MiB. */
+#define NX_ADMIN_MAX_CONNECTIONS 32 /* a browser opens ~6, plus scrapers, CLI and SSE streams */
+#define NX_ADMIN_CONN_POOL_BYTES (16 * 1024) /* MHD per-connection pool: request line+headers */
+#define NX_ADMIN_MAX_BODY (64 * 1024)	     /* settings/rule edits are a few KiB; bigger → 413 */
+#define NX_ADMIN_IDLE_TIMEOUT_S 30	     /* idle keep-alive connections are closed after this */
+#define NX_ADMIN_LISTEN_BACKLOG 64
+
+/* Metrics exposition limits. */
+#define NX_METRICS_INITIAL_BYTES (16 * 1024)   /* first scrape; later ones start at the last size */
+#define NX_METRICS_MAX_BYTES (4 * 1024 * 1024) /* beyond this a label is unbounded: a bug → 500 */
+#define NX_METRICS_NAME_MAX 128		       /* metric family name, bytes without NUL */
+
+struct nx_admin;
+struct nx_metrics_buf;
+
+/* Callbacks the daemon provides. All run on the control thread; any may be NULL. */
+struct nx_admin_hooks {
+	/* Append daemon-owned families (per-upstream series, cache, snapshot, threads) to a
+	 * /metrics scrape, after the built-in ones. Errors go into mb (sticky). */
+	void (*metrics_extra)(struct nx_metrics_buf *mb, void *ud);
+	/* /healthz answers 200 only when this returns true (NULL: always ready). */
+	bool (*ready)(void *ud);
+	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
+};
+
+/*
+ * Bind `listen` (SO_REUSEADDR; IPV6_V6ONLY off, so [::]:port also takes IPv4), start MHD on it
+ * and register its epoll fd and timer on `loop`.
+ * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is
+ * logged under "admin"), -ENOMEM, or NX_ECONFIG (MHD refused to start). On error nothing stays
+ * registered on the loop. `hooks` is copied; NULL means no hooks.
+ */
+int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
+		   const struct nx_admin_hooks *hooks, struct nx_admin **out);
+
+/*
+ * Close the listener and every connection (in-flight requests are dropped), close the loop
+ * handles. The memory is released in the close callbacks, so the loop must run once more
+ * (uv_run) before uv_loop_close() can succeed. NULL is a no-op. Not from inside a handler.
+ */
+void nx_admin_stop(struct nx_admin *a);
+
+/* The bound port (useful after listening on port 0). */
+uint16_t nx_admin_port(const struct nx_admin *a);
+
+/* ---- metrics builder ---------------------------------------------------------------------- */
+
+enum nx_metric_type { NX_METRIC_COUNTER, NX_METRIC_GAUGE, NX_METRIC_HISTOGRAM };
+
+/*
+ * A stand-alone builder (tests, CLI). The server makes its own for each scrape.
+ * max_bytes caps the text (0: NX_METRICS_MAX_BYTES). NULL on allocation failure.
+ */
+struct nx_metrics_buf *nx_metrics_buf_new(size_t max_bytes);
+void nx_metrics_buf_free(struct nx_metrics_buf *mb);
+/* The text so far (NUL-terminated; borrowed until the next call) and its length. */
+const char *nx_metrics_buf_text(const struct nx_metrics_buf *mb, size_t *len);
+/* 0, or the first error: NX_EMALFORMED (misuse), NX_ELIMIT (cap), -ENOMEM. */
+int nx_metrics_buf_error(const struct nx_metrics_buf *mb);
+
+/*
+ * Start a family: writes "# HELP name help" and "# TYPE name type". The name must match
+ * [a-zA-Z_:][a-zA-Z0-9_:]*; a counter's must end in "_total" (its samples carry the same name,
+ * as in text format 0.0.4); help must be non-empty (escaped here). Each family once per scrape:
+ * the caller keeps names unique (the test suite's parser checks it).
+ */
+void nx_metrics_family(struct nx_metrics_buf *mb, const char *name, enum nx_metric_type type,
+		       const char *help);
+
+/*
+ * One sample of the current family. `name` is the family name (counter, gauge) or family name +
+ * "_bucket" / "_sum" / "_count" (histogram). Labels follow as (key, value) string pairs ended by
+ * NULL; keys must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"; values are escaped
+ * (backslash, double quote, newline). Example:
+ *     nx_metrics_sample_u64(mb, "nxdns_upstream_exchanges_total", n,
+ *                           "server", u->text, "outcome", "timeout", NULL);
+ */
+void nx_metrics_sample_u64(struct nx_metrics_buf *mb, const char *name, uint64_t value, ...)
+    __attribute__((sentinel));
+void nx_metrics_sample_i64(struct nx_metrics_buf *mb, const char *name, int64_t value, ...)
+    __attribute__((sentinel));
+void nx_metrics_sample_f64(struct nx_metrics_buf *mb, const char *name, double value, ...)
+    __attribute__((sentinel));
+
+/*
+ * All series of one histogram child (the family must be the current one, of type HISTOGRAM):
+ * `counts[i]` is the number of observations in (bounds[i-1], bounds[i]] for i < n and
+ * counts[n] those above bounds[n-1] (not cumulative: this writes the cumulative _bucket series,
+ * the +Inf bucket, _sum and _count). bounds ascending. Labels as for nx_metrics_sample_*
+ * ("le" is added here and must not be passed).
+ */
+void nx_metrics_histogram(struct nx_metrics_buf *mb, const char *family, const double *bounds,
+			  const uint64_t *counts, size_t n, double sum, ...)
+    __attribute__((sentinel));
+
+/* ---- process figures (also for /api/memory and `nxdns memory` later) ---------------------- */
+
+struct nx_process_figures {
+	int64_t vmrss_bytes;	   /* /proc/self/status VmRSS */
+	int64_t rssanon_bytes;	   /* RssAnon */
+	int64_t rssfile_bytes;	   /* RssFile */
+	int64_t vmhwm_bytes;	   /* VmHWM: peak RSS */
+	int64_t threads;	   /* Threads */
+	int64_t heap_in_use_bytes; /* mallinfo2: uordblks + hblkhd (allocated, incl. mmapped) */
+	int64_t heap_free_bytes;   /* mallinfo2: fordblks (free but retained by malloc) */
+};
+
+/* Fill *out (fields that could not be read are -1). 0, or -errno when /proc is unreadable. */
+int nx_admin_read_process(struct nx_process_figures *out);
