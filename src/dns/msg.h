@@ -5,6 +5,9 @@
  * A `struct nx_dns_msg` is a plain value describing a message that lives elsewhere (borrowed
  * buffer); its offsets index that buffer. Parsing validates every section (names, counts, RR
  * lengths, OPT placement) so relays can rewrite TTLs and ids in place without re-checking.
+ *
+ * Threading: every function is pure over caller memory and may run on any thread at once.
+ * Allocation: none; nx_dns_msg_parse uses 8 KiB of stack (a bitmap of fixed-field offsets).
  */
 #pragma once
 
@@ -123,8 +126,18 @@ int nx_dns_hdr_parse(const uint8_t *buf, size_t len, struct nx_dns_msg *out);
 /*
  * Parse and validate a whole message. Rules: every count is honoured exactly (a count that
  * overruns -> NX_EMALFORMED), trailing bytes after the last RR -> NX_EMALFORMED, at most one OPT
- * and only in the additional section with owner root, names per nx_dns_rd_name.
- * On error `out` still has the header fields filled when len >= 12 (so a FORMERR can be built).
+ * and only in the additional section with owner root, names per nx_dns_rd_name. Stricter than
+ * nx_dns_rd_name: no pointer into the header, and no name may be decoded through the fixed
+ * fields of a question or RR (type, class, TTL, rdlength): so the first question name is always
+ * stored uncompressed at offset 12, and patching TTLs, the id or the question's letter case, or
+ * cutting the message at the OPT, cannot change what any kept name decodes to. Names inside
+ * NS/CNAME/SOA/PTR/MX/SRV/... RDATA are validated and must tile RDLENGTH exactly, A/AAAA (class
+ * IN) must have their address size; other RDATA is opaque (pointers into it are allowed: BIND
+ * compresses against names in LP, RRSIG, ...). OPT options must tile the OPT RDLENGTH; the
+ * first EDE (length >= 2) is kept, every other option is counted in edns.unknown_options.
+ * Messages > 65535 bytes are malformed.
+ * On error `out` still has the header fields filled when len >= 12 (so a FORMERR can be built),
+ * and has_question/q are valid if the first question parsed before the error.
  * Returns 0 or NX_EMALFORMED.
  */
 int nx_dns_msg_parse(const uint8_t *buf, size_t len, struct nx_dns_msg *out);
@@ -143,15 +156,18 @@ struct nx_dns_reply_ctx {
 
 /*
  * Build a header-only (+question, +OPT) reply with `rcode`; sets QR, RA, echoes RD/CD/opcode.
- * ede >= 0 adds an EDE option with `ede_text` (may be NULL). rcode > 15 sets the OPT extended
- * rcode (only when ctx->edns). Returns the length written or NX_ETRUNC.
+ * ede >= 0 adds an EDE option with `ede_text` (may be NULL; at most NX_DNS_EDE_TEXT_MAX bytes
+ * used). rcode > 15 sets the OPT extended rcode (only when ctx->edns; without EDNS such an
+ * rcode is not expressible and SERVFAIL is sent). No EDE without ctx->edns (it lives in OPT).
+ * The question is ctx->q as given (the client's case). Returns the length written or NX_ETRUNC.
  */
 int nx_dns_build_error(uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx, int rcode,
 		       int ede, const char *ede_text);
 
 /*
- * RFC 8482 minimal answer to qtype ANY: one HINFO "RFC8482" "" with ttl. Returns length or
- * NX_ETRUNC.
+ * RFC 8482 minimal answer to qtype ANY: one HINFO "RFC8482" "" with ttl (owner compressed to the
+ * question, class = qclass, NOERROR, OPT as in nx_dns_build_error). Returns length, NX_ETRUNC,
+ * or NX_EMALFORMED when ctx->q is NULL.
  */
 int nx_dns_build_any_hinfo(uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx,
 			   uint32_t ttl);
@@ -164,13 +180,20 @@ int nx_dns_build_query(uint8_t *out, size_t cap, uint16_t id, const struct nx_dn
 		       bool do_bit, bool cd);
 
 /*
- * Relay a parsed upstream reply `up` (buffer `ubuf`) to one client:
- *  - id := ctx->id, question name bytes := the client's (same name, client's case);
- *  - the upstream OPT is removed and, when ctx->edns, our own OPT appended (DO echoed,
- *    upstream EDE kept when ede < 0 and the upstream sent one; else `ede`/`ede_text` added);
- *  - if the result exceeds ctx->max_size: header + question (+OPT) with TC set.
- * `ttl_sub` is subtracted from every recorded TTL (floor 0) — the cache passes the age.
- * Returns the length written (<= ctx->max_size) or NX_ETRUNC; *truncated tells whether TC was set.
+ * Relay a parsed upstream reply `up` (buffer `ubuf`, parsed by nx_dns_msg_parse) to one client:
+ *  - id := ctx->id, question name bytes := the client's (same name, client's case), RD := the
+ *    client's RD; other flags and the rcode are the upstream's;
+ *  - the upstream OPT is removed (with every additional RR after it, if it was not last) and,
+ *    when ctx->edns, our own OPT appended (DO echoed, upstream extended rcode carried,
+ *    upstream EDE kept when ede < 0 and the upstream sent one; else `ede`/`ede_text` added).
+ *    An upstream extended rcode for a client without EDNS becomes SERVFAIL;
+ *  - if the result exceeds min(ctx->max_size, cap): header + ctx->q (+OPT) with TC set.
+ *    ctx->max_size 0 means 65535.
+ * `ttl_sub` is subtracted from every TTL of a kept RR (floor 0; TTLs with the top bit set count
+ * as 0, RFC 2181 8) — the cache passes the age. No allocation: one memcpy plus patches.
+ * Returns the length written (<= ctx->max_size), NX_ETRUNC (even the TC form does not fit), or
+ * NX_EMALFORMED (ctx->q is not the upstream's question name); *truncated (may be NULL) tells
+ * whether TC was set by us.
  */
 int nx_dns_relay(uint8_t *out, size_t cap, const uint8_t *ubuf, const struct nx_dns_msg *up,
 		 const struct nx_dns_reply_ctx *ctx, uint32_t ttl_sub, int ede, const char *ede_text,
@@ -178,8 +201,11 @@ int nx_dns_relay(uint8_t *out, size_t cap, const uint8_t *ubuf, const struct nx_
 
 /*
  * Build an answer from scratch (local records, blocked answers): header with rcode and AA as
- * given, the question, `n_rrs` answer records (uncompressed owner = question name, or the given
- * owner), OPT/EDE as in nx_dns_build_error. Each RR: type, ttl, rdata bytes.
+ * given, the question, `n_rrs` answer records then `n_auth` authority records (owner NULL = the
+ * question name, written as a compression pointer to offset 12; else the given uncompressed
+ * owner; class = qclass), OPT/EDE as in nx_dns_build_error. Each RR: type, ttl, rdata bytes.
+ * If it exceeds min(ctx->max_size, cap) the reply becomes header + question (+OPT) with TC.
+ * Returns the length, NX_ETRUNC, or NX_EMALFORMED (owner NULL but ctx->q NULL).
  */
 struct nx_dns_rr_spec {
 	const uint8_t *owner;     /* wire name or NULL for the question's name */
@@ -194,10 +220,11 @@ int nx_dns_build_answer(uint8_t *out, size_t cap, const struct nx_dns_reply_ctx 
 			const struct nx_dns_rr_spec *authority, size_t n_auth, int ede,
 			const char *ede_text);
 
-/* The max UDP reply size for a client: 512 without EDNS, else clamp(udp_size, 512, 4096)? No:
+/* The max UDP reply size for a client: 512 without EDNS, else
  * clamp(udp_size, 512, NX_DNS_EDNS_OUR_SIZE) — we never send more than our own size over UDP. */
 size_t nx_dns_udp_limit(const struct nx_dns_msg *q);
 
-/* Names for logs/metrics. */
+/* Names for logs/metrics: mnemonic (static) or "TYPE<n>" written into buf. */
 const char *nx_dns_type_name(uint16_t type, char buf[16]);
+/* Mnemonic for a 12-bit rcode (static), "UNKNOWN" for unassigned ones. */
 const char *nx_dns_rcode_name(int rcode);

@@ -4,6 +4,7 @@
  * Reader: after the first overrun every read returns 0 and `err` stays set, so a parser reads a
  * whole record and checks once. Writer: after the first overflow nothing more is written and
  * `err` stays set. Both are plain values on the caller's stack; they borrow the buffer.
+ * Threading: none needed (no shared state). Names are uncompressed wire form unless stated.
  */
 #pragma once
 
@@ -50,8 +51,9 @@ void nx_dns_rd_skip(struct nx_dns_rd *rd, size_t n);
  * Read a possibly compressed name at rd->pos into `out` as an uncompressed wire name (case
  * preserved); advances rd past the name as it appears in the message (pointer = 2 bytes).
  * Rejects: pointer loops and forward/self pointers (a pointer must point strictly before the
- * start of the label sequence that contains it), labels > 63, names > 255, label types 0x40/0x80,
- * reading past the message. Returns the wire length (>= 1) or 0 with rd->err set.
+ * start of the label sequence that contains it, and the sequence it points to must end before
+ * that start too, as any compressor's earlier name does), labels > 63, names > 255, label types
+ * 0x40/0x80, reading past the message. Returns the wire length (>= 1) or 0 with rd->err set.
  */
 size_t nx_dns_rd_name(struct nx_dns_rd *rd, uint8_t out[NX_DNS_NAME_MAX]);
 /* Skip a name without copying (same validation). */
@@ -70,7 +72,7 @@ void nx_dns_wr_u32(struct nx_dns_wr *wr, uint32_t v);
 void nx_dns_wr_bytes(struct nx_dns_wr *wr, const void *p, size_t n);
 /* Uncompressed wire name. */
 void nx_dns_wr_name(struct nx_dns_wr *wr, const uint8_t *name, size_t len);
-/* Overwrite a u16 at an earlier offset (counts, lengths). */
+/* Overwrite a u16 at an earlier offset (counts, lengths); off+2 > pos sets NX_ETRUNC. */
 void nx_dns_wr_put_u16_at(struct nx_dns_wr *wr, size_t off, uint16_t v);
 
 /* ---- names (uncompressed wire form) ---- */
@@ -83,8 +85,8 @@ bool nx_dns_name_eq(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen
 void nx_dns_name_lower(uint8_t *name, size_t len);
 /*
  * Presentation form without the trailing dot ("." for the root), bytes outside
- * [a-zA-Z0-9-_] escaped as \DDD, '.' inside a label as "\.". Returns the text length or
- * NX_ETRUNC.
+ * [a-zA-Z0-9-_] escaped as \DDD, '.' inside a label as "\.". NUL-terminated (cap counts the
+ * NUL). Returns the text length, NX_ETRUNC, or NX_EMALFORMED (len is not one valid name).
  */
 int nx_dns_name_to_text(const uint8_t *name, size_t len, char *out, size_t cap);
 /*
