@@ -1,0 +1,97 @@
+/*
+ * Compile one blocklist source into its bodies.
+ *
+ * Input: a list file in any supported syntax (auto-detected per line unless forced). Output in
+ * OUTDIR, each written to a temp file, fsync'd and renamed:
+ *   <name>.list   exact names, one per line, sorted (byte order), unique
+ *   <name>.wild   names whose proper subdomains are blocked, same shape
+ *   <name>.allow  exceptions "name\tsub" (x and every name under it: @@||x^) or
+ *                 "name\texact" (x only: @@|x^), sorted by name, one line per name
+ *   <name>.meta   JSON report (see nx_filter_compile_report_json), written last
+ * Memory: streaming reader (one 64 KiB buffer) + a bounded external sort (run buffer of
+ * run_bytes, spilled to unlinked temp files in OUTDIR) + writers; everything is charged to
+ * NX_OWNER_filter_build and returned before the call ends. Blocking I/O: run it off the worker
+ * threads (control thread or a job thread). Reentrant (no global state).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "filter/parse.h"
+
+/* Default run buffer of the external sort: large enough that every real list (<= ~4 MiB,
+ * ~200k names) sorts in memory in one run; a larger source spills. */
+#define NX_FILTER_RUN_DEFAULT (8u * 1024 * 1024)
+/* First line numbers kept per skip reason in the report. */
+#define NX_FILTER_SKIP_LINES 5
+/* Longest source name (file stem); [A-Za-z0-9_.-], not starting with '.'. */
+#define NX_FILTER_SOURCE_NAME_MAX 63
+
+struct nx_filter_compile_opts {
+	const char *name;	      /* required: source name, the body file stem */
+	enum nx_filter_format format; /* NX_FILTER_FMT_AUTO: per line */
+	size_t run_bytes;	      /* 0: NX_FILTER_RUN_DEFAULT */
+	/* Keep the previous bodies when the new ones would hold fewer than this many entries
+	 * (list+wild+allow): returns NX_ELIMIT, nothing on disk changes. 0: always write. */
+	uint64_t refuse_below;
+	/* Recorded in the meta as "fetch" when set (borrowed strings). */
+	const char *etag;
+	const char *last_modified;
+	int64_t fetched_at; /* unix seconds, 0 = unset */
+	const char *origin; /* URL or path, for the report */
+};
+
+struct nx_filter_compile_report {
+	char name[NX_FILTER_SOURCE_NAME_MAX + 1];
+	char format[16];
+	char input_sha256[65];	/* hex of the raw input bytes */
+	char bodies_sha256[65]; /* hex, see nx_filter_bodies_sha256() */
+	uint64_t input_bytes;
+	uint64_t lines;			     /* lines read (a last line without '\n' counts) */
+	uint64_t blank;			     /* blank lines */
+	uint64_t comments;		     /* # ! comments and [Adblock] headers */
+	uint64_t rules_used;		     /* rules produced by lines, before de-duplication */
+	uint64_t n_list, n_wild, n_allow;    /* lines in each body */
+	uint64_t n_allow_sub, n_allow_exact; /* n_allow = n_allow_sub + n_allow_exact */
+	uint64_t skipped_total;
+	uint64_t skipped[NX_FILTER_SKIP__COUNT];
+	uint64_t skip_lines[NX_FILTER_SKIP__COUNT][NX_FILTER_SKIP_LINES]; /* 1-based, 0 = none */
+	uint64_t important;	      /* $important rules honoured as plain rules */
+	uint64_t badfilter_rules;     /* $badfilter rules read */
+	uint64_t badfilter_cancelled; /* (name, kind) rules they cancelled */
+	unsigned sort_runs;	      /* runs spilled by the external sort (0: all in memory) */
+	/* Most NX_OWNER_filter_build bytes seen above the value at the start (ledger sampled at
+	 * the sort's spill/merge points and every 4096 lines; includes concurrent builds). */
+	uint64_t peak_build_bytes;
+	uint64_t compile_ms;
+	bool kept_previous; /* refuse_below triggered */
+};
+
+/* Compile the file at `path` (or fd) into outdir. Returns 0, -errno, NX_EFORMAT (bad name /
+ * options), NX_ELIMIT (refuse_below). The report is filled in every case where reading began. */
+int nx_filter_compile_file(const char *path, const char *outdir,
+			   const struct nx_filter_compile_opts *opts,
+			   struct nx_filter_compile_report *rep);
+int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_compile_opts *opts,
+			 struct nx_filter_compile_report *rep);
+
+/* The report as JSON (new reference; NULL on allocation failure). Also the meta file's body,
+ * plus "fetch" when the options carried it. */
+json_t *nx_filter_compile_report_json(const struct nx_filter_compile_report *rep);
+
+/* Is `name` usable as a source name / file stem? */
+bool nx_filter_source_name_ok(const char *name);
+
+/*
+ * sha256 identifying a source's bodies: sha256(sha256(.list) || sha256(.wild) || sha256(.allow))
+ * over the file bytes (a missing body counts as empty). Computed from the files in dir.
+ * Returns 0 or -errno.
+ */
+int nx_filter_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
+/* The bodies_sha256 recorded in <dir>/<name>.meta. Returns 0, -errno, NX_ECORRUPT. */
+int nx_filter_meta_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
+
+/* Hex helpers (64 hex chars <-> 32 bytes). */
+void nx_filter_hex(const uint8_t *in, size_t n, char *out);
+int nx_filter_unhex(const char *in, uint8_t *out, size_t n);

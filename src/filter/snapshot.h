@@ -1,0 +1,126 @@
+/*
+ * The compact blocklist snapshot: builder, loader (read-only mmap) and matcher.
+ *
+ * One immutable file holds every source's bodies as 8-byte entries: a 54-bit fingerprint of
+ * the name, the source index and four flags (exact, wild, allow-exact, allow-sub), sorted in
+ * 2^k hash buckets with a u32 offset table. Sources are never merged; a name in a source's
+ * .list and .wild is one entry with two flags. Format, false-match math: src/filter/README.md.
+ *
+ * Threading: the builder is a blocking job for the control thread (or a job thread); it never
+ * touches a mapped snapshot. A struct nx_filter_snap is immutable after open: any number of
+ * threads may match on it concurrently with no locking; the owner frees it only after every
+ * reader has passed a quiescent point (the daemon's generation swap).
+ * Memory: the mapping is charged to NX_OWNER_snapshot_map while open; the builder's arrays and
+ * buffers to NX_OWNER_filter_build while it runs (about the new file's size + 200 KiB; bodies
+ * are streamed, never held).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filter/result.h"
+
+/* Sources per snapshot: the eligibility mask is one uint64_t. More are refused (counted). */
+#define NX_FILTER_SOURCES_MAX 64
+/* Entries per snapshot: offsets are u32. Far above any deployment (2.85M in the seed). */
+#define NX_FILTER_ENTRIES_MAX (1u << 31)
+
+/* Entry flags (low 4 bits of an entry). */
+#define NX_FILTER_F_EXACT 0x1u	     /* in .list: the name itself is blocked */
+#define NX_FILTER_F_WILD 0x2u	     /* in .wild: proper subdomains are blocked */
+#define NX_FILTER_F_ALLOW_EXACT 0x4u /* in .allow: the name itself is excepted */
+#define NX_FILTER_F_ALLOW_SUB 0x8u   /* in .allow "sub": the name and all below (sets EXACT too) */
+
+struct nx_filter_snap_source {
+	const char *name; /* source name; bodies are <dir>/<name>.list .wild .allow (borrowed) */
+	const char *dir;  /* borrowed */
+};
+
+struct nx_filter_snap_build_opts {
+	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
+	 * colliding on purpose across installations. Tests pass a fixed seed. */
+	uint64_t seed;
+	/* Called after each source of each pass (progress, tests sampling the ledger). */
+	void (*on_step)(void *arg);
+	void *arg;
+};
+
+struct nx_filter_snap_source_stats {
+	uint64_t entries; /* distinct names of this source (one entry each) */
+	uint64_t list, wild, allow;
+	uint64_t bad_lines; /* body lines that are not valid names (skipped) */
+};
+
+struct nx_filter_snap_build_report {
+	uint64_t entries;     /* entries stored (all sources) */
+	uint64_t bytes;	      /* file size */
+	unsigned bucket_bits; /* k */
+	uint64_t build_ms;
+	uint64_t peak_build_bytes; /* most NX_OWNER_filter_build bytes this build held at once */
+	unsigned sources;
+	unsigned refused_sources; /* sources beyond NX_FILTER_SOURCES_MAX (build fails) */
+	struct nx_filter_snap_source_stats src[NX_FILTER_SOURCES_MAX];
+};
+
+/*
+ * Build a snapshot of `n` sources (index = position in `src`) into `path` (temp file, fsync,
+ * rename). Reads each source's bodies three times (count + checksum, bucket histogram, place);
+ * a body that changes between passes aborts with -EAGAIN. Returns 0, -errno, NX_ELIMIT (more
+ * than NX_FILTER_SOURCES_MAX sources or NX_FILTER_ENTRIES_MAX entries), NX_EFORMAT (bad source
+ * name). `rep` may be NULL.
+ */
+int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *src, unsigned n,
+			 const struct nx_filter_snap_build_opts *opts,
+			 struct nx_filter_snap_build_report *rep);
+
+struct nx_filter_snap;
+
+/* Map and validate (header, bounds, checksum, entry order). Returns 0, -errno, NX_ECORRUPT.
+ * On success *out owns the mapping. */
+int nx_filter_snap_open(const char *path, struct nx_filter_snap **out);
+/* Unmap; NULL is a no-op. Only after every reader is done with it. */
+void nx_filter_snap_free(struct nx_filter_snap *s);
+
+unsigned nx_filter_snap_nsources(const struct nx_filter_snap *s);
+/* Recorded name and bodies sha256 of source i (< nsources); pointers into the mapping. */
+const char *nx_filter_snap_source_name(const struct nx_filter_snap *s, unsigned i);
+const uint8_t *nx_filter_snap_source_sha(const struct nx_filter_snap *s, unsigned i);
+uint64_t nx_filter_snap_entries(const struct nx_filter_snap *s);
+uint64_t nx_filter_snap_bytes(const struct nx_filter_snap *s);
+unsigned nx_filter_snap_bucket_bits(const struct nx_filter_snap *s);
+/* Upper bound on the probability that one absent name hashes onto a stored fingerprint. */
+double nx_filter_snap_fp_per_name(const struct nx_filter_snap *s);
+
+/*
+ * Boot check: does the snapshot hold exactly these sources, in this order, with these bodies
+ * (sha256 from nx_filter_meta_bodies_sha256 / nx_filter_bodies_sha256)? Then map it as is.
+ */
+bool nx_filter_snap_is_current(const struct nx_filter_snap *s, const char *const *names,
+			       const uint8_t (*shas)[32], unsigned n);
+
+/*
+ * The hot path (no allocation, no locks, no system calls). Levels 7-9 of the ladder for
+ * `name` in text form: lower case, no trailing dot required (one is ignored). `eligible` has
+ * bit i set when source i may be used for this client. Walks the name then its parents,
+ * nearest first:
+ *   7: the name with ALLOW_EXACT, or a parent with ALLOW_SUB -> ALLOW blocklist_exception
+ *   8: the name with EXACT                                 -> BLOCK blocklist_domain
+ *   9: the nearest parent with WILD                          -> BLOCK blocklist_wildcard
+ * At the deciding name the lowest eligible source index is reported. Returns the action.
+ * s == NULL behaves as an empty snapshot.
+ */
+enum nx_filter_action nx_filter_snap_match(const struct nx_filter_snap *s, const char *name,
+					   size_t len, uint64_t eligible,
+					   struct nx_filter_result *out);
+/* Same for an uncompressed wire name (case-insensitive here: labels are lower-cased into a
+ * stack copy). matched_off is the offset of the matched name's first length byte. Labels with
+ * bytes outside [A-Za-z0-9_-] cannot be list names: only the parents above them are tried. */
+enum nx_filter_action nx_filter_snap_match_wire(const struct nx_filter_snap *s, const uint8_t *wire,
+						size_t wlen, uint64_t eligible,
+						struct nx_filter_result *out);
+/* Debug / tests: flags stored for exactly `name` per source (flags[i] for source i; 0 = none).
+ * Returns the number of sources that have an entry. */
+unsigned nx_filter_snap_lookup(const struct nx_filter_snap *s, const char *name, size_t len,
+			       uint8_t flags[NX_FILTER_SOURCES_MAX]);

@@ -1,0 +1,187 @@
+/*
+ * Not a test: the driver bench/filter-bench.sh runs (also usable by hand).
+ *
+ *   filter_bench compile|snapshot-build|lookup-snapshot ...   the CLI entries (src/cli)
+ *   filter_bench lookups SNAPSHOT QUERIES [LABELS]
+ *       QUERIES: dnsperf input ("name TYPE" per line). Matches every name against all
+ *       sources on one core for ~3 s and prints lookups/sec; with LABELS (the workload's
+ *       .labels.tsv) also prints, per category, how many names got block / allow / none.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "filter/snapshot.h"
+
+int nx_cli_compile(int argc, char **argv);
+int nx_cli_snapshot_build(int argc, char **argv);
+int nx_cli_lookup_snapshot(int argc, char **argv);
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct query {
+	char *name;
+	size_t len;
+	char category[32];
+};
+
+static long vm_kib(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	size_t kl = strlen(key);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			v = strtol(line + kl + 1, NULL, 10);
+		}
+	}
+	if (f) {
+		fclose(f);
+	}
+	return v;
+}
+
+static int lookups(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: filter_bench lookups SNAPSHOT QUERIES [LABELS]\n");
+		return 2;
+	}
+	struct nx_filter_snap *s = NULL;
+	if (nx_filter_snap_open(argv[1], &s) != 0) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	FILE *f = fopen(argv[2], "r");
+	if (!f) {
+		return 1;
+	}
+	size_t n = 0, cap = 1 << 16;
+	struct query *q = malloc(cap * sizeof(*q));
+	char line[1100];
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strpbrk(line, " \t\r\n");
+		if (sp) {
+			*sp = '\0';
+		}
+		size_t len = strlen(line);
+		if (!len) {
+			continue;
+		}
+		for (size_t i = 0; i < len; i++) {
+			line[i] = (char)(line[i] >= 'A' && line[i] <= 'Z' ? line[i] + 32 : line[i]);
+		}
+		if (n == cap) {
+			cap *= 2;
+			q = realloc(q, cap * sizeof(*q));
+		}
+		q[n].name = strdup(line);
+		q[n].len = len;
+		q[n].category[0] = '\0';
+		n++;
+	}
+	fclose(f);
+	if (argc > 3 && (f = fopen(argv[3], "r"))) {
+		size_t i = 0;
+		while (fgets(line, sizeof(line), f) && i < n) {
+			if (line[0] == '#') {
+				continue;
+			}
+			char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+			char *t3 = t2 ? strpbrk(t2 + 1, "\t\n") : NULL;
+			if (t2 && t3) {
+				*t3 = '\0';
+				snprintf(q[i].category, sizeof(q[i].category), "%s", t2 + 1);
+			}
+			i++;
+		}
+		fclose(f);
+	}
+	/* accuracy per category */
+	struct {
+		char name[32];
+		unsigned long n, block, allow, none;
+	} cats[16];
+	int ncats = 0;
+	struct nx_filter_result r;
+	for (size_t i = 0; i < n && argc > 3; i++) {
+		int c = 0;
+		while (c < ncats && strcmp(cats[c].name, q[i].category) != 0) {
+			c++;
+		}
+		if (c == ncats && ncats < 16) {
+			memset(&cats[c], 0, sizeof(cats[c]));
+			snprintf(cats[c].name, sizeof(cats[c].name), "%s", q[i].category);
+			ncats++;
+		}
+		enum nx_filter_action a = nx_filter_snap_match(s, q[i].name, q[i].len, ~0ull, &r);
+		cats[c].n++;
+		cats[c].block += a == NX_FILTER_ACT_BLOCK;
+		cats[c].allow += a == NX_FILTER_ACT_ALLOW;
+		cats[c].none += a == NX_FILTER_ACT_NONE;
+	}
+	for (int c = 0; c < ncats; c++) {
+		printf("category %-28s %7lu queries: block %7lu  allow %6lu  none %7lu\n",
+		       cats[c].name, cats[c].n, cats[c].block, cats[c].allow, cats[c].none);
+	}
+	/* throughput: whole workload, repeated for >= 3 s, one core */
+	unsigned long done = 0, blocked = 0;
+	double t0 = now(), t;
+	do {
+		for (size_t i = 0; i < n; i++) {
+			blocked += nx_filter_snap_match(s, q[i].name, q[i].len, ~0ull, &r) ==
+				   NX_FILTER_ACT_BLOCK;
+		}
+		done += n;
+		t = now() - t0;
+	} while (t < 3.0);
+	printf("lookups %lu in %.2f s: %.0f lookups/s on one core (%.0f ns each), blocked %.1f%%\n",
+	       done, t, (double)done / t, t * 1e9 / (double)done,
+	       100.0 * (double)blocked / (double)done);
+	printf("snapshot %llu entries, %llu bytes (%.2f B/entry), k=%u, FP bound per name %.3g; "
+	       "VmRSS %ld KiB, VmHWM %ld KiB (includes the %zu loaded query names)\n",
+	       (unsigned long long)nx_filter_snap_entries(s),
+	       (unsigned long long)nx_filter_snap_bytes(s),
+	       (double)nx_filter_snap_bytes(s) / (double)nx_filter_snap_entries(s),
+	       nx_filter_snap_bucket_bits(s), nx_filter_snap_fp_per_name(s), vm_kib("VmRSS"),
+	       vm_kib("VmHWM"), n);
+	for (size_t i = 0; i < n; i++) {
+		free(q[i].name);
+	}
+	free(q);
+	nx_filter_snap_free(s);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr,
+			"usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups "
+			"...\n");
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "compile") == 0) {
+		return nx_cli_compile(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "snapshot-build") == 0) {
+		return nx_cli_snapshot_build(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "lookup-snapshot") == 0) {
+		return nx_cli_lookup_snapshot(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "lookups") == 0) {
+		return lookups(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "unknown command %s\n", cmd);
+	return 2;
+}
