@@ -242,8 +242,7 @@ int nx_cidr_parse(const char *s, struct nx_cidr *out)
 	return nx_cidr_parse_why(s, out, NULL);
 }
 
-/* Client address as (family, bytes); IPv4-mapped IPv6 becomes IPv4. False for other families. */
-static bool client_bytes(const struct sockaddr *sa, int *family, const uint8_t **bytes)
+bool nx_conf_client_bytes(const struct sockaddr *sa, int *family, const uint8_t **bytes)
 {
 	if (!sa) {
 		return false;
@@ -268,7 +267,7 @@ static bool client_bytes(const struct sockaddr *sa, int *family, const uint8_t *
 	return false;
 }
 
-static bool prefix_match(const struct nx_cidr *c, int family, const uint8_t *a)
+bool nx_conf_prefix_match(const struct nx_cidr *c, int family, const uint8_t *a)
 {
 	if (c->family != family) {
 		return false;
@@ -288,7 +287,7 @@ bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa)
 {
 	int family;
 	const uint8_t *a;
-	return client_bytes(sa, &family, &a) && prefix_match(c, family, a);
+	return nx_conf_client_bytes(sa, &family, &a) && nx_conf_prefix_match(c, family, a);
 }
 
 /* Loopback and private ranges: the allow list when access.allow is empty. */
@@ -306,7 +305,7 @@ static const struct nx_cidr builtin_allow[] = {
 static bool in_list(const struct nx_cidr *l, size_t n, int family, const uint8_t *a)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (prefix_match(&l[i], family, a)) {
+		if (nx_conf_prefix_match(&l[i], family, a)) {
 			return true;
 		}
 	}
@@ -317,7 +316,7 @@ bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa)
 {
 	int family;
 	const uint8_t *a;
-	if (!client_bytes(sa, &family, &a)) {
+	if (!nx_conf_client_bytes(sa, &family, &a)) {
 		return false;
 	}
 	if (in_list(c->deny, c->n_deny, family, a)) {

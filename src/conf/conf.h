@@ -20,6 +20,9 @@
 #define NX_CONF_MAX_WORKERS 8     /* default = online cores capped here; more buys nothing on a Pi */
 #define NX_CONF_MAX_UPSTREAMS 16  /* per server list; racing more than a few is pointless */
 #define NX_CONF_ERR_MAX 512       /* bytes of the formatted "file:line:col: message" */
+#define NX_CONF_MAX_SOURCES 64    /* filter.sources: the matcher's eligibility mask is a uint64_t */
+#define NX_CONF_MAX_GROUPS 64     /* incl. "default": the filter's group mask is a uint64_t */
+#define NX_CONF_NAME_MAX 64       /* bytes of a source, group or client name */
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -40,6 +43,54 @@ struct nx_fwd_zone {
 	char *text;                    /* owned: as written */
 	struct nx_addr *servers;       /* owned array */
 	size_t n_servers;
+};
+
+/* filter.sources[i]: one blocklist. Exactly one of url and path is set. */
+struct nx_conf_source {
+	char *name;     /* owned: [a-z0-9][a-z0-9_-]{0,63}, unique */
+	char *url;      /* owned: http:// or https:// URL, or NULL */
+	char *path;     /* owned: absolute local path (resolved at load), or NULL */
+	char *format;   /* owned: auto|hosts|domains|adblock|wildcard */
+	char **groups;  /* owned array of owned names, as written (default: {"default"}) */
+	size_t n_groups;
+	bool enabled;   /* false: not fetched, not built, in no group's mask */
+};
+
+/* groups.<name>, resolved at load. groups[0] is always "default". */
+struct nx_conf_group {
+	char *name;            /* owned */
+	uint64_t sources_mask; /* bit i = filter.sources[i] (enabled sources only) */
+	bool filtering;        /* false: this group's clients are never filtered */
+};
+
+/* clients[i]: identified by address; its groups resolved into one source mask at load. */
+struct nx_conf_client {
+	char *name;                   /* owned: as written, unique */
+	struct nx_cidr *ids;          /* owned array: addresses / prefixes that identify it */
+	size_t n_ids;
+	uint64_t groups_mask_sources; /* OR of its groups' sources_mask */
+	bool filtering;               /* any of its groups filters */
+	char **groups;                /* owned array of owned group names (default: {"default"}) */
+	size_t n_groups;
+};
+
+/* local_records[i], rdata pre-encoded. c->locals is sorted by (name, type): see local_find. */
+struct nx_conf_local {
+	uint8_t name[NX_DNS_NAME_MAX]; /* lower-cased wire name */
+	uint8_t name_len;
+	char *text;                    /* owned: the name as written (logs, API) */
+	uint16_t type;                 /* NX_DNS type code: A, AAAA, CNAME, TXT or PTR */
+	uint32_t ttl;                  /* seconds */
+	uint8_t *rdata;                /* owned: wire rdata (A 4 bytes, AAAA 16, CNAME/PTR an
+					* uncompressed wire name, TXT character-strings) */
+	uint16_t rdlen;
+};
+
+enum nx_conf_block_mode {
+	NX_CONF_BLOCK_NULL = 0,     /* 0.0.0.0 / :: for A / AAAA, NODATA otherwise */
+	NX_CONF_BLOCK_NXDOMAIN = 1,
+	NX_CONF_BLOCK_REFUSED = 2,
+	NX_CONF_BLOCK_CUSTOM = 3,   /* filter.block_addresses */
 };
 
 struct nx_conf {
@@ -72,6 +123,39 @@ struct nx_conf {
 	struct nx_cidr *deny; /* owned; checked before allow */
 	size_t n_deny;
 
+	/* filter.* */
+	bool filter_enabled;
+	struct nx_conf_source *sources; /* owned array, config order (index = mask bit) */
+	size_t n_sources;
+	unsigned refresh_interval_s;
+	char **allow_rules; /* owned array of owned normalised rules: "name", "*.name", "/re/" */
+	size_t n_allow_rules;
+	char **deny_rules;  /* same */
+	size_t n_deny_rules;
+	char *block_mode;   /* owned: null|nxdomain|refused|custom */
+	int block_mode_id;  /* enum nx_conf_block_mode */
+	bool has_block_v4;  /* filter.block_addresses: at most one of each family */
+	uint8_t block_v4[4];
+	bool has_block_v6;
+	uint8_t block_v6[16];
+	unsigned block_ttl;
+
+	/* groups, clients, local_records */
+	struct nx_conf_group *groups; /* owned array; [0] is "default", then file order */
+	size_t n_groups;              /* >= 1 after load */
+	struct nx_conf_client *clients; /* owned array, file order */
+	size_t n_clients;
+	struct nx_conf_local *locals; /* owned array sorted by (name, type), file order within */
+	size_t n_locals;
+
+	/* cache.* */
+	unsigned cache_size; /* entries; 0 disables the cache */
+	unsigned cache_min_ttl;
+	unsigned cache_max_ttl;
+	unsigned cache_neg_max_ttl;
+	bool cache_serve_stale;
+	bool cache_prefetch;
+
 	/* admin.* */
 	bool admin_enabled;
 	struct nx_addr admin_listen;
@@ -97,6 +181,27 @@ void nx_conf_free(struct nx_conf *c);
 
 /* Is the client address allowed (deny first, then allow or the built-in private ranges)? */
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);
+
+/*
+ * Filtering policy of the client at `sa` (IPv4-mapped IPv6 is matched as IPv4): the client
+ * whose ids contain the address with the longest prefix (ids are unique, so no ties) gives
+ * the OR of its groups' source masks and whether any of its groups filters; an address no
+ * client claims gets the "default" group's. *client_idx is the client's index or -1. Any out
+ * pointer may be NULL. Does not look at filter.enabled (the global switch is the caller's).
+ * Per query: no allocation, a linear scan of every client id.
+ */
+void nx_conf_client_policy(const struct nx_conf *c, const struct sockaddr *sa, uint64_t *eligible,
+			   bool *filtering, int *client_idx);
+
+/*
+ * Local records of the wire name (any case, len bytes) and type qtype; qtype 255 (ANY) means
+ * every type. Returns 0 with c->locals[*first .. *first + *count) (count >= 1), or NX_ENOTFOUND
+ * with *count = 0. No allocation.
+ */
+int nx_conf_local_find(const struct nx_conf *c, const uint8_t *name, size_t len, uint16_t qtype,
+		       size_t *first, size_t *count);
+/* Does the name have local records of any type (NODATA rather than forwarding)? */
+bool nx_conf_local_has_name(const struct nx_conf *c, const uint8_t *name, size_t len);
 
 /* Parse "addr:port" / "[v6]:port" (and bare addr with default_port when >= 0). 0 or NX_ECONFIG. */
 int nx_addr_parse(const char *s, int default_port, struct nx_addr *out);

@@ -62,10 +62,15 @@ static const char intro[] =
 	"(`[::1]:53`). Where a port is optional the key says so. Client address ranges are "
 	"`addr/prefix` (`192.168.1.0/24`, `fd00::/8`) or a single address.\n"
 	"\n"
+	"Durations are seconds, or a number with a unit: `s`, `m`, `h` or `d` (`90m`, "
+	"`24h`). Lists of mappings (sources, clients, local records) may be written in block "
+	"or flow style; within them too, unknown keys are errors.\n"
+	"\n"
 	"## Example\n"
 	"\n"
 	"Every key, at its default except where a value shows the syntax "
-	"(`forward_zones`, `allow`, `deny`):\n"
+	"(`forward_zones`, the access lists, the filter's sources, rules and block addresses, "
+	"`groups`, `clients` and `local_records`):\n"
 	"\n";
 
 void nx_conf_write_docs(FILE *fp)

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conf/conf.h"
 
@@ -24,16 +25,46 @@
 #define NX_CONF_SCALAR_MAX 4096     /* bytes of one scalar value (PATH_MAX) */
 #define NX_CONF_MAX_KEYS 256        /* schema rows; the loader keeps a "seen" flag per row */
 
+#define NX_CONF_MAX_REFS 65536 /* name references (group <-> source, client -> group) per load */
+
 struct nx_conf_key;
+
+/* A 1-based position in the file; line 0 = none (a default). */
+struct nx_conf_pos {
+	int line, col;
+};
+
+enum nx_conf_ref_kind {
+	NX_CONF_REF_GROUP_SOURCE, /* groups.<from>.sources[j] names a source */
+	NX_CONF_REF_SOURCE_GROUP, /* filter.sources[from].groups[j] names a group */
+	NX_CONF_REF_CLIENT_GROUP, /* clients[from].groups[j] names a group */
+};
+
+/*
+ * A name that refers to a source or group, recorded while parsing and resolved after every key
+ * has a value (the referenced key may come later in the file, or from its default).
+ */
+struct nx_conf_ref {
+	char name[NX_CONF_NAME_MAX + 1];
+	struct nx_conf_pos pos;
+	uint8_t kind;   /* enum nx_conf_ref_kind */
+	uint32_t from;  /* index of the group, source or client that refers */
+	uint32_t j;     /* index of the name in its list */
+	uint32_t target; /* resolved index (after nx_conf_groups_finish) */
+};
 
 /* Loader state for one load; types report errors through nx_conf_fail(). */
 struct nx_conf_ld {
 	const char *name;      /* borrowed: file name used in messages */
+	const char *base_dir;  /* borrowed: relative paths in values resolve against it */
 	char *err;             /* borrowed: caller's buffer */
 	size_t errlen;
 	struct fy_diag *diag;  /* collects libfyaml errors; also used to find node positions */
 	struct nx_conf *c;     /* the config being built */
 	bool *seen;            /* per key: set from the file (else the default applies) */
+	struct nx_conf_pos *pos; /* per key: position of its value when seen */
+	struct nx_conf_ref *refs; /* owned (NX_OWNER_config) until the load ends */
+	size_t n_refs, cap_refs;
 };
 
 struct nx_conf_type {
@@ -76,9 +107,30 @@ extern const struct nx_conf_type nx_conf_t_addr;
 extern const struct nx_conf_type nx_conf_t_addr_list;
 extern const struct nx_conf_type nx_conf_t_cidr_list;
 extern const struct nx_conf_type nx_conf_t_zone_map;
+extern const struct nx_conf_type nx_conf_t_duration;    /* seconds into unsigned */
+extern const struct nx_conf_type nx_conf_t_sources;     /* filter.c */
+extern const struct nx_conf_type nx_conf_t_rules;       /* filter.c */
+extern const struct nx_conf_type nx_conf_t_block_addrs; /* filter.c: writes block_v4/v6 */
+extern const struct nx_conf_type nx_conf_t_groups;      /* groups.c */
+extern const struct nx_conf_type nx_conf_t_clients;     /* groups.c */
+extern const struct nx_conf_type nx_conf_t_locals;      /* local.c */
 
 /* Cross-key checks and derived values after every key has a value (schema.c). */
 int nx_conf_schema_finish(struct nx_conf_ld *ld);
+/* Resolve refs into group and client masks; block mode id (groups.c). */
+int nx_conf_groups_finish(struct nx_conf_ld *ld);
+/* Record a reference for nx_conf_groups_finish; node gives the position (NULL: none). */
+int nx_conf_add_ref(struct nx_conf_ld *ld, enum nx_conf_ref_kind kind, uint32_t from, uint32_t j,
+		    const char *name, struct fy_node *node);
+/*
+ * A list of group names (NULL val = absent: {"default"}) into an owned string array, one ref per
+ * name (filter.c). *out / *n are set before the names so release frees a partial list.
+ */
+int nx_conf_group_names(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+			struct fy_node *key, enum nx_conf_ref_kind kind, uint32_t from, char ***out,
+			size_t *n);
+/* Schema row of a dotted path (nx_require: it exists). */
+const struct nx_conf_key *nx_conf_key_by_path(const char *path, size_t *idx);
 
 /*
  * Format "name:line:col: message" at node n (or at `fallback` when n has no position, e.g. a
@@ -86,6 +138,9 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld);
  */
 int nx_conf_fail(struct nx_conf_ld *ld, struct fy_node *n, struct fy_node *fallback,
 		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* As nx_conf_fail at a recorded position (line 0: no position). */
+int nx_conf_fail_pos(struct nx_conf_ld *ld, struct nx_conf_pos pos, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* 1-based position of a node; false when it has none. */
 bool nx_conf_node_pos(struct nx_conf_ld *ld, struct fy_node *n, int *line, int *col);
 
@@ -93,10 +148,55 @@ bool nx_conf_node_pos(struct nx_conf_ld *ld, struct fy_node *n, int *line, int *
 bool nx_conf_is_null(struct fy_node *n);
 /* What kind of node this is, for "expected X, got Y" messages. */
 const char *nx_conf_node_kind(struct fy_node *n);
+/*
+ * Copy a scalar's text into buf (NUL-terminated); `what` names the expected value in messages,
+ * `plain_only` refuses quoted scalars. `label` names the value ("filter.sources[0].url").
+ */
+int nx_conf_scalar(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		   struct fy_node *key, const char *what, bool plain_only, char *buf, size_t cap);
+int nx_conf_bool_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		      struct fy_node *key, bool *out);
+int nx_conf_uint_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		      struct fy_node *key, long long min, long long max, unsigned *out);
+/* A non-empty string owned by NX_OWNER_config into *out. */
+int nx_conf_string_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+			struct fy_node *key, char **out);
+/* Entry count of a list in [min, max]; null counts as an empty list when null_empty. */
+int nx_conf_list_count(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		       struct fy_node *key, long long min, long long max, bool null_empty,
+		       size_t *n);
+/*
+ * The named fields of a mapping (an item of a list of maps, a group): vals[i] / keys[i] for
+ * names[i] (NULL-terminated; NULL when absent). Unknown and duplicate keys are errors named
+ * "label.key". A null map has no fields.
+ */
+int nx_conf_fields(struct nx_conf_ld *ld, const char *label, struct fy_node *map,
+		   struct fy_node *fallback, const char *const *names, struct fy_node **vals,
+		   struct fy_node **keys);
+/* Format a value label ("filter.sources[3].url") into out; truncates silently. */
+void nx_conf_label(char *out, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* [a-z0-9][a-z0-9_-]{0,63}: source and group names. */
+bool nx_conf_ident_ok(const char *s);
+/*
+ * A host name as written in rules and records: ASCII letters, digits, '-', '_' and dots, no
+ * empty label, RFC 1035 lengths; one trailing dot allowed. Writes the lower-cased wire form
+ * and returns its length, or 0 with *why set.
+ */
+size_t nx_conf_host_name(const char *text, uint8_t wire[NX_DNS_NAME_MAX], const char **why);
+/* Free an owned array of n owned strings; NULL is a no-op. */
+void nx_conf_free_strv(char **v, size_t n);
+
+/* load.c: duplicate keys of a mapping (prefix names them); edit distance for suggestions. */
+int nx_conf_check_dups(struct nx_conf_ld *ld, const char *prefix, struct fy_node *map);
+size_t nx_conf_edit_distance(const char *a, const char *b);
 
 /* addr.c: as nx_addr_parse / nx_cidr_parse with the reason for a refusal. */
 int nx_addr_parse_why(const char *s, int default_port, struct nx_addr *out, const char **why);
 int nx_cidr_parse_why(const char *s, struct nx_cidr *out, const char **why);
+/* Client address as (family, bytes); IPv4-mapped IPv6 becomes IPv4. False for other families. */
+bool nx_conf_client_bytes(const struct sockaddr *sa, int *family, const uint8_t **bytes);
+bool nx_conf_prefix_match(const struct nx_cidr *c, int family, const uint8_t *a);
 
 /* Field access. */
 #define NX_CONF_FIELD(c, k, type) ((type *)((char *)(c) + (k)->off))

@@ -7,10 +7,12 @@
 #include "conf/conf.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/ledger.h"
@@ -95,6 +97,55 @@ int nx_conf_fail(struct nx_conf_ld *ld, struct fy_node *n, struct fy_node *fallb
 	return NX_ECONFIG;
 }
 
+int nx_conf_fail_pos(struct nx_conf_ld *ld, struct nx_conf_pos pos, const char *fmt, ...)
+{
+	if (!ld->err || !ld->errlen || ld->err[0]) {
+		return NX_ECONFIG;
+	}
+	char msg[NX_CONF_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (pos.line > 0) {
+		set_err(ld, "%s:%d:%d: %s", ld->name, pos.line, pos.col, msg);
+	} else {
+		set_err(ld, "%s: %s", ld->name, msg);
+	}
+	return NX_ECONFIG;
+}
+
+int nx_conf_add_ref(struct nx_conf_ld *ld, enum nx_conf_ref_kind kind, uint32_t from, uint32_t j,
+		    const char *name, struct fy_node *node)
+{
+	if (ld->n_refs == ld->cap_refs) {
+		if (ld->cap_refs >= NX_CONF_MAX_REFS) {
+			return nx_conf_fail(ld, node, NULL, "more than %u name references",
+					    NX_CONF_MAX_REFS);
+		}
+		size_t cap = ld->cap_refs ? ld->cap_refs * 2 : 32;
+		struct nx_conf_ref *r = nx_mem_realloc(NX_OWNER_config, ld->refs,
+						       ld->cap_refs * sizeof(*r), cap * sizeof(*r));
+		if (!r) {
+			return nx_conf_fail(ld, node, NULL, "out of memory");
+		}
+		ld->refs = r;
+		ld->cap_refs = cap;
+	}
+	struct nx_conf_ref *r = &ld->refs[ld->n_refs];
+	memset(r, 0, sizeof(*r));
+	nx_require(strlen(name) <= NX_CONF_NAME_MAX);
+	strcpy(r->name, name);
+	r->kind = (uint8_t)kind;
+	r->from = from;
+	r->j = j;
+	if (!node || !nx_conf_node_pos(ld, node, &r->pos.line, &r->pos.col)) {
+		r->pos.line = r->pos.col = 0;
+	}
+	ld->n_refs++;
+	return 0;
+}
+
 /* ---- schema lookups ---- */
 
 static const struct nx_conf_key *find_key(const char *path, size_t *idx)
@@ -120,7 +171,15 @@ static bool is_section(const char *prefix)
 	return false;
 }
 
-static size_t edit_distance(const char *a, const char *b)
+const struct nx_conf_key *nx_conf_key_by_path(const char *path, size_t *idx)
+{
+	size_t dummy;
+	const struct nx_conf_key *k = find_key(path, idx ? idx : &dummy);
+	nx_require(k);
+	return k;
+}
+
+size_t nx_conf_edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	if (la > 63 || lb > 63) {
@@ -166,7 +225,7 @@ static void suggest(const char *prefix, const char *key, char *out, size_t cap)
 		}
 		memcpy(child, p + plen, clen);
 		child[clen] = '\0';
-		size_t d = edit_distance(key, child);
+		size_t d = nx_conf_edit_distance(key, child);
 		if (d < best) {
 			best = d;
 			snprintf(out, cap, "%.*s", (int)(plen + clen), p);
@@ -208,7 +267,7 @@ static int key_text(struct nx_conf_ld *ld, const char *prefix, struct fy_node *k
 }
 
 /* Duplicate keys: libfyaml is told to allow them so we can name the key and both places. */
-static int check_dups(struct nx_conf_ld *ld, const char *prefix, struct fy_node *map)
+int nx_conf_check_dups(struct nx_conf_ld *ld, const char *prefix, struct fy_node *map)
 {
 	void *it = NULL;
 	struct fy_node_pair *p;
@@ -271,7 +330,7 @@ static int walk(struct nx_conf_ld *ld, struct fy_node *map, struct fy_node *mapk
 		return nx_conf_fail(ld, map, mapkey, "%.*s: expected a mapping, got %s",
 				    (int)strlen(prefix) - 1, prefix, nx_conf_node_kind(map));
 	}
-	int rc = check_dups(ld, prefix, map);
+	int rc = nx_conf_check_dups(ld, prefix, map);
 	if (rc) {
 		return rc;
 	}
@@ -293,6 +352,11 @@ static int walk(struct nx_conf_ld *ld, struct fy_node *map, struct fy_node *mapk
 			/* a dotted name is never a key or a section at this level */
 		} else if ((key = find_key(path, &idx))) {
 			ld->seen[idx] = true;
+			bool scal = v && fy_node_is_scalar(v) && !nx_conf_is_null(v);
+			struct fy_node *at = scal ? v : k;
+			if (!nx_conf_node_pos(ld, at, &ld->pos[idx].line, &ld->pos[idx].col)) {
+				ld->pos[idx].line = ld->pos[idx].col = 0;
+			}
 			rc = key->type->parse(ld, key, v, k);
 			if (rc) {
 				return rc;
@@ -306,6 +370,60 @@ static int walk(struct nx_conf_ld *ld, struct fy_node *map, struct fy_node *mapk
 			continue;
 		}
 		return unknown_key(ld, k, prefix, name, path);
+	}
+	return 0;
+}
+
+int nx_conf_fields(struct nx_conf_ld *ld, const char *label, struct fy_node *map,
+		   struct fy_node *fallback, const char *const *names, struct fy_node **vals,
+		   struct fy_node **keys)
+{
+	size_t n = 0;
+	while (names[n]) {
+		vals[n] = keys[n] = NULL;
+		n++;
+	}
+	if (nx_conf_is_null(map)) {
+		return 0;
+	}
+	if (!fy_node_is_mapping(map)) {
+		return nx_conf_fail(ld, map, fallback, "%s: expected a mapping, got %s", label,
+				    nx_conf_node_kind(map));
+	}
+	char prefix[PATH_TEXT_MAX];
+	snprintf(prefix, sizeof(prefix), "%s.", label);
+	int rc = nx_conf_check_dups(ld, prefix, map);
+	if (rc) {
+		return rc;
+	}
+	void *it = NULL;
+	struct fy_node_pair *p;
+	while ((p = fy_node_mapping_iterate(map, &it))) {
+		struct fy_node *k = fy_node_pair_key(p);
+		char name[128];
+		rc = key_text(ld, prefix, k, name, sizeof(name));
+		if (rc) {
+			return rc;
+		}
+		size_t i = 0, best = 0, best_d = (size_t)-1;
+		for (; i < n && strcmp(names[i], name); i++) {
+			size_t d = nx_conf_edit_distance(name, names[i]);
+			if (d < best_d) {
+				best_d = d;
+				best = i;
+			}
+		}
+		if (i == n) {
+			size_t klen = strlen(name);
+			if (best_d <= NX_MAX((size_t)1, klen / 3) && best_d < klen) {
+				return nx_conf_fail(ld, k, NULL,
+						    "unknown key '%s%s' (did you mean '%s'?)",
+						    prefix, name, names[best]);
+			}
+			return nx_conf_fail(ld, k, NULL, "unknown key '%s%s'", prefix, name);
+		}
+		vals[i] = fy_node_pair_value(p);
+		keys[i] = k;
 	}
 	return 0;
 }
@@ -437,18 +555,25 @@ void nx_conf_free(struct nx_conf *c)
 	nx_mem_free(NX_OWNER_config, c, sizeof(*c));
 }
 
-int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct nx_conf **out,
-			char *err, size_t errlen)
+/* Load from text; relative paths in values resolve against base_dir (absolute). */
+static int load_text(const char *name, const char *base_dir, const char *yaml, size_t len,
+		     struct nx_conf **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	if (err && errlen) {
 		err[0] = '\0';
 	}
-	struct nx_conf_ld ld = {.name = name ? name : "<string>", .err = err, .errlen = errlen};
+	struct nx_conf_ld ld = {.name = name ? name : "<string>",
+				.base_dir = base_dir,
+				.err = err,
+				.errlen = errlen};
 	bool seen[NX_CONF_MAX_KEYS];
+	struct nx_conf_pos pos[NX_CONF_MAX_KEYS];
 	nx_require(nx_conf_n_keys <= NX_ARRAY_LEN(seen));
 	memset(seen, 0, sizeof(seen));
+	memset(pos, 0, sizeof(pos));
 	ld.seen = seen;
+	ld.pos = pos;
 
 	int rc = NX_ECONFIG;
 	ld.c = nx_mem_calloc(NX_OWNER_config, 1, sizeof(*ld.c));
@@ -475,14 +600,63 @@ int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct n
 		goto fail;
 	}
 	fy_diag_destroy(ld.diag);
+	nx_mem_free(NX_OWNER_config, ld.refs, ld.cap_refs * sizeof(*ld.refs));
 	*out = ld.c;
 	return 0;
 fail:
 	if (ld.diag) {
 		fy_diag_destroy(ld.diag);
 	}
+	nx_mem_free(NX_OWNER_config, ld.refs, ld.cap_refs * sizeof(*ld.refs));
 	nx_conf_free(ld.c);
 	return rc ? rc : NX_ECONFIG;
+}
+
+int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct nx_conf **out,
+			char *err, size_t errlen)
+{
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd))) {
+		int e = errno;
+		*out = NULL;
+		if (err && errlen) {
+			snprintf(err, errlen, "%s: cannot read the working directory: %s",
+				 name ? name : "<string>", strerror(e));
+		}
+		return NX_ECONFIG;
+	}
+	return load_text(name, cwd, yaml, len, out, err, errlen);
+}
+
+/* Directory of `path`, absolute (relative paths are taken from the working directory). */
+static int dir_of(const char *path, char *out, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	if (path[0] == '/') {
+		if (dlen == 0) {
+			dlen = 1; /* "/nxdns.yaml" */
+		}
+		if (dlen >= cap) {
+			return -ENAMETOOLONG;
+		}
+		memcpy(out, path, dlen);
+		out[dlen] = '\0';
+		return 0;
+	}
+	if (!getcwd(out, cap)) {
+		return -errno;
+	}
+	size_t used = strlen(out);
+	if (slash) {
+		if (used + 1 + dlen >= cap) {
+			return -ENAMETOOLONG;
+		}
+		out[used] = '/';
+		memcpy(out + used + 1, path, dlen);
+		out[used + 1 + dlen] = '\0';
+	}
+	return 0;
 }
 
 int nx_conf_load(const char *path, struct nx_conf **out, char *err, size_t errlen)
@@ -534,7 +708,17 @@ int nx_conf_load(const char *path, struct nx_conf **out, char *err, size_t errle
 			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		}
 	} else {
-		rc = nx_conf_load_string(path, buf, len, out, err, errlen);
+		char dir[PATH_MAX];
+		rc = dir_of(path, dir, sizeof(dir));
+		if (rc) {
+			if (err && errlen) {
+				snprintf(err, errlen, "%s: cannot resolve its directory: %s", path,
+					 strerror(-rc));
+			}
+			rc = NX_ECONFIG;
+		} else {
+			rc = load_text(path, dir, buf, len, out, err, errlen);
+		}
 	}
 	nx_mem_free(NX_OWNER_config, buf, cap);
 	return rc;

@@ -4,6 +4,7 @@
  * generated from it. Keys of one section stay contiguous (the docs example nests them).
  */
 #include <stddef.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -12,12 +13,23 @@
 #define MAX_LISTEN 16  /* listener.dns addresses: a few interfaces x two families */
 #define MAX_ZONES 256  /* forward zones: a household has a handful; each is a linear check */
 #define MAX_CIDRS 1024 /* access list entries: checked linearly per query */
+#define MAX_RULES 10000 /* filter.allow / deny entries: regexes among them run per query */
+#define MAX_CLIENTS 256 /* clients: every id is checked linearly per query */
+#define MAX_LOCALS 4096 /* local records: a LAN's hosts; checked O(n^2) for conflicts at load */
+#define DAY 86400
+/*
+ * upstream.race's doc names the forwarder's concurrency cap, NX_UP_MAX_ATTEMPTS in
+ * src/upstream/upstream.h; conf sits below upstream and cannot include it.
+ */
+#define UP_MAX_ATTEMPTS_TEXT "8"
 
 #define F(field) offsetof(struct nx_conf, field)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+/* Index = enum nx_conf_block_mode. */
+static const char *const block_modes[] = {"null", "nxdomain", "refused", "custom", NULL};
 
 const struct nx_conf_key nx_conf_keys[] = {
 	{
@@ -32,7 +44,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "Addresses the DNS server listens on, UDP and TCP, as `addr:port` "
 		       "(IPv6 as `[addr]:port`; the port defaults to 53 when omitted). "
 		       "`0.0.0.0` and `[::]` mean every interface of that family. Each worker "
-		       "opens its own UDP socket per address (SO_REUSEPORT).",
+		       "opens its own UDP socket per address (SO_REUSEPORT). A change needs a "
+		       "restart: a reload keeps the open sockets and logs a warning.",
 	},
 	{
 		.path = "listener.workers",
@@ -43,8 +56,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "0",
 		.doc = "Worker threads, each with its own event loop and sockets. `0` means one "
 		       "per online CPU core, capped at " STR(NX_CONF_MAX_WORKERS) " (more buys "
-		       "nothing on a small machine). The thread count is fixed at start; changing "
-		       "it needs a restart.",
+		       "nothing on a small machine). The thread count is fixed at start: a change "
+		       "needs a restart (a reload keeps the running count).",
 	},
 	{
 		.path = "listener.dns_max_connections",
@@ -102,7 +115,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "How many upstream servers one query may be sent to: the first server "
 		       "at once, the next after `stagger_ms` without an answer, and so on; the "
 		       "first valid answer wins. A value above the number of servers means all of "
-		       "them.",
+		       "them. At most " UP_MAX_ATTEMPTS_TEXT " attempts run concurrently for one "
+		       "query (the forwarder's limit): a larger value is clamped to "
+		       UP_MAX_ATTEMPTS_TEXT ".",
 	},
 	{
 		.path = "upstream.timeout_ms",
@@ -192,6 +207,219 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "ranges) would admit them: `deny` is checked first.",
 	},
 	{
+		.path = "filter.enabled",
+		.type = &nx_conf_t_bool,
+		.off = F(filter_enabled),
+		.def = "true",
+		.doc = "The master switch of filtering. `false` blocks nothing for any client "
+		       "(the blocklists are still kept up to date, so turning it back on is "
+		       "immediate).",
+	},
+	{
+		.path = "filter.sources",
+		.type = &nx_conf_t_sources,
+		.off = F(sources),
+		.off_n = F(n_sources),
+		.min = 0,
+		.max = NX_CONF_MAX_SOURCES,
+		.def = "[]",
+		.example = "[{name: ads, url: \"https://example.com/hosts.txt\"}, "
+			   "{name: mine, path: blocklist.txt, format: domains, "
+			   "groups: [default, kids]}]",
+		.doc = "Blocklists, each a mapping: `name` (required; 1..64 of `a-z`, `0-9`, `_`, "
+		       "`-`, starting with a letter or digit; unique), exactly one of `url` "
+		       "(`http://` or `https://`, downloaded) and `path` (a local file; a relative "
+		       "path is relative to the directory of the configuration file), `format` "
+		       "(`auto` (default: detected per line), `hosts`, `domains`, `adblock`, "
+		       "`wildcard`), `groups` (the groups that use it, default `[default]`; see "
+		       "`groups`) and `enabled` (default `true`; a disabled source is neither "
+		       "fetched nor used). At most " STR(NX_CONF_MAX_SOURCES) " sources.",
+	},
+	{
+		.path = "filter.refresh_interval",
+		.type = &nx_conf_t_duration,
+		.off = F(refresh_interval_s),
+		.min = 60,
+		.max = 30 * DAY,
+		.def = "24h",
+		.doc = "How often each `url` source is downloaded again (conditional GET: an "
+		       "unchanged list costs one request). Seconds, or a number with a unit: "
+		       "`s`, `m`, `h` or `d` (`90m`, `24h`).",
+	},
+	{
+		.path = "filter.allow",
+		.type = &nx_conf_t_rules,
+		.off = F(allow_rules),
+		.off_n = F(n_allow_rules),
+		.min = 0,
+		.max = MAX_RULES,
+		.def = "[]",
+		.example = "[\"good.example\", \"*.cdn.example\"]",
+		.doc = "Names always resolved, whatever the blocklists say (checked before "
+		       "`deny` and the blocklists). Each rule is a name (`x.example`: that name "
+		       "only), `*.x.example` (every name below x.example, not x.example itself) or "
+		       "`/regex/` (a POSIX extended regular expression, case-insensitive, matched "
+		       "against the name in lower case without the trailing dot; an invalid one is "
+		       "an error). Names are case-insensitive and written in ASCII (punycode for "
+		       "international names).",
+	},
+	{
+		.path = "filter.deny",
+		.type = &nx_conf_t_rules,
+		.off = F(deny_rules),
+		.off_n = F(n_deny_rules),
+		.min = 0,
+		.max = MAX_RULES,
+		.def = "[]",
+		.example = "[\"ads.example\", \"*.tracker.example\", '/^ad[0-9]+[.]/']",
+		.doc = "Names always blocked unless `allow` matches them; the same three forms "
+		       "as `allow`.",
+	},
+	{
+		.path = "filter.block_mode",
+		.type = &nx_conf_t_enum,
+		.off = F(block_mode),
+		.choices = block_modes,
+		.def = "null",
+		.doc = "The answer to a blocked query: `null` (`0.0.0.0` for A, `::` for AAAA, "
+		       "an empty answer for other types), `nxdomain` (the name does not exist), "
+		       "`refused`, or `custom` (the addresses in `block_addresses`; an empty "
+		       "answer for a type with no address given). Every blocked answer carries "
+		       "Extended DNS Error 15 (Blocked).",
+	},
+	{
+		.path = "filter.block_addresses",
+		.type = &nx_conf_t_block_addrs,
+		.min = 0,
+		.max = 2,
+		.def = "[]",
+		.example = "[\"0.0.0.0\", \"::\"]",
+		.doc = "Addresses answered for blocked names when `block_mode` is `custom`: at "
+		       "most one IPv4 and one IPv6 address, without port. `custom` needs at least "
+		       "one; other modes ignore them.",
+	},
+	{
+		.path = "filter.block_ttl",
+		.type = &nx_conf_t_uint,
+		.off = F(block_ttl),
+		.min = 0,
+		.max = DAY,
+		.def = "10",
+		.doc = "TTL, in seconds, of blocked answers: short, so unblocking takes effect "
+		       "quickly on clients.",
+	},
+	{
+		.path = "groups",
+		.type = &nx_conf_t_groups,
+		.off = F(groups),
+		.off_n = F(n_groups),
+		.min = 1,
+		.max = NX_CONF_MAX_GROUPS,
+		.def = "{}",
+		.example = "{kids: {sources: [ads]}, guests: {filtering: false}}",
+		.doc = "Groups of clients that share a set of blocklists: group name (the same "
+		       "rules as source names) → `sources` (source names, default none) and "
+		       "`filtering` (default "
+		       "`true`; `false` resolves everything for the group's clients). A source "
+		       "belongs to a group when the group lists it or the source lists the group. "
+		       "The group `default` always exists (filtering, with the sources that name "
+		       "it) and holds every client not listed in `clients`; it may be written to "
+		       "change it. Unknown source names are errors.",
+	},
+	{
+		.path = "clients",
+		.type = &nx_conf_t_clients,
+		.off = F(clients),
+		.off_n = F(n_clients),
+		.min = 0,
+		.max = MAX_CLIENTS,
+		.def = "[]",
+		.example = "[{name: tablet, ids: [\"192.168.1.50\", \"fd00::50\"], "
+			   "groups: [kids]}, "
+			   "{name: guest wifi, ids: [\"192.168.2.0/24\"], groups: [guests]}]",
+		.doc = "Clients by address: `name` (1..64 bytes, unique), `ids` (addresses or "
+		       "`addr/prefix` ranges; IPv4 clients on IPv6 sockets are matched as IPv4) "
+		       "and `groups` (default `[default]`). A query's client is the one whose ids "
+		       "match its address with the longest prefix (ids are unique, so there is "
+		       "one); it uses every source of all its groups and is filtered when any of "
+		       "its groups filters. An address no client matches is in `default`.",
+	},
+	{
+		.path = "local_records",
+		.type = &nx_conf_t_locals,
+		.off = F(locals),
+		.off_n = F(n_locals),
+		.min = 0,
+		.max = MAX_LOCALS,
+		.def = "[]",
+		.example = "[{name: nas.lan, type: A, value: 192.168.1.10}, "
+			   "{name: nas.lan, type: AAAA, value: \"fd00::10\", ttl: 60}, "
+			   "{name: files.lan, type: CNAME, value: nas.lan}]",
+		.doc = "Records answered authoritatively for hosts on the network, before any "
+		       "filtering: `name`, `type` (`A`, `AAAA`, `CNAME`, `TXT` or `PTR`), `value` "
+		       "(an address, a host name, or text; TXT text longer than 255 bytes is split "
+		       "into several strings) and `ttl` (seconds, default 300). A name with "
+		       "records of other types answers those types with an empty answer. A CNAME "
+		       "name has no other records; duplicate records are errors.",
+	},
+	{
+		.path = "cache.size",
+		.type = &nx_conf_t_uint,
+		.off = F(cache_size),
+		.min = 0,
+		.max = 16777216,
+		.def = "10000",
+		.doc = "Answers kept in the DNS cache (entries). `0` disables the cache. The "
+		       "cache's byte budget follows it: 256 bytes of stored answers per entry, "
+		       "never below one 65535-byte message.",
+	},
+	{
+		.path = "cache.min_ttl",
+		.type = &nx_conf_t_uint,
+		.off = F(cache_min_ttl),
+		.min = 0,
+		.max = DAY,
+		.def = "0",
+		.doc = "Seconds: cached answers are kept at least this long even when their TTL "
+		       "is shorter, and answered with at least this TTL. Must not exceed "
+		       "`max_ttl`.",
+	},
+	{
+		.path = "cache.max_ttl",
+		.type = &nx_conf_t_uint,
+		.off = F(cache_max_ttl),
+		.min = 1,
+		.max = 7 * DAY,
+		.def = "86400",
+		.doc = "Seconds: cached answers are kept at most this long, whatever their TTL.",
+	},
+	{
+		.path = "cache.negative_max_ttl",
+		.type = &nx_conf_t_uint,
+		.off = F(cache_neg_max_ttl),
+		.min = 0,
+		.max = DAY,
+		.def = "3600",
+		.doc = "Seconds: the most a negative answer (NXDOMAIN, empty answer) is cached, "
+		       "whatever its SOA says (RFC 2308). `0` does not cache negative answers.",
+	},
+	{
+		.path = "cache.serve_stale",
+		.type = &nx_conf_t_bool,
+		.off = F(cache_serve_stale),
+		.def = "false",
+		.doc = "Answer from an expired cache entry when the upstream servers fail "
+		       "(RFC 8767), marked with Extended DNS Error 3 (Stale Answer).",
+	},
+	{
+		.path = "cache.prefetch",
+		.type = &nx_conf_t_bool,
+		.off = F(cache_prefetch),
+		.def = "false",
+		.doc = "Refresh popular cache entries from upstream shortly before they expire, "
+		       "so their clients do not wait for the refresh.",
+	},
+	{
 		.path = "admin.enabled",
 		.type = &nx_conf_t_bool,
 		.off = F(admin_enabled),
@@ -230,6 +458,15 @@ const struct nx_conf_key nx_conf_keys[] = {
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);
 
+/* Position of a key's value when the file set it; none (a default) otherwise. */
+static struct nx_conf_pos key_pos(struct nx_conf_ld *ld, const char *path)
+{
+	size_t idx;
+	nx_conf_key_by_path(path, &idx);
+	struct nx_conf_pos none = {0, 0};
+	return ld->seen[idx] ? ld->pos[idx] : none;
+}
+
 int nx_conf_schema_finish(struct nx_conf_ld *ld)
 {
 	struct nx_conf *c = ld->c;
@@ -237,5 +474,26 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->workers = n < 1 ? 1 : (unsigned)NX_MIN(n, (long)NX_CONF_MAX_WORKERS);
 	}
-	return 0;
+	c->block_mode_id = -1;
+	for (int i = 0; block_modes[i]; i++) {
+		if (!strcmp(c->block_mode, block_modes[i])) {
+			c->block_mode_id = i;
+		}
+	}
+	nx_require(c->block_mode_id >= 0);
+	if (c->block_mode_id == NX_CONF_BLOCK_CUSTOM && !c->has_block_v4 && !c->has_block_v6) {
+		struct nx_conf_pos at = key_pos(ld, "filter.block_mode");
+		return nx_conf_fail_pos(ld, at,
+					"filter.block_mode: custom needs filter.block_addresses "
+					"(one IPv4 and/or one IPv6 address)");
+	}
+	if (c->cache_min_ttl > c->cache_max_ttl) {
+		struct nx_conf_pos at = key_pos(ld, "cache.min_ttl");
+		if (!at.line) {
+			at = key_pos(ld, "cache.max_ttl");
+		}
+		return nx_conf_fail_pos(ld, at, "cache.min_ttl (%u) must not exceed cache.max_ttl "
+					"(%u)", c->cache_min_ttl, c->cache_max_ttl);
+	}
+	return nx_conf_groups_finish(ld);
 }

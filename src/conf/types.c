@@ -4,6 +4,8 @@
  * offending node.
  */
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +51,9 @@ const char *nx_conf_node_kind(struct fy_node *n)
 	return "a scalar";
 }
 
-/*
- * Copy a scalar's text into buf (NUL-terminated). `what` names the expected value for the
- * message; `plain_only` refuses quoted scalars (numbers and booleans are not strings).
- */
-static int scalar(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
-		  struct fy_node *key, const char *what, bool plain_only, char *buf, size_t cap)
+/* plain_only: numbers and booleans are not strings, so a quoted "2" is refused. */
+int nx_conf_scalar(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		   struct fy_node *key, const char *what, bool plain_only, char *buf, size_t cap)
 {
 	if (nx_conf_is_null(val) || !fy_node_is_scalar(val) || fy_node_is_alias(val)) {
 		return nx_conf_fail(ld, val, key, "%s: expected %s, got %s", label, what,
@@ -83,24 +82,29 @@ static int scalar(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
 
 /* ---- bool ---- */
 
-static int bool_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
-		      struct fy_node *key)
+int nx_conf_bool_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		      struct fy_node *key, bool *out)
 {
 	char buf[16];
-	int rc = scalar(ld, k->path, val, key, "true or false", true, buf, sizeof(buf));
+	int rc = nx_conf_scalar(ld, label, val, key, "true or false", true, buf, sizeof(buf));
 	if (rc) {
 		return rc;
 	}
-	bool *f = NX_CONF_FIELD(ld->c, k, bool);
 	if (!strcmp(buf, "true") || !strcmp(buf, "True") || !strcmp(buf, "TRUE")) {
-		*f = true;
+		*out = true;
 	} else if (!strcmp(buf, "false") || !strcmp(buf, "False") || !strcmp(buf, "FALSE")) {
-		*f = false;
+		*out = false;
 	} else {
-		return nx_conf_fail(ld, val, key, "%s: expected true or false, got '%s'", k->path,
+		return nx_conf_fail(ld, val, key, "%s: expected true or false, got '%s'", label,
 				    buf);
 	}
 	return 0;
+}
+
+static int bool_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+		      struct fy_node *key)
+{
+	return nx_conf_bool_node(ld, k->path, val, key, NX_CONF_FIELD(ld->c, k, bool));
 }
 
 const struct nx_conf_type nx_conf_t_bool = {
@@ -110,33 +114,40 @@ const struct nx_conf_type nx_conf_t_bool = {
 
 /* ---- unsigned integer in [min, max] ---- */
 
-static int uint_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
-		      struct fy_node *key)
+int nx_conf_uint_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		      struct fy_node *key, long long min, long long max, unsigned *out)
 {
 	char buf[NX_CONF_SCALAR_MAX];
-	int rc = scalar(ld, k->path, val, key, "an unsigned integer", true, buf, sizeof(buf));
+	int rc = nx_conf_scalar(ld, label, val, key, "an unsigned integer", true, buf, sizeof(buf));
 	if (rc) {
 		return rc;
 	}
 	if (!buf[0] || strspn(buf, "0123456789") != strlen(buf)) {
 		return nx_conf_fail(ld, val, key, "%s: expected an unsigned integer, got '%s'",
-				    k->path, buf);
+				    label, buf);
 	}
 	unsigned long long v = 0;
 	bool big = false;
 	for (const char *p = buf; *p; p++) {
 		v = v * 10 + (unsigned)(*p - '0');
-		if (v > (unsigned long long)k->max) {
+		if (v > (unsigned long long)max) {
 			big = true;
 			break;
 		}
 	}
-	if (big || (long long)v < k->min) {
-		return nx_conf_fail(ld, val, key, "%s: %s is out of range %lld..%lld", k->path, buf,
-				    k->min, k->max);
+	if (big || (long long)v < min) {
+		return nx_conf_fail(ld, val, key, "%s: %s is out of range %lld..%lld", label, buf,
+				    min, max);
 	}
-	*NX_CONF_FIELD(ld->c, k, unsigned) = (unsigned)v;
+	*out = (unsigned)v;
 	return 0;
+}
+
+static int uint_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+		      struct fy_node *key)
+{
+	return nx_conf_uint_node(ld, k->path, val, key, k->min, k->max,
+				 NX_CONF_FIELD(ld->c, k, unsigned));
 }
 
 static void uint_range(const struct nx_conf_key *k, char *buf, size_t cap)
@@ -157,20 +168,25 @@ static char *dup_text(const char *s)
 	return nx_mem_strdup(NX_OWNER_config, s);
 }
 
-static int string_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
-			struct fy_node *key)
+int nx_conf_string_node(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+			struct fy_node *key, char **out)
 {
 	char buf[NX_CONF_SCALAR_MAX];
-	int rc = scalar(ld, k->path, val, key, "a string", false, buf, sizeof(buf));
+	int rc = nx_conf_scalar(ld, label, val, key, "a string", false, buf, sizeof(buf));
 	if (rc) {
 		return rc;
 	}
 	if (!buf[0]) {
-		return nx_conf_fail(ld, val, key, "%s: must not be empty", k->path);
+		return nx_conf_fail(ld, val, key, "%s: must not be empty", label);
 	}
-	char **f = NX_CONF_FIELD(ld->c, k, char *);
-	*f = dup_text(buf);
-	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+	*out = dup_text(buf);
+	return *out ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", label);
+}
+
+static int string_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			struct fy_node *key)
+{
+	return nx_conf_string_node(ld, k->path, val, key, NX_CONF_FIELD(ld->c, k, char *));
 }
 
 static void string_release(const struct nx_conf_key *k, struct nx_conf *c)
@@ -209,8 +225,21 @@ static int enum_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct
 	char buf[64];
 	char one_of[256];
 	enum_range(k, one_of, sizeof(one_of));
-	int rc = scalar(ld, k->path, val, key, "one of the listed words", false, buf,
-			sizeof(buf));
+	size_t len = 0;
+	const char *text = val && fy_node_is_scalar(val) && !fy_node_is_alias(val)
+				   ? fy_node_get_scalar(val, &len)
+				   : NULL;
+	bool null_choice = false;
+	for (const char *const *c = k->choices; *c; c++) {
+		null_choice |= !strcmp(*c, "null");
+	}
+	int rc = 0;
+	if (null_choice && text && len == 4 && !memcmp(text, "null", 4)) {
+		strcpy(buf, "null"); /* YAML's null, when "null" is a choice (filter.block_mode) */
+	} else {
+		rc = nx_conf_scalar(ld, k->path, val, key, "one of the listed words", false, buf,
+				    sizeof(buf));
+	}
 	if (rc) {
 		return rc;
 	}
@@ -237,7 +266,8 @@ static int addr_one(struct nx_conf_ld *ld, const char *label, struct fy_node *va
 		    struct fy_node *key, int default_port, struct nx_addr *out)
 {
 	char buf[256];
-	int rc = scalar(ld, label, val, key, "an address (addr:port)", false, buf, sizeof(buf));
+	int rc = nx_conf_scalar(ld, label, val, key, "an address (addr:port)", false, buf,
+				sizeof(buf));
 	if (rc) {
 		return rc;
 	}
@@ -262,9 +292,14 @@ const struct nx_conf_type nx_conf_t_addr = {
 
 /* ---- lists ---- */
 
-static int list_count(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
-		      struct fy_node *key, long long min, long long max, size_t *n)
+int nx_conf_list_count(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		       struct fy_node *key, long long min, long long max, bool null_empty,
+		       size_t *n)
 {
+	if (null_empty && nx_conf_is_null(val) && min == 0) {
+		*n = 0;
+		return 0;
+	}
 	if (!val || !fy_node_is_sequence(val)) {
 		return nx_conf_fail(ld, val, key, "%s: expected a list, got %s", label,
 				    nx_conf_node_kind(val));
@@ -284,7 +319,7 @@ static int addr_seq(struct nx_conf_ld *ld, const char *label, struct fy_node *va
 		    struct nx_addr **out, size_t *n)
 {
 	size_t cnt;
-	int rc = list_count(ld, label, val, key, min, max, &cnt);
+	int rc = nx_conf_list_count(ld, label, val, key, min, max, false, &cnt);
 	if (rc) {
 		return rc;
 	}
@@ -353,7 +388,7 @@ static int cidr_list_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 			   struct fy_node *val, struct fy_node *key)
 {
 	size_t cnt;
-	int rc = list_count(ld, k->path, val, key, k->min, k->max, &cnt);
+	int rc = nx_conf_list_count(ld, k->path, val, key, k->min, k->max, false, &cnt);
 	if (rc || cnt == 0) {
 		return rc;
 	}
@@ -368,7 +403,8 @@ static int cidr_list_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 	char buf[128], label[300];
 	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
 		snprintf(label, sizeof(label), "%s[%zu]", k->path, i);
-		rc = scalar(ld, label, item, key, "an address/prefix", false, buf, sizeof(buf));
+		rc = nx_conf_scalar(ld, label, item, key, "an address/prefix", false, buf,
+				    sizeof(buf));
 		if (rc) {
 			return rc;
 		}
@@ -447,7 +483,8 @@ static int zone_map_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 	while ((p = fy_node_mapping_iterate(val, &it)) && i < (size_t)cnt) {
 		struct fy_node *zk = fy_node_pair_key(p);
 		struct fy_node *zv = fy_node_pair_value(p);
-		int rc = scalar(ld, k->path, zk, zk, "a zone name", false, text, sizeof(text));
+		int rc = nx_conf_scalar(ld, k->path, zk, zk, "a zone name", false, text,
+					sizeof(text));
 		if (rc) {
 			return rc;
 		}
@@ -510,3 +547,128 @@ const struct nx_conf_type nx_conf_t_zone_map = {
 	.release = zone_map_release,
 	.range = zone_map_range,
 };
+
+/* ---- duration: seconds, or a number with a unit s, m, h, d; stored as unsigned seconds ---- */
+
+static const struct {
+	char unit;
+	unsigned secs;
+} units[] = {{'d', 86400}, {'h', 3600}, {'m', 60}, {'s', 1}};
+
+/* "90m", "24h", "30d": the largest unit that divides the value; "0s" for zero. */
+static void duration_text(unsigned long long v, char *buf, size_t cap)
+{
+	for (size_t i = 0; i < NX_ARRAY_LEN(units); i++) {
+		if (v && v % units[i].secs == 0) {
+			snprintf(buf, cap, "%llu%c", v / units[i].secs, units[i].unit);
+			return;
+		}
+	}
+	snprintf(buf, cap, "%llus", v);
+}
+
+static int duration_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			  struct fy_node *key)
+{
+	char buf[64];
+	static const char what[] = "a duration (seconds, or a number with s, m, h or d: 90m, 24h)";
+	int rc = nx_conf_scalar(ld, k->path, val, key, what, false, buf, sizeof(buf));
+	if (rc) {
+		return rc;
+	}
+	size_t digits = strspn(buf, "0123456789");
+	unsigned mult = 0;
+	if (digits > 0 && digits <= 12 && buf[digits] == '\0') {
+		mult = 1;
+	} else if (digits > 0 && digits <= 12 && buf[digits + 1] == '\0') {
+		for (size_t i = 0; i < NX_ARRAY_LEN(units); i++) {
+			if (buf[digits] == units[i].unit) {
+				mult = units[i].secs;
+			}
+		}
+	}
+	if (!mult) {
+		return nx_conf_fail(ld, val, key, "%s: expected %s, got '%s'", k->path, what, buf);
+	}
+	unsigned long long v = strtoull(buf, NULL, 10) * mult;
+	if (v < (unsigned long long)k->min || v > (unsigned long long)k->max) {
+		char lo[32], hi[32];
+		duration_text((unsigned long long)k->min, lo, sizeof(lo));
+		duration_text((unsigned long long)k->max, hi, sizeof(hi));
+		return nx_conf_fail(ld, val, key, "%s: %s is out of range %s..%s", k->path, buf, lo,
+				    hi);
+	}
+	*NX_CONF_FIELD(ld->c, k, unsigned) = (unsigned)v;
+	return 0;
+}
+
+static void duration_range(const struct nx_conf_key *k, char *buf, size_t cap)
+{
+	char lo[32], hi[32];
+	duration_text((unsigned long long)k->min, lo, sizeof(lo));
+	duration_text((unsigned long long)k->max, hi, sizeof(hi));
+	snprintf(buf, cap, "%s..%s (%lld..%lld seconds)", lo, hi, k->min, k->max);
+}
+
+const struct nx_conf_type nx_conf_t_duration = {
+	.name = "duration",
+	.parse = duration_parse,
+	.range = duration_range,
+};
+
+/* ---- names ---- */
+
+void nx_conf_label(char *out, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out, cap, fmt, ap);
+	va_end(ap);
+}
+
+bool nx_conf_ident_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > NX_CONF_NAME_MAX || s[0] == '_' || s[0] == '-') {
+		return false;
+	}
+	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+size_t nx_conf_host_name(const char *text, uint8_t wire[NX_DNS_NAME_MAX], const char **why)
+{
+	size_t n = strlen(text);
+	if (n == 0 || (n == 1 && text[0] == '.')) {
+		*why = "empty name";
+		return 0;
+	}
+	static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
+				 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.";
+	size_t span = strspn(text, ok);
+	if (span != n) {
+		unsigned char c = (unsigned char)text[span];
+		*why = c >= 0x80 ? "non-ASCII name: write it in punycode (xn--...)"
+				 : "names may contain only letters, digits, '-', '_' and dots";
+		return 0;
+	}
+	int wl = nx_dns_name_from_text(text, wire);
+	if (wl <= 1) {
+		*why = "empty label, label longer than 63 bytes or name longer than 255";
+		return 0;
+	}
+	nx_dns_name_lower(wire, (size_t)wl);
+	return (size_t)wl;
+}
+
+void nx_conf_free_strv(char **v, size_t n)
+{
+	if (!v) {
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v[i]) {
+			nx_mem_free(NX_OWNER_config, v[i], strlen(v[i]) + 1);
+		}
+	}
+	nx_mem_free(NX_OWNER_config, v, n * sizeof(*v));
+}

@@ -79,6 +79,15 @@ static void test_docs_cover_every_key(void **state)
 		"access.allow",		 "access.deny",
 		"admin.enabled",	 "admin.listen",
 		"state_dir",		 "log.level",
+		"filter.enabled",	 "filter.sources",
+		"filter.refresh_interval", "filter.allow",
+		"filter.deny",		 "filter.block_mode",
+		"filter.block_addresses", "filter.block_ttl",
+		"groups",		 "clients",
+		"local_records",	 "cache.size",
+		"cache.min_ttl",	 "cache.max_ttl",
+		"cache.negative_max_ttl", "cache.serve_stale",
+		"cache.prefetch",
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		char heading[128];
@@ -90,6 +99,9 @@ static void test_docs_cover_every_key(void **state)
 	assert_non_null(strstr(docs, "- Default: `[\"9.9.9.9:53\", \"1.1.1.1:53\"]`\n"));
 	assert_non_null(strstr(docs, "- Range: 50..60000\n"));
 	assert_non_null(strstr(docs, "- Values: error, warn, info, debug\n"));
+	assert_non_null(strstr(docs, "- Range: 1m..30d (60..2592000 seconds)\n"));
+	assert_non_null(strstr(docs, "- Values: null, nxdomain, refused, custom\n"));
+	assert_non_null(strstr(docs, "clamped to 8"));
 	assert_non_null(strstr(docs, "```yaml\n"));
 	free(docs);
 }
@@ -112,6 +124,18 @@ static void test_example_loads(void **state)
 	assert_string_equal(c->zones[1].text, "lan");
 	assert_int_equal(c->n_allow, 3);
 	assert_int_equal(c->n_deny, 1);
+	assert_int_equal(c->n_sources, 2);
+	assert_string_equal(c->sources[0].url, "https://example.com/hosts.txt");
+	assert_int_equal(c->n_groups, 3);
+	assert_int_equal(c->groups[0].sources_mask, 0x3); /* ads by default, mine by name */
+	assert_int_equal(c->groups[1].sources_mask, 0x3); /* kids: ads listed, mine names it */
+	assert_false(c->groups[2].filtering);
+	assert_int_equal(c->n_clients, 2);
+	assert_int_equal(c->n_locals, 3);
+	assert_int_equal(c->n_allow_rules, 2);
+	assert_int_equal(c->n_deny_rules, 3);
+	assert_int_equal(c->refresh_interval_s, 86400);
+	assert_int_equal(c->cache_size, 10000);
 	nx_conf_free(c);
 	assert_non_null(strstr(ex, "listener:\n  dns: "));
 	assert_non_null(strstr(ex, "\nstate_dir: /var/lib/nxdns\nlog:\n  level: info\n"));

@@ -257,9 +257,11 @@ static void test_unknown_keys(void **state)
 				 "'listener.workers'?)");
 	load_bad("admin:\n  servers: []\n",
 		 "t.yaml:2:3: unknown key 'admin.servers' (did you mean 'upstream.servers'?)");
-	/* sections that do not exist yet */
-	load_bad("filter:\n  lists: []\n", "t.yaml:1:1: unknown key 'filter'");
-	load_bad("state_dir: /x\ncache:\n  size: 1\n", "t.yaml:2:1: unknown key 'cache'");
+	load_bad("filter:\n  lists: []\n", "t.yaml:2:3: unknown key 'filter.lists'");
+	load_bad("state_dir: /x\ncache:\n  sizes: 1\n",
+		 "t.yaml:3:3: unknown key 'cache.sizes' (did you mean 'cache.size'?)");
+	load_bad("group:\n  kids: {}\n", "t.yaml:1:1: unknown key 'group' (did you mean 'groups'?)");
+	load_bad("dashboard: {}\n", "t.yaml:1:1: unknown key 'dashboard'");
 	load_bad("listener.workers: 2\n", "t.yaml:1:1: unknown key 'listener.workers' (write "
 					  "dotted keys as nested mappings)");
 	load_bad("listener:\n  workers:\n    count: 2\n",
