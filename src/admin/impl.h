@@ -128,6 +128,8 @@ int nx_admin_reply_buffer(struct nx_admin_req *req, unsigned status, const char 
 /* Handlers (routes.c, metrics.c). */
 int nx_admin_handle_metrics(struct nx_admin_req *req);
 int nx_admin_handle_healthz(struct nx_admin_req *req);
+int nx_admin_handle_memory(struct nx_admin_req *req); /* memory.c: GET /api/memory */
+json_t *nx_admin_memory_json(void);                   /* memory.c: the report document */
 
 /* Render the whole exposition for `a` (a may be NULL: no server families, no hooks). */
 void nx_admin_render_metrics(struct nx_admin *a, struct nx_metrics_buf *mb);

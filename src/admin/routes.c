@@ -9,6 +9,7 @@
 const struct nx_admin_route nx_admin_routes[] = {
     {"GET", "/metrics", NX_ADMIN_EXACT, NX_ADMIN_AUTH_METRICS, nx_admin_handle_metrics},
     {"GET", "/healthz", NX_ADMIN_EXACT, NX_ADMIN_AUTH_NONE, nx_admin_handle_healthz},
+    {"GET", "/api/memory", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_memory},
 };
 const size_t nx_admin_n_routes = sizeof(nx_admin_routes) / sizeof(nx_admin_routes[0]);
 

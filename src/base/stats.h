@@ -27,6 +27,11 @@
 	X(R_NOTIMP, "nxdns_answers_total", "result=\"notimp\"", "")                            \
 	X(R_ANY, "nxdns_answers_total", "result=\"rfc8482\"", "")                              \
 	X(R_TRUNCATED, "nxdns_truncated_total", "", "UDP answers truncated to the client's size")\
+	X(B_USER_DENY, "nxdns_blocked_total", "reason=\"user_deny\"",                           \
+	  "Queries blocked, by reason")                                                          \
+	X(B_DOMAIN, "nxdns_blocked_total", "reason=\"blocklist_domain\"", "")                   \
+	X(B_WILDCARD, "nxdns_blocked_total", "reason=\"blocklist_wildcard\"", "")               \
+	X(B_CNAME, "nxdns_blocked_total", "reason=\"cname\"", "")                               \
 	X(D_SHORT, "nxdns_dropped_total", "reason=\"short_header\"",                            \
 	  "Queries dropped without an answer, by reason")                                        \
 	X(D_RESPONSE, "nxdns_dropped_total", "reason=\"response_qr\"", "")                     \

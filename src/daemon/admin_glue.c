@@ -1,18 +1,107 @@
 /*
  * The daemon's side of the admin HTTP server: starts it on the control loop and contributes
  * the daemon-owned metric families (per-upstream series, configuration figures).
+ * Runs on the control thread only.
  */
+#include "admin/admin.h"
+#include "base/err.h"
 #include "base/log.h"
 #include "daemon/impl.h"
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
 
+static void upstream_families(struct nx_metrics_buf *mb)
+{
+	int n = nx_up_stats_count();
+	struct nx_up_stats_row row;
+	nx_metrics_family(mb, "nxdns_upstream_exchanges_total", NX_METRIC_COUNTER,
+			  "Upstream attempts by server and outcome (answer, timeout, cancelled, error)");
+	for (int i = 0; i < n; i++) {
+		nx_up_stats_read(i, &row);
+		for (int o = 0; o < NX_UP_O__COUNT; o++) {
+			nx_metrics_sample_u64(mb, "nxdns_upstream_exchanges_total", row.outcome[o],
+					      "server", row.name, "outcome",
+					      nx_up_outcome_name((enum nx_up_outcome)o), NULL);
+		}
+	}
+	static const unsigned bounds_ms[] = NX_UP_LATENCY_BUCKETS_MS;
+	double bounds[NX_UP_LATENCY_NBUCKETS];
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		bounds[b] = bounds_ms[b] / 1000.0;
+	}
+	nx_metrics_family(mb, "nxdns_upstream_latency_seconds", NX_METRIC_HISTOGRAM,
+			  "Time from sending to a winning upstream answer, by server");
+	for (int i = 0; i < n; i++) {
+		nx_up_stats_read(i, &row);
+		/* the engine keeps cumulative buckets; the builder wants per-bucket counts */
+		uint64_t counts[NX_UP_LATENCY_NBUCKETS + 1];
+		uint64_t prev = 0;
+		for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+			counts[b] = row.bucket[b] - prev;
+			prev = row.bucket[b];
+		}
+		counts[NX_UP_LATENCY_NBUCKETS] = row.count - prev;
+		nx_metrics_histogram(mb, "nxdns_upstream_latency_seconds", bounds, counts,
+				     NX_UP_LATENCY_NBUCKETS, row.sum_seconds, "server", row.name,
+				     NULL);
+	}
+}
+
+static void cache_families(struct nx_metrics_buf *mb, const struct nx_cache *cache)
+{
+	struct nx_cache_stats st;
+	nx_cache_stats(cache, &st);
+#define NX_METRIC_T_counter NX_METRIC_COUNTER
+#define NX_METRIC_T_gauge NX_METRIC_GAUGE
+#define CACHE_FAMILY(field, type, family, help)                                                    \
+	nx_metrics_family(mb, family, NX_METRIC_T_##type, help);                                   \
+	nx_metrics_sample_u64(mb, family, st.field, NULL);
+	NX_CACHE_STATS(CACHE_FAMILY)
+#undef CACHE_FAMILY
+#undef NX_METRIC_T_counter
+#undef NX_METRIC_T_gauge
+}
+
+static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
+{
+	struct nx_daemon *d = ud;
+	const struct nx_conf *c = d->cur->c;
+	upstream_families(mb);
+	cache_families(mb, d->cache);
+	nx_metrics_family(mb, "nxdns_workers", NX_METRIC_GAUGE,
+			  "Worker threads (listener.workers); process threads = workers + 1");
+	nx_metrics_sample_u64(mb, "nxdns_workers", d->n_workers, NULL);
+	nx_metrics_family(mb, "nxdns_query_permits", NX_METRIC_GAUGE,
+			  "Configured query permits (query_budget.permits)");
+	nx_metrics_sample_u64(mb, "nxdns_query_permits", c->permits, NULL);
+	nx_metrics_family(mb, "nxdns_config_generation", NX_METRIC_GAUGE,
+			  "Configuration generation in effect (1 at start, +1 per reload)");
+	nx_metrics_sample_u64(mb, "nxdns_config_generation", d->cur->gen, NULL);
+}
+
+static bool ready(void *ud)
+{
+	return true;
+}
+
 int nx_daemon_admin_start(struct nx_daemon *d)
 {
-	return 0;
+	const struct nx_conf *c = d->cur->c;
+	if (!c->admin_enabled) {
+		return 0;
+	}
+	struct nx_admin_hooks hooks = {.metrics_extra = metrics_extra, .ready = ready, .ud = d};
+	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
+		       c->admin_listen.text, nx_strerror(rc));
+	}
+	return rc;
 }
 
 void nx_daemon_admin_stop(struct nx_daemon *d)
 {
+	nx_admin_stop(d->admin);
+	d->admin = NULL;
 }

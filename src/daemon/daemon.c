@@ -4,6 +4,7 @@
 #include "daemon/daemon.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "base/rand.h"
 #include "base/stats.h"
 #include "daemon/impl.h"
+#include "cache/cache.h"
 #include "upstream/upstream.h"
 
 /* ---- config references ---- */
@@ -44,6 +46,7 @@ static void confref_free(struct nx_confref *r)
 	nx_mem_free(NX_OWNER_config, r->zone_servers, nz * sizeof(*r->zone_servers));
 	nx_mem_free(NX_OWNER_config, r->zone_n, nz * sizeof(*r->zone_n));
 	nx_mem_free(NX_OWNER_config, r->servers, r->n_servers * sizeof(*r->servers));
+	nx_filter_rules_free(r->rules);
 	nx_conf_free(r->c);
 	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
 }
@@ -69,6 +72,10 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
 		return NULL;
 	}
 	fill_servers(c->upstreams, c->n_upstreams, r->servers);
+	if (nx_decide_rules_build(c, &r->rules) < 0) {
+		confref_free(r);
+		return NULL;
+	}
 	for (size_t i = 0; i < c->n_zones; i++) {
 		r->zone_servers[i] = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->zones[i].n_servers),
 						   sizeof(struct nx_up_server));
@@ -101,6 +108,40 @@ struct nx_confref *nx_daemon_current(struct nx_daemon *d)
 	nx_confref_acquire(r);
 	pthread_mutex_unlock(&d->cref_lock);
 	return r;
+}
+
+struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d)
+{
+	pthread_mutex_lock(&d->cref_lock);
+	struct nx_snapref *r = d->lists.cur;
+	nx_snapref_acquire(r);
+	pthread_mutex_unlock(&d->cref_lock);
+	return r;
+}
+
+/* Bring the lists up to date with the current config; publish a new snapshot generation when
+ * it changed (workers drop the old one at their next wake-up). */
+static int sync_lists(struct nx_daemon *d, unsigned flags)
+{
+	bool changed = false;
+	pthread_mutex_lock(&d->cref_lock);
+	/* the sync replaces lists.cur: hold the lock only around the swap, not the build */
+	struct nx_snapref *before = d->lists.cur;
+	nx_snapref_acquire(before);
+	pthread_mutex_unlock(&d->cref_lock);
+	struct nx_lists tmp = d->lists; /* build against a copy, swap under the lock */
+	int rc = nx_lists_sync(&tmp, d->cur->c, flags, &changed);
+	pthread_mutex_lock(&d->cref_lock);
+	d->lists = tmp;
+	pthread_mutex_unlock(&d->cref_lock);
+	nx_snapref_release(before);
+	if (changed) {
+		for (unsigned i = 0; i < d->n_workers; i++) {
+			nx_worker_wake(&d->workers[i]);
+		}
+		malloc_trim(0);
+	}
+	return rc;
 }
 
 static void publish(struct nx_daemon *d, struct nx_confref *r)
@@ -152,6 +193,12 @@ static void reload(struct nx_daemon *d)
 		nx_log(NX_LOG_WARN, "daemon",
 		       "reload: listener.dns / listener.workers changes take effect after a restart");
 	}
+	const struct nx_conf *o = d->cur->c;
+	if (o->cache_size != c->cache_size || o->cache_min_ttl != c->cache_min_ttl ||
+	    o->cache_max_ttl != c->cache_max_ttl || o->cache_neg_max_ttl != c->cache_neg_max_ttl ||
+	    o->cache_serve_stale != c->cache_serve_stale || o->cache_prefetch != c->cache_prefetch) {
+		nx_log(NX_LOG_WARN, "daemon", "reload: cache.* changes take effect after a restart");
+	}
 	struct nx_confref *r = confref_new(c, ++d->gen);
 	if (!r) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);
@@ -160,9 +207,27 @@ static void reload(struct nx_daemon *d)
 	}
 	apply_log_level(c);
 	publish(d, r);
+	sync_lists(d, 0);
 	nx_stat_inc(NX_STAT_RELOADS_OK);
+	malloc_trim(0);
 	nx_log(NX_LOG_INFO, "daemon", "reload: configuration generation %llu in effect",
 	       (unsigned long long)r->gen);
+}
+
+/* ---- memory hygiene ---- */
+
+/*
+ * glibc keeps freed heap after a transient peak (a reload, a burst) and hands each thread an
+ * arena of its own. We cap the arenas (workers allocate little and rarely) and give retained
+ * free memory back to the OS on a timer and after every reload, so the idle floor follows the
+ * live set rather than the biggest peak.
+ */
+#define NX_ARENA_MAX 2
+#define NX_TRIM_INTERVAL_MS 30000
+
+static void on_trim(uv_timer_t *t)
+{
+	malloc_trim(0);
 }
 
 /* ---- control loop ---- */
@@ -176,6 +241,28 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	nx_log(NX_LOG_INFO, "daemon", "signal %d: shutting down", signum);
 	uv_stop(&d->loop);
+}
+
+static int start_cache(struct nx_daemon *d)
+{
+	const struct nx_conf *c = d->cur->c;
+	if (c->cache_size == 0) {
+		return 0;
+	}
+	struct nx_cache_params p;
+	nx_cache_params_default(&p);
+	p.size = c->cache_size;
+	p.min_ttl = c->cache_min_ttl;
+	p.max_ttl = c->cache_max_ttl;
+	p.neg_max_ttl = c->cache_neg_max_ttl;
+	p.stale_window = c->cache_serve_stale ? NX_CACHE_STALE_WINDOW_DEFAULT : 0;
+	p.prefetch_min_hits = c->cache_prefetch ? NX_CACHE_PREFETCH_HITS_DEFAULT : 0;
+	p.hash_seed = ((uint64_t)nx_rand_u32() << 32) | nx_rand_u32();
+	int rc = nx_cache_new(&p, &d->cache);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "daemon", "cannot create the DNS cache: %s", nx_strerror(rc));
+	}
+	return rc;
 }
 
 int nx_daemon_admin_start(struct nx_daemon *d);
@@ -202,6 +289,7 @@ int nx_daemon_run(const char *config_path)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	mallopt(M_ARENA_MAX, NX_ARENA_MAX);
 
 	struct nx_daemon *d = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*d));
 	if (!d) {
@@ -222,6 +310,15 @@ int nx_daemon_run(const char *config_path)
 		goto out_cref;
 	}
 
+	if (start_cache(d) < 0) {
+		goto out_cref;
+	}
+	/* Listeners never start before the first snapshot (or an empty one) is in place; boot
+	 * uses the bodies on disk and never waits on the network. */
+	nx_lists_init(&d->lists, d->cur->c->state_dir);
+	if (sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
+		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
+	}
 	unsigned nw = d->cur->c->workers;
 	d->workers = nx_mem_calloc(NX_OWNER_misc, nw, sizeof(*d->workers));
 	if (!d->workers) {
@@ -251,6 +348,9 @@ int nx_daemon_run(const char *config_path)
 		uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
 		uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 		uv_signal_start(&d->sig_int, on_signal, SIGINT);
+		uv_timer_init(&d->loop, &d->trim);
+		uv_timer_start(&d->trim, on_trim, NX_TRIM_INTERVAL_MS, NX_TRIM_INTERVAL_MS);
+		uv_unref((uv_handle_t *)&d->trim);
 
 		char addrs[512] = "";
 		size_t off = 0;
@@ -265,6 +365,7 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->sig_hup, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_term, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
+		uv_close((uv_handle_t *)&d->trim, on_close_noop);
 	}
 	for (unsigned i = 0; i < started; i++) {
 		d->workers[i].stopping = true;
@@ -280,6 +381,8 @@ out_workers:
 	}
 	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
 out_cref:
+	nx_lists_deinit(&d->lists);
+	nx_cache_free(d->cache);
 	nx_confref_release(d->cur);
 out_loop:
 	uv_run(&d->loop, UV_RUN_DEFAULT);

@@ -14,7 +14,11 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "cache/cache.h"
 #include "conf/conf.h"
+#include "daemon/decide.h"
+#include "daemon/lists.h"
+#include "filter/rules.h"
 #include "dns/msg.h"
 #include "net/tcp.h"
 #include "net/udp.h"
@@ -31,6 +35,7 @@ struct nx_confref {
 	size_t n_servers;
 	struct nx_up_server **zone_servers; /* owned: per forward zone, same order as c->zones */
 	size_t *zone_n;             /* owned */
+	struct nx_filter_rules *rules; /* owned: filter.allow / filter.deny, compiled */
 };
 
 void nx_confref_acquire(struct nx_confref *r);
@@ -48,6 +53,7 @@ struct nx_worker {
 	uv_loop_t loop;
 	uv_async_t wake;            /* config swap or stop */
 	struct nx_confref *cref;    /* held reference: the worker's current config */
+	struct nx_snapref *snap;    /* held reference: the worker's current blocklist snapshot */
 	struct nx_udp_batch *batch; /* owned */
 	struct nx_udp_sock *udp[NX_MAX_LISTENERS];
 	struct nx_tcp_server *tcp[NX_MAX_LISTENERS];
@@ -59,20 +65,26 @@ struct nx_worker {
 	struct waiter *free_waiters;
 	unsigned n_waiters_alloc;
 	bool stopping;
+	struct nx_cache *cache;     /* borrowed: the daemon's, shared by all workers (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
+	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
 };
 
 struct nx_daemon {
 	uv_loop_t loop;             /* control loop (main thread) */
 	pthread_mutex_t cref_lock;
 	struct nx_confref *cur;     /* under cref_lock; the daemon holds one reference */
+	struct nx_lists lists;      /* control thread; lists.cur under cref_lock */
+	_Atomic int64_t pause_until_ms; /* wall clock; filtering paused until then (0 = not) */
 	uint64_t gen;
 	struct nx_worker *workers;  /* owned array */
 	unsigned n_workers;
 	atomic_int tcp_open[NX_MAX_LISTENERS]; /* open TCP connections per listener address */
 	atomic_int permits_used;    /* process-wide query permits held */
 	uv_signal_t sig_hup, sig_term, sig_int;
+	uv_timer_t trim;            /* periodic malloc_trim */
 	struct nx_admin *admin;
+	struct nx_cache *cache;     /* owned; NULL when cache.size is 0 */
 	const char *config_path;    /* borrowed (argv) */
 };
 
@@ -83,6 +95,7 @@ void nx_worker_wake(struct nx_worker *w);
 void nx_worker_join(struct nx_worker *w);
 void nx_worker_deinit(struct nx_worker *w);
 struct nx_confref *nx_daemon_current(struct nx_daemon *d); /* acquires a reference */
+struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d); /* acquires a reference */
 
 /* pipeline.c */
 size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);

@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
+#include "base/clock.h"
 #include "base/stats.h"
 #include "daemon/impl.h"
 #include "dns/wire.h"
@@ -27,6 +28,7 @@ struct waiter {
 	uint16_t id;
 	uint16_t qflags;
 	uint16_t max_size;
+	struct nx_client_policy policy; /* for the CNAME-cloaking check of the answer */
 	struct nx_dns_question q;   /* the client's question, in the client's case */
 	union {
 		struct {
@@ -57,6 +59,7 @@ struct pending {
 /* Where a query came from and how to answer it later. */
 struct origin {
 	bool tcp;
+	struct nx_client_policy policy;
 	const struct sockaddr *peer;
 	socklen_t peer_len;
 	struct nx_udp_sock *sock;
@@ -121,6 +124,48 @@ static void permit_release(struct nx_worker *w)
 	nx_gauge_add(NX_GAUGE_PERMITS_USED, -1);
 }
 
+static void decide_ctx(struct nx_worker *w, struct nx_decide_ctx *d)
+{
+	d->c = w->cref->c;
+	d->rules = w->cref->rules;
+	d->snap = w->snap ? w->snap->snap : NULL;
+	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
+	d->paused = until != 0 && until > nx_now_wall_ms();
+}
+
+static void count_block(const struct nx_filter_result *r, bool cname)
+{
+	if (cname) {
+		nx_stat_inc(NX_STAT_B_CNAME);
+	} else if (r->reason == NX_FILTER_R_user_deny) {
+		nx_stat_inc(NX_STAT_B_USER_DENY);
+	} else if (r->reason == NX_FILTER_R_blocklist_wildcard) {
+		nx_stat_inc(NX_STAT_B_WILDCARD);
+	} else {
+		nx_stat_inc(NX_STAT_B_DOMAIN);
+	}
+	nx_stat_inc(NX_STAT_R_BLOCKED);
+}
+
+/* An answer whose CNAME chain reaches a blocked name is answered as blocked (CNAME cloaking).
+ * Returns the block answer's length, or 0 when the answer may go out as it is. */
+static int cname_block(struct nx_worker *w, const struct nx_client_policy *pol,
+		       const uint8_t *buf, const struct nx_dns_msg *m,
+		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap)
+{
+	struct nx_decide_ctx d;
+	decide_ctx(w, &d);
+	struct nx_filter_result r;
+	uint8_t matched[NX_DNS_NAME_MAX];
+	size_t mlen = 0;
+	if (!nx_decide_cname(&d, pol, buf, m, &r, matched, &mlen)) {
+		return 0;
+	}
+	count_block(&r, true);
+	int n = nx_decide_block_answer(&d, out, cap, ctx, &r);
+	return n > 0 ? n : 0;
+}
+
 static void send_reply(struct nx_worker *w, struct waiter *x, const uint8_t *buf, size_t len)
 {
 	if (x->tcp) {
@@ -147,6 +192,24 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	if (*pp) {
 		*pp = p->hnext;
 	}
+	uint64_t now = uv_now(&w->loop);
+	struct nx_cache_key key = {
+		.name = p->name,
+		.name_len = p->name_len,
+		.qtype = p->qtype,
+		.qclass = p->qclass,
+		.do_bit = p->do_bit,
+		.cd = p->cd,
+	};
+	if (res == NX_UP_ANSWER) {
+		nx_cache_put(w->cache, &key, msg, m, now);
+	}
+	/* RFC 8767: when upstream failed, an expired entry inside the stale window beats SERVFAIL. */
+	struct nx_dns_msg stale_m;
+	struct nx_cache_hit stale_hit;
+	bool stale = res != NX_UP_ANSWER && p->waiters &&
+		     nx_cache_lookup(w->cache, &key, now, NX_CACHE_LOOKUP_STALE, w->cbuf,
+				     sizeof(w->cbuf), &stale_m, &stale_hit) == 0;
 	struct waiter *x = p->waiters;
 	while (x) {
 		struct waiter *next = x->next;
@@ -159,7 +222,18 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			.max_size = x->tcp ? NX_DNS_MSG_MAX : x->max_size,
 		};
 		int rlen;
-		if (res == NX_UP_ANSWER) {
+		if (stale) {
+			bool trunc = false;
+			rlen = nx_dns_relay(w->tx, sizeof(w->tx), w->cbuf, &stale_m, &ctx, 0,
+					    stale_hit.stale ? NX_DNS_EDE_STALE : -1, NULL, &trunc);
+			if (rlen >= NX_DNS_HDR_LEN) {
+				w->tx[3] |= 0x80;
+			}
+			nx_stat_inc(NX_STAT_R_CACHED);
+		} else if (res == NX_UP_ANSWER &&
+			   (rlen = cname_block(w, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx))) > 0) {
+			/* blocked: rlen holds the block answer */
+		} else if (res == NX_UP_ANSWER) {
 			bool trunc = false;
 			rlen = nx_dns_relay(w->tx, sizeof(w->tx), msg, m, &ctx, 0, -1, NULL, &trunc);
 			if (rlen >= NX_DNS_HDR_LEN) {
@@ -220,6 +294,7 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->do_bit = m->edns.do_bit;
 	x->max_size = (uint16_t)NX_MIN(max_size, NX_DNS_MSG_MAX);
 	x->q = m->q;
+	x->policy = o->policy;
 	if (o->tcp) {
 		x->to.conn = o->conn;
 		nx_tcp_hold(o->conn);
@@ -243,16 +318,20 @@ static void refuse_work(const struct origin *o, enum nx_stat udp_reason, enum nx
 	}
 }
 
-/* Forward (or join an identical in-flight forward). Returns an immediate reply length or 0. */
-static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const struct origin *o,
-		      size_t max_size)
+/*
+ * Forward a query, or join an identical in-flight operation as one more waiter. With
+ * `with_waiter` false (prefetch) the operation only fills the cache: an identical operation
+ * already running is enough, and no permit means no prefetch (nothing is counted as dropped).
+ */
+static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
+			    const struct origin *o, size_t max_size, bool with_waiter)
 {
 	struct nx_confref *r = w->cref;
 	const struct nx_conf *c = r->c;
 	uint8_t key[NX_DNS_NAME_MAX + 8];
 	memcpy(key, m->q.name, m->q.name_len);
 	nx_dns_name_lower(key, m->q.name_len);
-	bool do_bit = m->edns.do_bit;
+	bool do_bit = m->edns.present && m->edns.do_bit;
 	bool cd = (m->flags & NX_DNS_F_CD) != 0;
 	int zone = find_zone(c, &m->q);
 	size_t kl = m->q.name_len;
@@ -263,43 +342,54 @@ static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const str
 	key[kl++] = (uint8_t)(do_bit | (cd << 1));
 	key[kl++] = (uint8_t)(zone + 1);
 	uint64_t h = XXH3_64bits(key, kl);
+	unsigned waiter_cap = c->permits * c->coalesce_max_waiters;
 
 	for (struct pending *p = w->table[h % NX_PENDING_BUCKETS]; p; p = p->hnext) {
 		if (p->hash == h && p->qtype == m->q.qtype && p->qclass == m->q.qclass &&
 		    p->do_bit == do_bit && p->cd == cd && p->zone == zone &&
 		    p->name_len == m->q.name_len && memcmp(p->name, key, p->name_len) == 0) {
+			if (!with_waiter) {
+				return;
+			}
 			if (p->n_waiters >= c->coalesce_max_waiters) {
 				refuse_work(o, NX_STAT_D_WAITERS, NX_STAT_D_WAITERS);
-				return 0;
+				return;
 			}
-			struct waiter *x = waiter_get(w, c->permits * c->coalesce_max_waiters);
+			struct waiter *x = waiter_get(w, waiter_cap);
 			if (!x) {
 				refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-				return 0;
+				return;
 			}
 			fill_waiter(x, m, o, max_size);
 			x->next = p->waiters;
 			p->waiters = x;
 			p->n_waiters++;
 			nx_stat_inc(NX_STAT_COALESCED);
-			return 0;
+			return;
 		}
 	}
 
 	if (!permit_acquire(w, c->permits)) {
-		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-		return 0;
+		if (with_waiter) {
+			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		}
+		return;
 	}
 	struct pending *p = pending_get(w, c->permits);
-	struct waiter *x = p ? waiter_get(w, c->permits * c->coalesce_max_waiters) : NULL;
-	if (!x) {
+	struct waiter *x = NULL;
+	if (p && with_waiter) {
+		x = waiter_get(w, waiter_cap);
+	}
+	if (!p || (with_waiter && !x)) {
 		if (p) {
 			p->next_free = w->free_pending;
 			w->free_pending = p;
 		}
 		permit_release(w);
-		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-		return 0;
+		if (with_waiter) {
+			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		}
+		return;
 	}
 	p->w = w;
 	p->hash = h;
@@ -325,27 +415,47 @@ static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const str
 		.stagger_ms = c->stagger_ms,
 		.timeout_ms = c->timeout_ms,
 	};
-	fill_waiter(x, m, o, max_size);
-	x->next = NULL;
-	p->waiters = x;
-	p->n_waiters = 1;
+	if (x) {
+		fill_waiter(x, m, o, max_size);
+		x->next = NULL;
+		p->waiters = x;
+		p->n_waiters = 1;
+	}
 	if (nx_upstream_start(w->up, &req, on_upstream_done, p) < 0) {
-		nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
-		if (x->tcp) {
-			nx_tcp_release(x->to.conn);
+		if (x) {
+			nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
+			if (x->tcp) {
+				nx_tcp_release(x->to.conn);
+			}
+			waiter_put(w, x);
 		}
-		waiter_put(w, x);
 		p->waiters = NULL;
 		nx_confref_release(r);
 		p->next_free = w->free_pending;
 		w->free_pending = p;
 		permit_release(w);
-		refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-		return 0;
+		if (with_waiter) {
+			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+		}
+		return;
 	}
 	p->hnext = w->table[h % NX_PENDING_BUCKETS];
 	w->table[h % NX_PENDING_BUCKETS] = p;
+}
+
+static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const struct origin *o,
+		      size_t max_size)
+{
+	start_operation(w, m, o, max_size, true);
 	return 0;
+}
+
+/* Refresh a popular entry before it expires: an upstream operation with no waiters (the answer
+ * only goes into the cache). Skipped when an identical operation runs or no permit is free. */
+static void prefetch(struct nx_worker *w, const struct nx_dns_msg *m)
+{
+	struct origin none = {.tcp = false};
+	(void)start_operation(w, m, &none, 0, false);
 }
 
 static size_t error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, bool have_q,
@@ -366,7 +476,7 @@ static size_t error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, 
 
 /* The protocol-independent part. */
 static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
-		     const struct origin *o, uint8_t *out, size_t cap)
+		     struct origin *o, uint8_t *out, size_t cap)
 {
 	struct nx_dns_msg m;
 	if (nx_dns_hdr_parse(pkt, len, &m) < 0) {
@@ -409,6 +519,72 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 		int n = nx_dns_build_any_hinfo(out, cap, &ctx, 3600);
 		nx_stat_inc(NX_STAT_R_ANY);
 		return n > 0 ? (size_t)n : 0;
+	}
+	struct nx_decide_ctx dc;
+	decide_ctx(w, &dc);
+	nx_decide_policy(&dc, o->peer, &o->policy);
+	struct nx_filter_result fr;
+	enum nx_filter_action act = nx_decide(&dc, &o->policy, m.q.name, m.q.name_len, &fr);
+	if (act == NX_FILTER_ACT_BLOCK || act == NX_FILTER_ACT_LOCAL) {
+		struct nx_dns_reply_ctx ctx = {
+			.id = m.id,
+			.qflags = m.flags,
+			.q = &m.q,
+			.edns = m.edns.present,
+			.do_bit = m.edns.do_bit,
+			.max_size = NX_MIN(limit, cap),
+		};
+		int n;
+		if (act == NX_FILTER_ACT_BLOCK) {
+			n = nx_decide_block_answer(&dc, out, cap, &ctx, &fr);
+			count_block(&fr, false);
+		} else {
+			n = nx_decide_local_answer(&dc, out, cap, &ctx);
+			nx_stat_inc(NX_STAT_R_LOCAL);
+		}
+		return n > 0 ? (size_t)n : 0;
+	}
+	/* Allowed by a rule or an exception: the answer's CNAMEs are not checked either. */
+	struct nx_client_policy pol = o->policy;
+	if (act == NX_FILTER_ACT_ALLOW) {
+		pol.filtering = false;
+		o->policy.filtering = false;
+	}
+	if (w->cache) {
+		struct nx_cache_key k;
+		nx_cache_key_from_query(&m, &k);
+		struct nx_dns_msg cm;
+		struct nx_cache_hit hit;
+		if (nx_cache_lookup(w->cache, &k, uv_now(&w->loop), 0, w->cbuf, sizeof(w->cbuf), &cm,
+				    &hit) == 0) {
+			struct nx_dns_reply_ctx ctx = {
+				.id = m.id,
+				.qflags = m.flags,
+				.q = &m.q,
+				.edns = m.edns.present,
+				.do_bit = m.edns.do_bit,
+				.max_size = NX_MIN(limit, cap),
+			};
+			int bn = cname_block(w, &pol, w->cbuf, &cm, &ctx, out, cap);
+			if (bn > 0) {
+				return (size_t)bn;
+			}
+			bool trunc = false;
+			int n = nx_dns_relay(out, cap, w->cbuf, &cm, &ctx, 0, -1, NULL, &trunc);
+			if (n < NX_DNS_HDR_LEN) {
+				nx_stat_inc(NX_STAT_D_SEND);
+				return 0;
+			}
+			out[3] |= 0x80; /* RA */
+			nx_stat_inc(NX_STAT_R_CACHED);
+			if (trunc) {
+				nx_stat_inc(NX_STAT_R_TRUNCATED);
+			}
+			if (hit.prefetch) {
+				prefetch(w, &m);
+			}
+			return (size_t)n;
+		}
 	}
 	return forward(w, &m, o, limit);
 }

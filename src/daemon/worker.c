@@ -54,6 +54,13 @@ static void on_wake(uv_async_t *a)
 	} else {
 		nx_confref_release(r);
 	}
+	struct nx_snapref *s = nx_daemon_current_snap(w->d);
+	if (s != w->snap) {
+		nx_snapref_release(w->snap);
+		w->snap = s;
+	} else {
+		nx_snapref_release(s);
+	}
 	if (w->stopping) {
 		stop_worker(w);
 	}
@@ -68,7 +75,9 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 		return rc;
 	}
 	w->d = d;
+	w->cache = d->cache;
 	w->cref = nx_daemon_current(d);
+	w->snap = nx_daemon_current_snap(d);
 	const struct nx_conf *c = w->cref->c;
 	uv_async_init(&w->loop, &w->wake, on_wake);
 	w->wake.data = w;
@@ -143,5 +152,7 @@ void nx_worker_deinit(struct nx_worker *w)
 	}
 	nx_confref_release(w->cref);
 	w->cref = NULL;
+	nx_snapref_release(w->snap);
+	w->snap = NULL;
 	w->d = NULL;
 }

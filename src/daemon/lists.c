@@ -1,0 +1,375 @@
+#include "daemon/lists.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "filter/fetch.h"
+
+/* A compile that drops a list from this many entries to none is a broken download, not a
+ * real list change: keep the last good bodies. */
+#define NX_LISTS_SUSPICIOUS_ENTRIES 100
+#define NX_LISTS_FETCH_TIMEOUT_MS 60000
+#define NX_LISTS_MAX_DOWNLOAD (256ull * 1024 * 1024)
+
+void nx_snapref_acquire(struct nx_snapref *r)
+{
+	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+}
+
+void nx_snapref_release(struct nx_snapref *r)
+{
+	if (r && atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+		nx_filter_snap_free(r->snap);
+		nx_mem_free(NX_OWNER_misc, r, sizeof(*r));
+	}
+}
+
+static struct nx_snapref *snapref_new(struct nx_filter_snap *s, uint64_t gen)
+{
+	struct nx_snapref *r = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*r));
+	if (!r) {
+		return NULL;
+	}
+	r->snap = s;
+	r->gen = gen;
+	atomic_init(&r->refs, 1);
+	return r;
+}
+
+void nx_lists_init(struct nx_lists *l, const char *state_dir)
+{
+	memset(l, 0, sizeof(*l));
+	snprintf(l->state_dir, sizeof(l->state_dir), "%s", state_dir);
+	l->cur = snapref_new(NULL, 0);
+}
+
+void nx_lists_deinit(struct nx_lists *l)
+{
+	nx_snapref_release(l->cur);
+	l->cur = NULL;
+}
+
+void nx_lists_source_dir(const struct nx_lists *l, const char *name, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/lists/%s", l->state_dir, name);
+}
+
+void nx_lists_download_path(const struct nx_lists *l, const char *name, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/lists/%s/%s.download", l->state_dir, name, name);
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+				return -errno;
+			}
+			*p = '/';
+		}
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+		return -errno;
+	}
+	return 0;
+}
+
+/* sha256 of a file's bytes as hex; 0 or -errno. */
+static int file_sha256_hex(const char *path, char out[65])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return -errno;
+	}
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	uint8_t buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	}
+	int rc = n < 0 ? -errno : 0;
+	close(fd);
+	uint8_t dig[32];
+	crypto_hash_sha256_final(&st, dig);
+	nx_filter_hex(dig, 32, out);
+	return rc;
+}
+
+/* Read what the last compile recorded: input sha, counts, fetch validators. */
+static bool read_meta(const char *dir, const char *name, char input_sha[65],
+		      struct nx_source_status *st)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s.meta", dir, name);
+	json_error_t err;
+	json_t *j = json_load_file(path, 0, &err);
+	if (!j) {
+		return false;
+	}
+	const char *sha = json_string_value(json_object_get(j, "input_sha256"));
+	snprintf(input_sha, 65, "%s", sha ? sha : "");
+	json_t *counts = json_object_get(j, "counts");
+	json_t *src = counts ? counts : j;
+	st->n_list = (uint64_t)json_integer_value(json_object_get(src, "list"));
+	st->n_wild = (uint64_t)json_integer_value(json_object_get(src, "wild"));
+	st->n_allow = (uint64_t)json_integer_value(json_object_get(src, "allow"));
+	json_t *fetch = json_object_get(j, "fetch");
+	if (fetch) {
+		const char *e = json_string_value(json_object_get(fetch, "etag"));
+		const char *lm = json_string_value(json_object_get(fetch, "last_modified"));
+		snprintf(st->etag, sizeof(st->etag), "%s", e ? e : "");
+		snprintf(st->last_modified, sizeof(st->last_modified), "%s", lm ? lm : "");
+		st->fetched_at = json_integer_value(json_object_get(fetch, "fetched_at"));
+	}
+	json_decref(j);
+	return true;
+}
+
+static void set_error(struct nx_source_status *st, const char *fmt, const char *what)
+	__attribute__((format(printf, 2, 0)));
+static void set_error(struct nx_source_status *st, const char *fmt, const char *what)
+{
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+	/* fmt is always one of this file's literals with one %s (checked at each call site) */
+	snprintf(st->last_error, sizeof(st->last_error), fmt, what);
+#pragma GCC diagnostic pop
+	st->errors++;
+	nx_log(NX_LOG_WARN, "filter", "source %s: %s", st->name, st->last_error);
+}
+
+/* Fetch one URL source now (blocking, `nxdns update`). */
+static void fetch_sync(struct nx_lists *l, const struct nx_conf_source *s,
+		       struct nx_source_status *st)
+{
+	char dest[700];
+	nx_lists_download_path(l, s->name, dest, sizeof(dest));
+	struct nx_fetch_req req = {
+		.url = s->url,
+		.dest = dest,
+		.etag = st->etag[0] && access(dest, F_OK) == 0 ? st->etag : NULL,
+		.last_modified =
+			st->last_modified[0] && access(dest, F_OK) == 0 ? st->last_modified : NULL,
+		.timeout_ms = NX_LISTS_FETCH_TIMEOUT_MS,
+		.max_bytes = NX_LISTS_MAX_DOWNLOAD,
+	};
+	struct nx_fetch_result res;
+	nx_fetch_sync(&req, &res);
+	if (res.status == NX_FETCH_OK) {
+		st->fetched_at = time(NULL);
+		snprintf(st->etag, sizeof(st->etag), "%s", res.etag);
+		snprintf(st->last_modified, sizeof(st->last_modified), "%s", res.last_modified);
+	} else if (res.status != NX_FETCH_NOT_MODIFIED) {
+		set_error(st, "download failed, keeping the last good list: %s", res.error);
+	}
+}
+
+/* Compile `input` into dir when its bytes differ from the last compile. */
+static void compile_if_changed(const struct nx_conf_source *s, const char *input, const char *dir,
+			       struct nx_source_status *st)
+{
+	char have[65] = "", now[65];
+	bool meta = read_meta(dir, s->name, have, st);
+	st->have_bodies = meta;
+	int rc = file_sha256_hex(input, now);
+	if (rc < 0) {
+		if (s->path || meta) {
+			/* a URL source never downloaded yet has no input: not an error */
+			if (s->path) {
+				set_error(st, "cannot read the list file: %s", nx_strerror(rc));
+			}
+		}
+		return;
+	}
+	if (meta && strcmp(have, now) == 0) {
+		return;
+	}
+	enum nx_filter_format fmt = NX_FILTER_FMT_AUTO;
+	nx_filter_format_parse(s->format, &fmt);
+	uint64_t before = st->n_list + st->n_wild + st->n_allow;
+	struct nx_filter_compile_opts opts = {
+		.name = s->name,
+		.format = fmt,
+		.refuse_below = meta && before >= NX_LISTS_SUSPICIOUS_ENTRIES ? 1 : 0,
+		.etag = st->etag[0] ? st->etag : NULL,
+		.last_modified = st->last_modified[0] ? st->last_modified : NULL,
+		.fetched_at = st->fetched_at,
+		.origin = s->url ? s->url : s->path,
+	};
+	struct nx_filter_compile_report rep;
+	memset(&rep, 0, sizeof(rep));
+	rc = nx_filter_compile_file(input, dir, &opts, &rep);
+	if (rc == NX_ELIMIT) {
+		st->kept_previous++;
+		set_error(st, "%s", "the new list compiled to no entries; keeping the last good one");
+		return;
+	}
+	if (rc < 0) {
+		set_error(st, "compile failed: %s", nx_strerror(rc));
+		return;
+	}
+	st->have_bodies = true;
+	st->changed = true;
+	st->n_list = rep.n_list;
+	st->n_wild = rep.n_wild;
+	st->n_allow = rep.n_allow;
+	st->skipped = rep.skipped_total;
+	st->lines = rep.lines;
+	st->compiled_at = time(NULL);
+	st->last_error[0] = 0;
+	nx_log(NX_LOG_INFO, "filter",
+	       "source %s compiled: %llu exact, %llu wildcard, %llu exceptions, %llu lines skipped",
+	       s->name, (unsigned long long)rep.n_list, (unsigned long long)rep.n_wild,
+	       (unsigned long long)rep.n_allow, (unsigned long long)rep.skipped_total);
+}
+
+int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, bool *changed)
+{
+	*changed = false;
+	unsigned n = (unsigned)NX_MIN(c->n_sources, NX_CONF_MAX_SOURCES);
+	char snap_path[600];
+	snprintf(snap_path, sizeof(snap_path), "%s/snapshot.nxs", l->state_dir);
+	int rc = mkdir_p(l->state_dir);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "filter", "cannot create %s: %s", l->state_dir, nx_strerror(rc));
+		return rc;
+	}
+
+	static char dirs[NX_CONF_MAX_SOURCES][600];
+	const char *names[NX_CONF_MAX_SOURCES];
+	uint8_t shas[NX_CONF_MAX_SOURCES][32];
+	struct nx_filter_snap_source srcs[NX_CONF_MAX_SOURCES];
+	for (unsigned i = 0; i < n; i++) {
+		const struct nx_conf_source *s = &c->sources[i];
+		struct nx_source_status *st = &l->st[i];
+		if (strcmp(st->name, s->name) != 0 || i >= l->n) {
+			memset(st, 0, sizeof(*st));
+			snprintf(st->name, sizeof(st->name), "%s", s->name);
+		}
+		st->enabled = s->enabled && c->filter_enabled;
+		st->changed = false;
+		nx_lists_source_dir(l, s->name, dirs[i], sizeof(dirs[i]));
+		names[i] = s->name;
+		srcs[i].name = s->name;
+		srcs[i].dir = dirs[i];
+		if (st->enabled) {
+			rc = mkdir_p(dirs[i]);
+			if (rc < 0) {
+				set_error(st, "cannot create its directory: %s", nx_strerror(rc));
+			} else {
+				char input[700];
+				if (s->url) {
+					char dummy[65];
+					read_meta(dirs[i], s->name, dummy, st);
+					if (flags & NX_LISTS_FETCH) {
+						fetch_sync(l, s, st);
+					}
+					nx_lists_download_path(l, s->name, input, sizeof(input));
+				} else {
+					snprintf(input, sizeof(input), "%s", s->path);
+				}
+				compile_if_changed(s, input, dirs[i], st);
+			}
+		}
+		/* A disabled source stays in the snapshot as an empty slot, so snapshot indexes are
+		 * config indexes (the eligibility masks' bits). */
+		if (!st->enabled || nx_filter_meta_bodies_sha256(dirs[i], s->name, shas[i]) < 0) {
+			memset(shas[i], 0, 32);
+			if (!st->enabled) {
+				srcs[i].dir = l->state_dir; /* no bodies there: empty */
+			}
+		}
+	}
+	l->n = n;
+
+	/* Keep the mapped snapshot when it already holds exactly these bodies; at boot, map the one
+	 * on disk if it does. */
+	if (l->cur->snap && nx_filter_snap_is_current(l->cur->snap, names, (const uint8_t(*)[32])shas, n)) {
+		l->rebuilt = false;
+		return 0;
+	}
+	if (!l->cur->snap && n > 0) {
+		struct nx_filter_snap *s = NULL;
+		if (nx_filter_snap_open(snap_path, &s) == 0) {
+			if (nx_filter_snap_is_current(s, names, (const uint8_t(*)[32])shas, n)) {
+				struct nx_snapref *r = snapref_new(s, ++l->gen);
+				if (!r) {
+					nx_filter_snap_free(s);
+					return -ENOMEM;
+				}
+				nx_snapref_release(l->cur);
+				l->cur = r;
+				l->entries = nx_filter_snap_entries(s);
+				l->bytes = nx_filter_snap_bytes(s);
+				l->rebuilt = false;
+				*changed = true;
+				nx_log(NX_LOG_INFO, "filter", "mapped snapshot: %llu entries, %llu bytes",
+				       (unsigned long long)l->entries, (unsigned long long)l->bytes);
+				return 0;
+			}
+			nx_filter_snap_free(s);
+		}
+	}
+	if (n == 0) {
+		if (l->cur->snap) {
+			struct nx_snapref *r = snapref_new(NULL, ++l->gen);
+			if (!r) {
+				return -ENOMEM;
+			}
+			nx_snapref_release(l->cur);
+			l->cur = r;
+			*changed = true;
+		}
+		l->entries = l->bytes = 0;
+		return 0;
+	}
+
+	struct nx_filter_snap_build_report rep;
+	memset(&rep, 0, sizeof(rep));
+	rc = nx_filter_snap_build(snap_path, srcs, n, NULL, &rep);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "filter", "snapshot build failed, keeping the current one: %s",
+		       nx_strerror(rc));
+		return rc;
+	}
+	struct nx_filter_snap *s = NULL;
+	rc = nx_filter_snap_open(snap_path, &s);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "filter", "cannot map the new snapshot: %s", nx_strerror(rc));
+		return rc;
+	}
+	struct nx_snapref *r = snapref_new(s, ++l->gen);
+	if (!r) {
+		nx_filter_snap_free(s);
+		return -ENOMEM;
+	}
+	nx_snapref_release(l->cur);
+	l->cur = r;
+	l->entries = rep.entries;
+	l->bytes = rep.bytes;
+	l->build_ms = rep.build_ms;
+	l->peak_build_bytes = rep.peak_build_bytes;
+	l->rebuilt = true;
+	*changed = true;
+	nx_log(NX_LOG_INFO, "filter", "snapshot built: %llu entries, %llu bytes (%.2f B/entry) in %llu ms",
+	       (unsigned long long)rep.entries, (unsigned long long)rep.bytes,
+	       rep.entries ? (double)rep.bytes / (double)rep.entries : 0.0,
+	       (unsigned long long)rep.build_ms);
+	return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * The list manager: keeps every filter.sources entry compiled in state_dir/lists/<name>/ and the
+ * snapshot state_dir/snapshot.nxs built from them, and hands out snapshot generations.
+ *
+ * A sync (boot, SIGHUP, the refresh schedule, `nxdns update`) walks the sources one at a time:
+ * a local file is recompiled when its bytes changed (sha256 against the last compile's meta); a
+ * downloaded file (state_dir/lists/<name>/<name>.download, written by the fetcher) likewise. A
+ * compile that would replace many entries with none keeps the last good bodies (counted and
+ * reported). The snapshot is rebuilt only when some source's bodies changed; otherwise the mapped
+ * one stays. Memory peak of a rebuild: old mapping + new file + one source's bodies (the builder
+ * streams).
+ *
+ * Threading: control thread (or the CLI) only. Snapshot generations are refcounted: workers hold
+ * one each and drop it at their next wake-up (a quiescent point), so the old mapping is unmapped
+ * only after every worker has moved on.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conf/conf.h"
+#include "filter/compile.h"
+#include "filter/snapshot.h"
+
+struct nx_snapref {
+	struct nx_filter_snap *snap; /* owned; NULL = empty (no sources) */
+	atomic_int refs;
+	uint64_t gen;
+};
+
+void nx_snapref_acquire(struct nx_snapref *r);
+void nx_snapref_release(struct nx_snapref *r);
+
+/* Per-source state, as the API and metrics show it. */
+struct nx_source_status {
+	char name[NX_FILTER_SOURCE_NAME_MAX + 1];
+	bool enabled;
+	bool have_bodies;          /* compiled bodies exist (possibly from an earlier run) */
+	uint64_t n_list, n_wild, n_allow, skipped, lines;
+	int64_t compiled_at;       /* unix seconds of the last compile, 0 = never (this run) */
+	int64_t fetched_at;        /* unix seconds of the last successful download */
+	char etag[256];
+	char last_modified[64];
+	char last_error[384];      /* "" when the last attempt succeeded */
+	uint64_t errors;           /* failed fetches/compiles since start */
+	uint64_t kept_previous;    /* times the last good bodies were kept over a bad new list */
+	bool changed;              /* bodies changed in the last sync */
+};
+
+struct nx_lists {
+	char state_dir[512];
+	struct nx_snapref *cur;    /* the current generation (one reference held here) */
+	uint64_t gen;
+	unsigned n;
+	struct nx_source_status st[NX_CONF_MAX_SOURCES];
+	/* last snapshot build, for reports */
+	uint64_t entries, bytes, build_ms, peak_build_bytes;
+	bool rebuilt;
+};
+
+/* Sync options. */
+enum {
+	NX_LISTS_FETCH = 1u << 0, /* download URL sources first (blocking; for `nxdns update`) */
+};
+
+void nx_lists_init(struct nx_lists *l, const char *state_dir);
+void nx_lists_deinit(struct nx_lists *l);
+
+/*
+ * Bring bodies and snapshot up to date with config c. On success *changed tells whether a new
+ * generation was published in l->cur. Errors of single sources are reported in l->st and never
+ * fail the sync; a snapshot build failure keeps the previous generation and returns the error.
+ */
+int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, bool *changed);
+
+/* Paths (into caller buffers). */
+void nx_lists_source_dir(const struct nx_lists *l, const char *name, char *buf, size_t cap);
+void nx_lists_download_path(const struct nx_lists *l, const char *name, char *buf, size_t cap);
