@@ -53,6 +53,10 @@
 	X(UP_WRONG_ID, "nxdns_upstream_rejected_total", "reason=\"wrong_id\"", "")             \
 	X(UP_WRONG_QUESTION, "nxdns_upstream_rejected_total", "reason=\"wrong_question\"", "") \
 	X(UP_WRONG_SOURCE, "nxdns_upstream_rejected_total", "reason=\"wrong_source\"", "")     \
+	X(F_OK, "nxdns_filter_downloads_total", "result=\"ok\"",                                \
+	  "Blocklist downloads, by result (errors keep the last good list)")                     \
+	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \
+	X(F_ERROR, "nxdns_filter_downloads_total", "result=\"error\"", "")                      \
 	X(RELOADS_OK, "nxdns_config_reloads_total", "result=\"ok\"", "Configuration reloads")   \
 	X(RELOADS_FAILED, "nxdns_config_reloads_total", "result=\"failed\"", "")               \
 	X(ASSERT_FAILURES, "nxdns_assert_failures_total", "",                                   \

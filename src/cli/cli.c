@@ -1,5 +1,7 @@
 #include "cli/cli.h"
 
+#include "filter/fetch.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -32,6 +34,8 @@ static void usage(FILE *fp)
 
 int nx_cli_main(int argc, char **argv)
 {
+	/* libcurl's global state is set up once, before any thread exists. */
+	nx_fetch_global_init();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

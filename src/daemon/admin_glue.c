@@ -63,11 +63,42 @@ static void cache_families(struct nx_metrics_buf *mb, const struct nx_cache *cac
 #undef NX_METRIC_T_gauge
 }
 
+static void filter_families(struct nx_metrics_buf *mb, const struct nx_lists *l)
+{
+	nx_metrics_family(mb, "nxdns_filter_snapshot_entries", NX_METRIC_GAUGE,
+			  "Blocklist snapshot entries ((source, name) pairs) in the mapped snapshot");
+	nx_metrics_sample_u64(mb, "nxdns_filter_snapshot_entries", l->entries, NULL);
+	nx_metrics_family(mb, "nxdns_filter_snapshot_bytes", NX_METRIC_GAUGE,
+			  "Size of the mapped blocklist snapshot file");
+	nx_metrics_sample_u64(mb, "nxdns_filter_snapshot_bytes", l->bytes, NULL);
+	nx_metrics_family(mb, "nxdns_filter_snapshot_generation", NX_METRIC_GAUGE,
+			  "Snapshot generation in effect (+1 per rebuild or remap)");
+	nx_metrics_sample_u64(mb, "nxdns_filter_snapshot_generation", l->gen, NULL);
+	nx_metrics_family(mb, "nxdns_filter_source_names", NX_METRIC_GAUGE,
+			  "Names in a source's compiled bodies, by body");
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct nx_source_status *st = &l->st[i];
+		nx_metrics_sample_u64(mb, "nxdns_filter_source_names", st->n_list, "source",
+				      st->name, "body", "list", NULL);
+		nx_metrics_sample_u64(mb, "nxdns_filter_source_names", st->n_wild, "source",
+				      st->name, "body", "wild", NULL);
+		nx_metrics_sample_u64(mb, "nxdns_filter_source_names", st->n_allow, "source",
+				      st->name, "body", "allow", NULL);
+	}
+	nx_metrics_family(mb, "nxdns_filter_source_errors_total", NX_METRIC_COUNTER,
+			  "Failed downloads or compiles per source since start (last good list kept)");
+	for (unsigned i = 0; i < l->n; i++) {
+		nx_metrics_sample_u64(mb, "nxdns_filter_source_errors_total", l->st[i].errors,
+				      "source", l->st[i].name, NULL);
+	}
+}
+
 static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
 {
 	struct nx_daemon *d = ud;
 	const struct nx_conf *c = d->cur->c;
 	upstream_families(mb);
+	filter_families(mb, &d->lists);
 	cache_families(mb, d->cache);
 	nx_metrics_family(mb, "nxdns_workers", NX_METRIC_GAUGE,
 			  "Worker threads (listener.workers); process threads = workers + 1");

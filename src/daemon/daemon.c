@@ -121,7 +121,7 @@ struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d)
 
 /* Bring the lists up to date with the current config; publish a new snapshot generation when
  * it changed (workers drop the old one at their next wake-up). */
-static int sync_lists(struct nx_daemon *d, unsigned flags)
+int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags)
 {
 	bool changed = false;
 	pthread_mutex_lock(&d->cref_lock);
@@ -207,7 +207,7 @@ static void reload(struct nx_daemon *d)
 	}
 	apply_log_level(c);
 	publish(d, r);
-	sync_lists(d, 0);
+	nx_daemon_sync_lists(d, 0);
 	nx_stat_inc(NX_STAT_RELOADS_OK);
 	malloc_trim(0);
 	nx_log(NX_LOG_INFO, "daemon", "reload: configuration generation %llu in effect",
@@ -316,7 +316,7 @@ int nx_daemon_run(const char *config_path)
 	/* Listeners never start before the first snapshot (or an empty one) is in place; boot
 	 * uses the bodies on disk and never waits on the network. */
 	nx_lists_init(&d->lists, d->cur->c->state_dir);
-	if (sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
+	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
 		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
 	}
 	unsigned nw = d->cur->c->workers;
@@ -348,6 +348,9 @@ int nx_daemon_run(const char *config_path)
 		uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
 		uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 		uv_signal_start(&d->sig_int, on_signal, SIGINT);
+		if (nx_refresh_start(d) < 0) {
+			nx_log(NX_LOG_WARN, "filter", "scheduled list refresh unavailable");
+		}
 		uv_timer_init(&d->loop, &d->trim);
 		uv_timer_start(&d->trim, on_trim, NX_TRIM_INTERVAL_MS, NX_TRIM_INTERVAL_MS);
 		uv_unref((uv_handle_t *)&d->trim);
@@ -366,6 +369,7 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->sig_term, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
+		nx_refresh_stop(d);
 	}
 	for (unsigned i = 0; i < started; i++) {
 		d->workers[i].stopping = true;

@@ -85,6 +85,12 @@ struct nx_daemon {
 	uv_timer_t trim;            /* periodic malloc_trim */
 	struct nx_admin *admin;
 	struct nx_cache *cache;     /* owned; NULL when cache.size is 0 */
+	struct nx_fetcher *fetcher; /* owned: list downloads on the control loop */
+	uv_timer_t refresh_timer;   /* next scheduled refresh */
+	bool refresh_running;
+	int refresh_idx;            /* source being downloaded */
+	int refresh_only;           /* -1: all URL sources, else one index */
+	unsigned refresh_downloaded;
 	const char *config_path;    /* borrowed (argv) */
 };
 
@@ -96,6 +102,12 @@ void nx_worker_join(struct nx_worker *w);
 void nx_worker_deinit(struct nx_worker *w);
 struct nx_confref *nx_daemon_current(struct nx_daemon *d); /* acquires a reference */
 struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d); /* acquires a reference */
+
+/* daemon.c, refresh.c (control thread) */
+int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
+int nx_refresh_start(struct nx_daemon *d);
+void nx_refresh_stop(struct nx_daemon *d);
+int nx_refresh_now(struct nx_daemon *d, int source); /* -1 = all; NX_ENOSLOT if running */
 
 /* pipeline.c */
 size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);

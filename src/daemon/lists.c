@@ -69,7 +69,7 @@ void nx_lists_download_path(const struct nx_lists *l, const char *name, char *bu
 	snprintf(buf, cap, "%s/lists/%s/%s.download", l->state_dir, name, name);
 }
 
-static int mkdir_p(const char *path)
+int nx_mkdir_p(const char *path)
 {
 	char tmp[600];
 	snprintf(tmp, sizeof(tmp), "%s", path);
@@ -245,7 +245,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	unsigned n = (unsigned)NX_MIN(c->n_sources, NX_CONF_MAX_SOURCES);
 	char snap_path[600];
 	snprintf(snap_path, sizeof(snap_path), "%s/snapshot.nxs", l->state_dir);
-	int rc = mkdir_p(l->state_dir);
+	int rc = nx_mkdir_p(l->state_dir);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "filter", "cannot create %s: %s", l->state_dir, nx_strerror(rc));
 		return rc;
@@ -269,7 +269,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 		srcs[i].name = s->name;
 		srcs[i].dir = dirs[i];
 		if (st->enabled) {
-			rc = mkdir_p(dirs[i]);
+			rc = nx_mkdir_p(dirs[i]);
 			if (rc < 0) {
 				set_error(st, "cannot create its directory: %s", nx_strerror(rc));
 			} else {

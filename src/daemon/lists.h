@@ -75,6 +75,8 @@ void nx_lists_deinit(struct nx_lists *l);
  */
 int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, bool *changed);
 
+int nx_mkdir_p(const char *path);
+
 /* Paths (into caller buffers). */
 void nx_lists_source_dir(const struct nx_lists *l, const char *name, char *buf, size_t cap);
 void nx_lists_download_path(const struct nx_lists *l, const char *name, char *buf, size_t cap);
