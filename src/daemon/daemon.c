@@ -298,6 +298,9 @@ int nx_daemon_run(const char *config_path)
 	}
 	d->config_path = config_path;
 	pthread_mutex_init(&d->cref_lock, NULL);
+	for (int i = 0; i < NX_COALESCE_SHARDS; i++) {
+		pthread_mutex_init(&d->coalesce[i].lock, NULL);
+	}
 	uv_loop_init(&d->loop);
 	nx_stats_thread_register();
 	d->cur = confref_new(c, ++d->gen);
@@ -371,12 +374,18 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
 		nx_refresh_stop(d);
 	}
+	if (started > 0) {
+		uv_barrier_init(&d->stop_barrier, started);
+	}
 	for (unsigned i = 0; i < started; i++) {
 		d->workers[i].stopping = true;
 		nx_worker_wake(&d->workers[i]);
 	}
 	for (unsigned i = 0; i < started; i++) {
 		nx_worker_join(&d->workers[i]);
+	}
+	if (started > 0) {
+		uv_barrier_destroy(&d->stop_barrier);
 	}
 	nx_daemon_admin_stop(d);
 out_workers:
@@ -394,6 +403,9 @@ out_loop:
 		nx_log(NX_LOG_WARN, "daemon", "control loop has open handles at exit");
 	}
 	pthread_mutex_destroy(&d->cref_lock);
+	for (int i = 0; i < NX_COALESCE_SHARDS; i++) {
+		pthread_mutex_destroy(&d->coalesce[i].lock);
+	}
 	nx_mem_free(NX_OWNER_misc, d, sizeof(*d));
 	if (exit_code == 0) {
 		nx_log(NX_LOG_INFO, "daemon", "stopped");

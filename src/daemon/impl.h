@@ -25,7 +25,27 @@
 #include "upstream/upstream.h"
 
 #define NX_MAX_LISTENERS 16      /* listener.dns entries (each gets UDP + TCP per worker) */
-#define NX_PENDING_BUCKETS 256   /* coalescing table buckets per worker (chains beyond) */
+#define NX_COALESCE_SHARDS 16    /* locks of the process-wide in-flight table */
+#define NX_COALESCE_BUCKETS 64   /* buckets per shard (chains beyond): 1024 in all */
+
+/*
+ * In-flight upstream operations by key, shared by every worker so that identical concurrent
+ * queries make one upstream exchange even when SO_REUSEPORT put their clients on different
+ * workers. A shard lock covers the bucket chains and every listed operation's waiter list;
+ * it is held for a lookup and a list splice, never across I/O.
+ */
+struct nx_coalesce_shard {
+	pthread_mutex_t lock;
+	struct pending *buckets[NX_COALESCE_BUCKETS];
+} __attribute__((aligned(64)));
+
+/* A TCP answer built by another worker for one of this worker's connections. */
+struct nx_handoff {
+	struct nx_handoff *next;
+	struct nx_tcp_conn *conn; /* held by the waiter; released by the receiving worker */
+	size_t len;               /* 0: nothing to send (the answer could not be built) */
+	uint8_t data[];
+};
 
 struct nx_confref {
 	struct nx_conf *c;          /* owned */
@@ -59,12 +79,13 @@ struct nx_worker {
 	struct nx_tcp_server *tcp[NX_MAX_LISTENERS];
 	size_t n_listen;
 	struct nx_upstream *up;     /* owned */
-	struct pending *table[NX_PENDING_BUCKETS]; /* in-flight upstream ops by key */
 	struct pending *free_pending;
 	unsigned n_pending_alloc;
 	struct waiter *free_waiters;
 	unsigned n_waiters_alloc;
 	bool stopping;
+	pthread_mutex_t inbox_lock;
+	struct nx_handoff *inbox;   /* TCP answers from other workers (owned, NX_OWNER_tcp_writes) */
 	struct nx_cache *cache;     /* borrowed: the daemon's, shared by all workers (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
@@ -81,6 +102,8 @@ struct nx_daemon {
 	unsigned n_workers;
 	atomic_int tcp_open[NX_MAX_LISTENERS]; /* open TCP connections per listener address */
 	atomic_int permits_used;    /* process-wide query permits held */
+	struct nx_coalesce_shard coalesce[NX_COALESCE_SHARDS];
+	uv_barrier_t stop_barrier;  /* workers finish their upstream work before any closes sockets */
 	uv_signal_t sig_hup, sig_term, sig_int;
 	uv_timer_t trim;            /* periodic malloc_trim */
 	struct nx_admin *admin;
@@ -113,3 +136,4 @@ int nx_refresh_now(struct nx_daemon *d, int source); /* -1 = all; NX_ENOSLOT if 
 size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);
 void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t len);
 void nx_pipeline_shutdown(struct nx_worker *w);
+void nx_pipeline_drain_inbox(struct nx_worker *w);

@@ -22,6 +22,7 @@
 
 struct waiter {
 	struct waiter *next;
+	struct nx_worker *w;        /* the worker whose socket/connection the client is on */
 	bool tcp;
 	bool edns;
 	bool do_bit;
@@ -42,7 +43,7 @@ struct waiter {
 };
 
 struct pending {
-	struct nx_worker *w;
+	struct nx_worker *w;        /* owner: runs the upstream operation */
 	struct pending *hnext;      /* bucket chain */
 	struct pending *next_free;
 	uint64_t hash;
@@ -52,9 +53,19 @@ struct pending {
 	bool do_bit, cd;
 	int zone;                   /* forward zone index or -1 */
 	struct nx_confref *cref;    /* held: servers are borrowed from it */
-	struct waiter *waiters;
+	struct waiter *waiters;     /* under the shard lock while listed */
 	unsigned n_waiters;
 };
+
+static struct nx_coalesce_shard *shard_of(struct nx_daemon *d, uint64_t h)
+{
+	return &d->coalesce[(h >> 32) % NX_COALESCE_SHARDS];
+}
+
+static struct pending **bucket_of(struct nx_coalesce_shard *sh, uint64_t h)
+{
+	return &sh->buckets[h % NX_COALESCE_BUCKETS];
+}
 
 /* Where a query came from and how to answer it later. */
 struct origin {
@@ -166,13 +177,68 @@ static int cname_block(struct nx_worker *w, const struct nx_client_policy *pol,
 	return n > 0 ? n : 0;
 }
 
+/* Hand a TCP answer to the worker that owns the connection (bounded by the waiters it holds). */
+static void handoff(struct waiter *x, const uint8_t *buf, size_t len)
+{
+	struct nx_worker *t = x->w;
+	struct nx_handoff *h = nx_mem_alloc(NX_OWNER_tcp_writes, sizeof(*h) + len);
+	if (!h) {
+		/* No room for the answer: still tell the owner to drop the connection's hold. */
+		nx_stat_inc(NX_STAT_D_SEND);
+		len = 0;
+		h = nx_mem_alloc(NX_OWNER_tcp_writes, sizeof(*h));
+		if (!h) {
+			/* Out of memory twice: the hold stays and that connection lingers until the
+			 * process ends. Counted; nothing else can be done without memory. */
+			nx_stat_inc(NX_STAT_ASSERT_FAILURES);
+			return;
+		}
+	}
+	h->conn = x->to.conn;
+	h->len = len;
+	memcpy(h->data, buf, len);
+	pthread_mutex_lock(&t->inbox_lock);
+	h->next = t->inbox;
+	t->inbox = h;
+	pthread_mutex_unlock(&t->inbox_lock);
+	nx_worker_wake(t);
+}
+
+void nx_pipeline_drain_inbox(struct nx_worker *w)
+{
+	pthread_mutex_lock(&w->inbox_lock);
+	struct nx_handoff *h = w->inbox;
+	w->inbox = NULL;
+	pthread_mutex_unlock(&w->inbox_lock);
+	while (h) {
+		struct nx_handoff *next = h->next;
+		if (h->len > 0) {
+			nx_tcp_send(h->conn, h->data, h->len);
+		}
+		nx_tcp_release(h->conn);
+		nx_mem_free(NX_OWNER_tcp_writes, h, sizeof(*h) + h->len);
+		h = next;
+	}
+}
+
 static void send_reply(struct nx_worker *w, struct waiter *x, const uint8_t *buf, size_t len)
 {
 	if (x->tcp) {
-		nx_tcp_send(x->to.conn, buf, len);
+		if (x->w != w) {
+			handoff(x, buf, len);
+			return;
+		}
+		if (len > 0) {
+			nx_tcp_send(x->to.conn, buf, len);
+		}
 		nx_tcp_release(x->to.conn);
 		return;
 	}
+	if (len == 0) {
+		return;
+	}
+	/* UDP: sendmsg on the receiving worker's socket is safe from any thread (the sockets
+	 * outlive all upstream work: see the stop barrier). */
 	if (nx_udp_reply(x->to.udp.sock, (const struct sockaddr *)&x->to.udp.peer,
 			 x->to.udp.peer_len, &x->to.udp.origin, buf, len) < 0) {
 		nx_stat_inc(NX_STAT_D_SEND);
@@ -184,14 +250,19 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 {
 	struct pending *p = ud;
 	struct nx_worker *w = p->w;
-	/* unlink from the coalescing table */
-	struct pending **pp = &w->table[p->hash % NX_PENDING_BUCKETS];
+	/* Unlink from the shared table and take the waiters: nobody can join after this. */
+	struct nx_coalesce_shard *sh = shard_of(w->d, p->hash);
+	pthread_mutex_lock(&sh->lock);
+	struct pending **pp = bucket_of(sh, p->hash);
 	while (*pp && *pp != p) {
 		pp = &(*pp)->hnext;
 	}
 	if (*pp) {
 		*pp = p->hnext;
 	}
+	struct waiter *list = p->waiters;
+	p->waiters = NULL;
+	pthread_mutex_unlock(&sh->lock);
 	uint64_t now = uv_now(&w->loop);
 	struct nx_cache_key key = {
 		.name = p->name,
@@ -207,10 +278,10 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	/* RFC 8767: when upstream failed, an expired entry inside the stale window beats SERVFAIL. */
 	struct nx_dns_msg stale_m;
 	struct nx_cache_hit stale_hit;
-	bool stale = res != NX_UP_ANSWER && p->waiters &&
+	bool stale = res != NX_UP_ANSWER && list &&
 		     nx_cache_lookup(w->cache, &key, now, NX_CACHE_LOOKUP_STALE, w->cbuf,
 				     sizeof(w->cbuf), &stale_m, &stale_hit) == 0;
-	struct waiter *x = p->waiters;
+	struct waiter *x = list;
 	while (x) {
 		struct waiter *next = x->next;
 		struct nx_dns_reply_ctx ctx = {
@@ -253,19 +324,16 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 						  NX_DNS_EDE_NETWORK_ERROR, "every upstream failed");
 			nx_stat_inc(NX_STAT_R_SERVFAIL);
 		}
-		if (rlen > 0) {
-			send_reply(w, x, w->tx, (size_t)rlen);
-		} else {
+		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
-			if (x->tcp) {
-				nx_tcp_release(x->to.conn);
-			}
 		}
+		send_reply(w, x, w->tx, rlen > 0 ? (size_t)rlen : 0);
 		nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
+		/* A waiter struct joins the free list of the worker that finishes it: pools are per
+		 * worker, entries may migrate, each is freed once at shutdown. */
 		waiter_put(w, x);
 		x = next;
 	}
-	p->waiters = NULL;
 	permit_release(w);
 	nx_confref_release(p->cref);
 	p->cref = NULL;
@@ -294,6 +362,7 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->do_bit = m->edns.do_bit;
 	x->max_size = (uint16_t)NX_MIN(max_size, NX_DNS_MSG_MAX);
 	x->q = m->q;
+	x->w = NULL; /* set by the caller */
 	x->policy = o->policy;
 	if (o->tcp) {
 		x->to.conn = o->conn;
@@ -305,6 +374,16 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 		x->to.udp.origin = *o->uorigin;
 	}
 	nx_gauge_add(NX_GAUGE_IN_FLIGHT, 1);
+}
+
+/* Undo fill_waiter for a waiter that was never listed. */
+static void unfill_waiter(struct nx_worker *w, struct waiter *x)
+{
+	nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
+	if (x->tcp) {
+		nx_tcp_release(x->to.conn);
+	}
+	waiter_put(w, x);
 }
 
 /* No permit, slot or waiter room: a UDP query is dropped, a stream query closes its connection. */
@@ -344,49 +423,54 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 	uint64_t h = XXH3_64bits(key, kl);
 	unsigned waiter_cap = c->permits * c->coalesce_max_waiters;
 
-	for (struct pending *p = w->table[h % NX_PENDING_BUCKETS]; p; p = p->hnext) {
+	/* Allocate from this worker's pools before taking the shard lock. */
+	struct waiter *x = NULL;
+	if (with_waiter) {
+		x = waiter_get(w, waiter_cap);
+		if (!x) {
+			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+			return;
+		}
+		fill_waiter(x, m, o, max_size);
+		x->w = w;
+	}
+
+	struct nx_coalesce_shard *sh = shard_of(w->d, h);
+	pthread_mutex_lock(&sh->lock);
+	for (struct pending *p = *bucket_of(sh, h); p; p = p->hnext) {
 		if (p->hash == h && p->qtype == m->q.qtype && p->qclass == m->q.qclass &&
 		    p->do_bit == do_bit && p->cd == cd && p->zone == zone &&
 		    p->name_len == m->q.name_len && memcmp(p->name, key, p->name_len) == 0) {
-			if (!with_waiter) {
-				return;
+			if (!x) {
+				pthread_mutex_unlock(&sh->lock);
+				return; /* prefetch: already being fetched */
 			}
 			if (p->n_waiters >= c->coalesce_max_waiters) {
+				pthread_mutex_unlock(&sh->lock);
+				unfill_waiter(w, x);
 				refuse_work(o, NX_STAT_D_WAITERS, NX_STAT_D_WAITERS);
 				return;
 			}
-			struct waiter *x = waiter_get(w, waiter_cap);
-			if (!x) {
-				refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-				return;
-			}
-			fill_waiter(x, m, o, max_size);
 			x->next = p->waiters;
 			p->waiters = x;
 			p->n_waiters++;
+			pthread_mutex_unlock(&sh->lock);
 			nx_stat_inc(NX_STAT_COALESCED);
 			return;
 		}
 	}
 
-	if (!permit_acquire(w, c->permits)) {
-		if (with_waiter) {
-			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+	struct pending *p = NULL;
+	if (permit_acquire(w, c->permits)) {
+		p = pending_get(w, c->permits);
+		if (!p) {
+			permit_release(w);
 		}
-		return;
 	}
-	struct pending *p = pending_get(w, c->permits);
-	struct waiter *x = NULL;
-	if (p && with_waiter) {
-		x = waiter_get(w, waiter_cap);
-	}
-	if (!p || (with_waiter && !x)) {
-		if (p) {
-			p->next_free = w->free_pending;
-			w->free_pending = p;
-		}
-		permit_release(w);
-		if (with_waiter) {
+	if (!p) {
+		pthread_mutex_unlock(&sh->lock);
+		if (x) {
+			unfill_waiter(w, x);
 			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
 		}
 		return;
@@ -400,11 +484,19 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 	p->do_bit = do_bit;
 	p->cd = cd;
 	p->zone = zone;
-	p->waiters = NULL;
-	p->n_waiters = 0;
+	p->waiters = x;
+	p->n_waiters = x ? 1 : 0;
+	if (x) {
+		x->next = NULL;
+	}
 	nx_confref_acquire(r);
 	p->cref = r;
+	p->hnext = *bucket_of(sh, h);
+	*bucket_of(sh, h) = p;
+	pthread_mutex_unlock(&sh->lock);
 
+	/* Outside the lock: the engine may complete synchronously (every server failed at once),
+	 * and on_upstream_done takes the shard lock itself. */
 	struct nx_up_req req = {
 		.q = &m->q,
 		.do_bit = do_bit,
@@ -415,32 +507,10 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 		.stagger_ms = c->stagger_ms,
 		.timeout_ms = c->timeout_ms,
 	};
-	if (x) {
-		fill_waiter(x, m, o, max_size);
-		x->next = NULL;
-		p->waiters = x;
-		p->n_waiters = 1;
-	}
 	if (nx_upstream_start(w->up, &req, on_upstream_done, p) < 0) {
-		if (x) {
-			nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
-			if (x->tcp) {
-				nx_tcp_release(x->to.conn);
-			}
-			waiter_put(w, x);
-		}
-		p->waiters = NULL;
-		nx_confref_release(r);
-		p->next_free = w->free_pending;
-		w->free_pending = p;
-		permit_release(w);
-		if (with_waiter) {
-			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-		}
-		return;
+		/* The callback was not called: finish it as failed (answers whoever joined). */
+		on_upstream_done(p, NX_UP_FAILED, NULL, 0, NULL, -1);
 	}
-	p->hnext = w->table[h % NX_PENDING_BUCKETS];
-	w->table[h % NX_PENDING_BUCKETS] = p;
 }
 
 static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const struct origin *o,

@@ -23,16 +23,25 @@ static void on_close_noop(uv_handle_t *h)
 {
 }
 
-static void stop_worker(struct nx_worker *w)
+/*
+ * Stop order matters with the shared in-flight table: every worker first finishes its upstream
+ * operations (answering waiters that may sit on other workers' sockets), then all meet at the
+ * barrier, then each drains the TCP answers handed to it and closes its sockets.
+ */
+static void stop_worker(struct nx_worker *w, bool barrier)
 {
+	if (w->up) {
+		nx_upstream_shutdown(w->up);
+	}
+	if (barrier) {
+		uv_barrier_wait(&w->d->stop_barrier);
+	}
+	nx_pipeline_drain_inbox(w);
 	for (size_t i = 0; i < w->n_listen; i++) {
 		nx_udp_close(w->udp[i]);
 		nx_tcp_close(w->tcp[i]);
 		w->udp[i] = NULL;
 		w->tcp[i] = NULL;
-	}
-	if (w->up) {
-		nx_upstream_shutdown(w->up);
 	}
 	uv_close((uv_handle_t *)&w->wake, on_close_noop);
 }
@@ -40,6 +49,7 @@ static void stop_worker(struct nx_worker *w)
 static void on_wake(uv_async_t *a)
 {
 	struct nx_worker *w = a->data;
+	nx_pipeline_drain_inbox(w);
 	/* A config swap: take the new generation, drop ours. */
 	struct nx_confref *r = nx_daemon_current(w->d);
 	if (r != w->cref) {
@@ -62,7 +72,7 @@ static void on_wake(uv_async_t *a)
 		nx_snapref_release(s);
 	}
 	if (w->stopping) {
-		stop_worker(w);
+		stop_worker(w, true);
 	}
 }
 
@@ -76,6 +86,7 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 	}
 	w->d = d;
 	w->cache = d->cache;
+	pthread_mutex_init(&w->inbox_lock, NULL);
 	w->cref = nx_daemon_current(d);
 	w->snap = nx_daemon_current_snap(d);
 	const struct nx_conf *c = w->cref->c;
@@ -140,7 +151,7 @@ void nx_worker_deinit(struct nx_worker *w)
 		return;
 	}
 	if (!uv_is_closing((uv_handle_t *)&w->wake)) {
-		stop_worker(w);
+		stop_worker(w, false);
 	}
 	uv_run(&w->loop, UV_RUN_DEFAULT); /* run close callbacks */
 	nx_pipeline_shutdown(w);
@@ -154,5 +165,6 @@ void nx_worker_deinit(struct nx_worker *w)
 	w->cref = NULL;
 	nx_snapref_release(w->snap);
 	w->snap = NULL;
+	pthread_mutex_destroy(&w->inbox_lock);
 	w->d = NULL;
 }
