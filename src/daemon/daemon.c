@@ -239,6 +239,13 @@ static void on_signal(uv_signal_t *s, int signum)
 		reload(d);
 		return;
 	}
+	if (signum == SIGUSR1) {
+		/* Forced refresh: download every URL source, recompile every source and rebuild
+		 * the snapshot even if nothing changed (operators, and the memory benchmark). */
+		nx_log(NX_LOG_INFO, "filter", "SIGUSR1: forced refresh of every source");
+		nx_refresh_now(d, -1, NX_LISTS_FORCE);
+		return;
+	}
 	nx_log(NX_LOG_INFO, "daemon", "signal %d: shutting down", signum);
 	uv_stop(&d->loop);
 }
@@ -347,6 +354,9 @@ int nx_daemon_run(const char *config_path)
 		uv_signal_init(&d->loop, &d->sig_hup);
 		uv_signal_init(&d->loop, &d->sig_term);
 		uv_signal_init(&d->loop, &d->sig_int);
+		uv_signal_init(&d->loop, &d->sig_usr1);
+		d->sig_usr1.data = d;
+		uv_signal_start(&d->sig_usr1, on_signal, SIGUSR1);
 		d->sig_hup.data = d->sig_term.data = d->sig_int.data = d;
 		uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
 		uv_signal_start(&d->sig_term, on_signal, SIGTERM);
@@ -371,6 +381,7 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->sig_hup, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_term, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
+		uv_close((uv_handle_t *)&d->sig_usr1, on_close_noop);
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
 		nx_refresh_stop(d);
 	}

@@ -104,7 +104,8 @@ struct nx_daemon {
 	atomic_int permits_used;    /* process-wide query permits held */
 	struct nx_coalesce_shard coalesce[NX_COALESCE_SHARDS];
 	uv_barrier_t stop_barrier;  /* workers finish their upstream work before any closes sockets */
-	uv_signal_t sig_hup, sig_term, sig_int;
+	uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
+	unsigned refresh_flags;     /* NX_LISTS_* for the sync that ends the running refresh */
 	uv_timer_t trim;            /* periodic malloc_trim */
 	struct nx_admin *admin;
 	struct nx_cache *cache;     /* owned; NULL when cache.size is 0 */
@@ -130,7 +131,7 @@ struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d); /* acquires a re
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
-int nx_refresh_now(struct nx_daemon *d, int source); /* -1 = all; NX_ENOSLOT if running */
+int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */
 
 /* pipeline.c */
 size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);

@@ -182,7 +182,7 @@ static void fetch_sync(struct nx_lists *l, const struct nx_conf_source *s,
 
 /* Compile `input` into dir when its bytes differ from the last compile. */
 static void compile_if_changed(const struct nx_conf_source *s, const char *input, const char *dir,
-			       struct nx_source_status *st)
+			       struct nx_source_status *st, bool force)
 {
 	char have[65] = "", now[65];
 	bool meta = read_meta(dir, s->name, have, st);
@@ -197,7 +197,7 @@ static void compile_if_changed(const struct nx_conf_source *s, const char *input
 		}
 		return;
 	}
-	if (meta && strcmp(have, now) == 0) {
+	if (meta && strcmp(have, now) == 0 && !force) {
 		return;
 	}
 	enum nx_filter_format fmt = NX_FILTER_FMT_AUTO;
@@ -284,7 +284,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 				} else {
 					snprintf(input, sizeof(input), "%s", s->path);
 				}
-				compile_if_changed(s, input, dirs[i], st);
+				compile_if_changed(s, input, dirs[i], st, (flags & NX_LISTS_FORCE) != 0);
 			}
 		}
 		/* A disabled source stays in the snapshot as an empty slot, so snapshot indexes are
@@ -300,7 +300,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 
 	/* Keep the mapped snapshot when it already holds exactly these bodies; at boot, map the one
 	 * on disk if it does. */
-	if (l->cur->snap && nx_filter_snap_is_current(l->cur->snap, names, (const uint8_t(*)[32])shas, n)) {
+	if (!(flags & NX_LISTS_FORCE) && l->cur->snap &&
+	    nx_filter_snap_is_current(l->cur->snap, names, (const uint8_t(*)[32])shas, n)) {
 		l->rebuilt = false;
 		return 0;
 	}

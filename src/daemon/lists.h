@@ -63,6 +63,7 @@ struct nx_lists {
 /* Sync options. */
 enum {
 	NX_LISTS_FETCH = 1u << 0, /* download URL sources first (blocking; for `nxdns update`) */
+	NX_LISTS_FORCE = 1u << 1, /* recompile every source and rebuild the snapshot */
 };
 
 void nx_lists_init(struct nx_lists *l, const char *state_dir);

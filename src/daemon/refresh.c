@@ -23,7 +23,7 @@
 
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
-int nx_refresh_now(struct nx_daemon *d, int source);
+int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags);
 
 static void fetch_next(struct nx_daemon *d);
 static void on_refresh_timer(uv_timer_t *t);
@@ -62,7 +62,8 @@ static void on_fetched(void *ud, const struct nx_fetch_result *res)
 static void finish_round(struct nx_daemon *d)
 {
 	d->refresh_running = false;
-	nx_daemon_sync_lists(d, 0);
+	nx_daemon_sync_lists(d, d->refresh_flags);
+	d->refresh_flags = 0;
 	const struct nx_conf *c = d->cur->c;
 	uint64_t base = (uint64_t)c->refresh_interval_s * 1000;
 	uint64_t jitter = base / 10 ? nx_rand_uniform((uint32_t)NX_MIN(base / 10, UINT32_MAX)) : 0;
@@ -107,14 +108,15 @@ static void fetch_next(struct nx_daemon *d)
 static void on_refresh_timer(uv_timer_t *t)
 {
 	struct nx_daemon *d = t->data;
-	nx_refresh_now(d, -1);
+	nx_refresh_now(d, -1, 0);
 }
 
-int nx_refresh_now(struct nx_daemon *d, int source)
+int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags)
 {
 	if (d->refresh_running) {
 		return NX_ENOSLOT;
 	}
+	d->refresh_flags = flags;
 	d->refresh_running = true;
 	d->refresh_idx = 0;
 	d->refresh_only = source;
