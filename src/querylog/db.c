@@ -1,0 +1,313 @@
+/*
+ * Database: open, numbered migrations (PRAGMA user_version), connection-role pragmas with
+ * cache_size read back, SQLite memory in the ledger.
+ */
+#include "querylog/querylog.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "querylog/impl.h"
+
+/*
+ * Migrations: index i brings the schema from version i to i + 1. Never edit a released one;
+ * append. Each runs in its own transaction together with its user_version bump.
+ */
+static const char *const migrations[] = {
+	/* 1: the per-query log. ts in wall-clock ms; id orders rows inserted in one ms. Indexes
+	 * serve the API filters with keyset order (ts DESC, id DESC): an index on (ts) carries the
+	 * rowid, so (ts, id) < (?, ?) walks it; (client, ts) the same for one client. Name is a
+	 * substring filter (no index can serve it); it walks the ts index. */
+	"CREATE TABLE queries ("
+	" id INTEGER PRIMARY KEY,"
+	" ts INTEGER NOT NULL,"
+	" duration_us INTEGER NOT NULL,"
+	" client TEXT NOT NULL,"
+	" proto INTEGER NOT NULL,"
+	" qtype INTEGER NOT NULL,"
+	" rcode INTEGER NOT NULL,"
+	" action INTEGER NOT NULL,"
+	" reason INTEGER NOT NULL,"
+	" cached INTEGER NOT NULL,"
+	" upstream TEXT,"
+	" name TEXT NOT NULL,"
+	" matched TEXT,"
+	" source TEXT,"
+	" answer TEXT);"
+	"CREATE INDEX queries_ts ON queries(ts);"
+	"CREATE INDEX queries_client_ts ON queries(client, ts);",
+
+	/* 2: per-minute aggregates, maintained by the writer in the batch's transaction, so that
+	 * statistics never scan the log. agg_top is keyed (kind, minute, key): a top-N reads one
+	 * kind's minute range; retention deletes one kind's old minutes at a time. */
+	"CREATE TABLE agg_minute ("
+	" minute INTEGER PRIMARY KEY,"
+	" queries INTEGER NOT NULL,"
+	" blocked INTEGER NOT NULL,"
+	" cached INTEGER NOT NULL,"
+	" forwarded INTEGER NOT NULL,"
+	" local INTEGER NOT NULL);"
+	"CREATE TABLE agg_top ("
+	" kind INTEGER NOT NULL,"
+	" minute INTEGER NOT NULL,"
+	" key TEXT NOT NULL,"
+	" n INTEGER NOT NULL,"
+	" PRIMARY KEY (kind, minute, key)) WITHOUT ROWID;",
+};
+static_assert(NX_ARRAY_LEN(migrations) == NX_QLOG_SCHEMA_VERSION, "one migration per version");
+
+/* WAL file kept at most this size after a checkpoint (bytes): bounds the disk use of -wal. */
+#define WAL_SIZE_LIMIT (4 * 1024 * 1024)
+/* Reader: wait for the writer's checkpoint locks at most this long per statement. */
+#define READER_BUSY_TIMEOUT_MS 1000
+
+enum nx_qlog_errkind nx_qlog_errkind(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+		return ERR_full;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return ERR_readonly;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return ERR_busy;
+	case SQLITE_IOERR:
+		return ERR_ioerr;
+	case SQLITE_CANTOPEN:
+		return ERR_cantopen;
+	default:
+		return ERR_other;
+	}
+}
+
+static _Atomic int64_t g_sqlite_charged;
+
+void nx_qlog_sqlite_sync(void)
+{
+	int64_t now = sqlite3_memory_used();
+	int64_t prev = atomic_exchange_explicit(&g_sqlite_charged, now, memory_order_relaxed);
+	if (now != prev) {
+		nx_ledger_charge(NX_OWNER_sqlite, now - prev, 0);
+	}
+}
+
+void nx_qlog_sqlite_memory(int64_t *used, int64_t *highwater)
+{
+	nx_qlog_sqlite_sync();
+	if (used) {
+		*used = sqlite3_memory_used();
+	}
+	if (highwater) {
+		*highwater = sqlite3_memory_highwater(0);
+	}
+}
+
+static int read_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(s, 0);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+static int exec(sqlite3 *db, const char *sql)
+{
+	return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+int nx_qlog_db_migrate_conn(sqlite3 *db, int target)
+{
+	int64_t v = 0;
+	int rc = read_int(db, "PRAGMA user_version", &v);
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	if (v > NX_QLOG_SCHEMA_VERSION || v > target) {
+		nx_log(NX_LOG_ERR, "querylog",
+		       "database schema version %lld is newer than the target version %d",
+		       (long long)v, target);
+		return SQLITE_FORMAT;
+	}
+	for (int i = (int)v; i < target; i++) {
+		rc = exec(db, "BEGIN IMMEDIATE");
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+		char bump[48];
+		snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", i + 1);
+		rc = exec(db, migrations[i]);
+		if (rc == SQLITE_OK) {
+			rc = exec(db, bump);
+		}
+		if (rc == SQLITE_OK) {
+			rc = exec(db, "COMMIT");
+		}
+		if (rc != SQLITE_OK) {
+			nx_log(NX_LOG_ERR, "querylog", "migration %d failed: %s", i + 1,
+			       sqlite3_errmsg(db));
+			exec(db, "ROLLBACK");
+			return rc;
+		}
+		nx_log(NX_LOG_INFO, "querylog", "database schema migrated to version %d", i + 1);
+	}
+	return SQLITE_OK;
+}
+
+static unsigned cache_kib_of(sqlite3 *db, int64_t v)
+{
+	if (v < 0) {
+		return (unsigned)(-v);
+	}
+	int64_t page = 4096;
+	read_int(db, "PRAGMA page_size", &page);
+	return (unsigned)(v * page / 1024);
+}
+
+static int role_pragmas(sqlite3 *db, enum nx_qlog_role role, unsigned cache_kib,
+			unsigned *readback)
+{
+	char sql[64];
+	int rc;
+	if (role == ROLE_WRITER) {
+		/* journal_mode answers a row: read it to run it */
+		sqlite3_stmt *s = NULL;
+		rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
+		if (rc == SQLITE_OK) {
+			rc = sqlite3_step(s);
+			rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+			sqlite3_finalize(s);
+		}
+		if (rc == SQLITE_OK) {
+			rc = exec(db, "PRAGMA synchronous = NORMAL");
+		}
+		if (rc == SQLITE_OK) {
+			snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %d", WAL_SIZE_LIMIT);
+			int64_t ignored;
+			rc = read_int(db, sql, &ignored);
+		}
+	} else {
+		rc = exec(db, "PRAGMA query_only = 1");
+	}
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%u", cache_kib);
+	rc = exec(db, sql);
+	int64_t v = 0;
+	if (rc == SQLITE_OK) {
+		rc = read_int(db, "PRAGMA cache_size", &v);
+	}
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	*readback = cache_kib_of(db, v);
+	nx_log(*readback == cache_kib ? NX_LOG_DEBUG : NX_LOG_WARN, "querylog",
+	       "%s connection cache_size %u KiB (asked %u KiB)",
+	       role == ROLE_WRITER ? "writer" : "reader", *readback, cache_kib);
+	return SQLITE_OK;
+}
+
+int nx_qlog_db_open(const char *path, enum nx_qlog_role role, unsigned cache_kib, sqlite3 **out,
+		    unsigned *cache_kib_readback)
+{
+	*out = NULL;
+	int flags = SQLITE_OPEN_NOMUTEX |
+		    (role == ROLE_WRITER ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+					 : SQLITE_OPEN_READWRITE);
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		/* a failed open may still return a handle: release it, it was never charged */
+		/* callers count and log (the writer at a bounded rate) */
+		nx_log(NX_LOG_DEBUG, "querylog", "%s: open: %s", path,
+		       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close(db);
+		nx_qlog_sqlite_sync();
+		return rc;
+	}
+	nx_ledger_charge(NX_OWNER_sqlite, 0, 1);
+	sqlite3_extended_result_codes(db, 1);
+	sqlite3_busy_timeout(db, role == ROLE_WRITER ? NX_QLOG_BUSY_TIMEOUT_MS
+						     : READER_BUSY_TIMEOUT_MS);
+	if (role == ROLE_WRITER) {
+		/* migrations first: they run with SQLite's own defaults */
+		rc = nx_qlog_db_migrate_conn(db, NX_QLOG_SCHEMA_VERSION);
+	} else {
+		int64_t v = -1;
+		rc = read_int(db, "PRAGMA user_version", &v);
+		if (rc == SQLITE_OK && v != NX_QLOG_SCHEMA_VERSION) {
+			nx_log(NX_LOG_ERR, "querylog", "%s: schema version %lld, want %d", path,
+			       (long long)v, NX_QLOG_SCHEMA_VERSION);
+			rc = SQLITE_FORMAT;
+		}
+	}
+	if (rc == SQLITE_OK) {
+		unsigned rb = 0;
+		rc = role_pragmas(db, role, cache_kib, &rb);
+		if (cache_kib_readback) {
+			*cache_kib_readback = rb;
+		}
+	}
+	if (rc != SQLITE_OK) {
+		nx_log(NX_LOG_DEBUG, "querylog", "%s: open: %s", path, sqlite3_errmsg(db));
+		nx_qlog_db_close(db);
+		return rc;
+	}
+	*out = db;
+	nx_qlog_sqlite_sync();
+	return SQLITE_OK;
+}
+
+void nx_qlog_db_close(sqlite3 *db)
+{
+	if (!db) {
+		return;
+	}
+	sqlite3_close_v2(db);
+	nx_ledger_charge(NX_OWNER_sqlite, 0, -1);
+	nx_qlog_sqlite_sync();
+}
+
+int nx_qlog_db_migrate(const char *path, int target)
+{
+	if (target == -1) {
+		target = NX_QLOG_SCHEMA_VERSION;
+	}
+	if (target < 1 || target > NX_QLOG_SCHEMA_VERSION) {
+		return -EINVAL;
+	}
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		sqlite3_close(db);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db, READER_BUSY_TIMEOUT_MS);
+	rc = nx_qlog_db_migrate_conn(db, target);
+	sqlite3_close(db);
+	nx_qlog_sqlite_sync();
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+		return 0;
+	case SQLITE_FORMAT:
+		return NX_EFORMAT;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return NX_ECORRUPT;
+	default:
+		return -EIO;
+	}
+}

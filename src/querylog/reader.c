@@ -1,0 +1,514 @@
+/*
+ * Reader connections for the admin API: the log with keyset pagination, and statistics from
+ * the per-minute aggregates. Results are jansson objects.
+ */
+#include "querylog/querylog.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "dns/msg.h"
+#include "filter/result.h"
+#include "querylog/impl.h"
+
+struct nx_qlog_reader {
+	sqlite3 *db;	    /* owned */
+	unsigned cache_kib; /* cache_size read back */
+};
+
+/* ---- names ---- */
+
+static const char *const proto_names[] = {
+#define NX_QLOG_PROTO_NAME(id, text) text,
+	NX_QLOG_PROTOS(NX_QLOG_PROTO_NAME)
+#undef NX_QLOG_PROTO_NAME
+};
+static const char *const action_names[] = {"none", "allow", "block", "local"};
+static const char *const reason_names[] = {
+#define NX_QLOG_REASON_NAME(id, text) text,
+	NX_FILTER_REASONS(NX_QLOG_REASON_NAME)
+#undef NX_QLOG_REASON_NAME
+};
+static const char *const status_names[] = {
+#define NX_QLOG_STATUS_NAME(id, text) text,
+	NX_QLOG_STATUSES(NX_QLOG_STATUS_NAME)
+#undef NX_QLOG_STATUS_NAME
+};
+static const char *const top_names[] = {
+#define NX_QLOG_TOP_NAME(id, text) text,
+	NX_QLOG_TOP_KINDS(NX_QLOG_TOP_NAME)
+#undef NX_QLOG_TOP_NAME
+};
+
+#define NAME_OR(table, i, dflt) ((size_t)(i) < NX_ARRAY_LEN(table) ? (table)[i] : (dflt))
+
+int nx_qlog_status_parse(const char *s, enum nx_qlog_status *out)
+{
+	for (size_t i = 0; s && i < NX_ARRAY_LEN(status_names); i++) {
+		if (strcmp(s, status_names[i]) == 0) {
+			*out = (enum nx_qlog_status)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int nx_qlog_top_kind_parse(const char *s, enum nx_qlog_top_kind *out)
+{
+	for (size_t i = 0; s && i < NX_ARRAY_LEN(top_names); i++) {
+		if (strcmp(s, top_names[i]) == 0) {
+			*out = (enum nx_qlog_top_kind)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* ---- one row / record as JSON ---- */
+
+struct item {
+	int64_t ts;
+	int64_t duration_us;
+	const char *client;
+	int proto, qtype, rcode, action, reason;
+	bool cached;
+	const char *upstream; /* NULL = none */
+	const char *name, *matched, *source, *answer;
+};
+
+static json_t *item_json(const struct item *it)
+{
+	char tbuf[16];
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}",
+			 "ts", (json_int_t)it->ts, "client", it->client, "proto",
+			 NAME_OR(proto_names, it->proto, "unknown"), "qtype",
+			 nx_dns_type_name((uint16_t)it->qtype, tbuf), "rcode",
+			 nx_dns_rcode_name(it->rcode), "action",
+			 NAME_OR(action_names, it->action, "unknown"), "reason",
+			 NAME_OR(reason_names, it->reason, "unknown"), "name", it->name, "matched",
+			 it->matched, "source", it->source, "answer", it->answer, "upstream",
+			 it->upstream, "cached", it->cached, "duration_us",
+			 (json_int_t)it->duration_us);
+}
+
+json_t *nx_qlog_rec_to_json(const struct nx_qlog_rec *r, const char *upstream)
+{
+	char client[64];
+	struct nx_qlog_rec c;
+	memcpy(&c, r, sizeof(c));
+	nx_qlog_apply_privacy(&c, 0); /* only terminates the strings */
+	nx_qlog_client_text(&c, client, sizeof(client));
+	struct item it = {
+		.ts = c.ts_ms,
+		.duration_us = c.duration_us,
+		.client = client,
+		.proto = c.proto,
+		.qtype = c.qtype,
+		.rcode = c.rcode,
+		.action = c.action,
+		.reason = c.reason,
+		.cached = c.cached != 0,
+		.upstream = c.upstream >= 0 ? upstream : NULL,
+		.name = c.name,
+		.matched = c.matched,
+		.source = c.source,
+		.answer = c.answer,
+	};
+	return item_json(&it);
+}
+
+/* ---- connection ---- */
+
+static int rc_to_err(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+		return 0;
+	case SQLITE_FORMAT:
+		return NX_EFORMAT;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return NX_ECORRUPT;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+int nx_qlog_reader_open(const char *path, struct nx_qlog_reader **out)
+{
+	if (!path || !out) {
+		return -EINVAL;
+	}
+	struct nx_qlog_reader *r = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*r));
+	if (!r) {
+		return -ENOMEM;
+	}
+	int rc = nx_qlog_db_open(path, ROLE_READER, NX_QLOG_READER_CACHE_KIB, &r->db, &r->cache_kib);
+	if (rc != SQLITE_OK) {
+		nx_mem_free(NX_OWNER_misc, r, sizeof(*r));
+		return rc_to_err(rc);
+	}
+	*out = r;
+	return 0;
+}
+
+void nx_qlog_reader_close(struct nx_qlog_reader *r)
+{
+	if (!r) {
+		return;
+	}
+	nx_qlog_db_close(r->db);
+	nx_mem_free(NX_OWNER_misc, r, sizeof(*r));
+}
+
+unsigned nx_qlog_reader_cache_kib(const struct nx_qlog_reader *r)
+{
+	return r ? r->cache_kib : 0;
+}
+
+static void bind_i64(sqlite3_stmt *s, const char *name, int64_t v)
+{
+	int i = sqlite3_bind_parameter_index(s, name);
+	if (i) {
+		sqlite3_bind_int64(s, i, v);
+	}
+}
+
+static void bind_text(sqlite3_stmt *s, const char *name, const char *v)
+{
+	int i = sqlite3_bind_parameter_index(s, name);
+	if (i) {
+		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+	}
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+	const char *t = (const char *)sqlite3_column_text(s, i);
+	return t ? t : "";
+}
+
+static int fail_field(const char **bad_field, const char *field)
+{
+	if (bad_field) {
+		*bad_field = field;
+	}
+	return -EINVAL;
+}
+
+/* Minutes whose start lies in [from_ms, to_ms); 0 = unbounded. */
+static void minute_range(int64_t from_ms, int64_t to_ms, int64_t *fm, int64_t *tm)
+{
+	*fm = from_ms > 0 ? (from_ms + 59999) / 60000 : INT64_MIN;
+	*tm = to_ms > 0 ? (to_ms + 59999) / 60000 : INT64_MAX;
+}
+
+/* ---- the log ---- */
+
+static int parse_cursor(const char *c, int64_t *ts, int64_t *id)
+{
+	char *end;
+	errno = 0;
+	long long a = strtoll(c, &end, 10);
+	if (errno || end == c || *end != '.') {
+		return -EINVAL;
+	}
+	const char *p = end + 1;
+	long long b = strtoll(p, &end, 10);
+	if (errno || end == p || *end || b < 0) {
+		return -EINVAL;
+	}
+	*ts = a;
+	*id = b;
+	return 0;
+}
+
+int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json_t **out,
+		  const char **bad_field)
+{
+	unsigned limit = f->limit ? f->limit : NX_QLOG_QUERY_LIMIT_DEFAULT;
+	if (limit > NX_QLOG_QUERY_LIMIT_MAX) {
+		return fail_field(bad_field, "limit");
+	}
+	if ((unsigned)f->status >= NX_ARRAY_LEN(status_names)) {
+		return fail_field(bad_field, "status");
+	}
+	if (f->from_ms < 0) {
+		return fail_field(bad_field, "from");
+	}
+	if (f->to_ms < 0 || (f->to_ms && f->to_ms <= f->from_ms)) {
+		return fail_field(bad_field, "to");
+	}
+	int64_t cts = 0, cid = 0;
+	if (f->cursor && parse_cursor(f->cursor, &cts, &cid)) {
+		return fail_field(bad_field, "cursor");
+	}
+
+	static const char *const status_sql[] = {
+		[NX_QLOG_STATUS_ALL] = "",
+		[NX_QLOG_STATUS_BLOCKED] = " AND action = 2",
+		[NX_QLOG_STATUS_ALLOWED] = " AND action <> 2",
+		[NX_QLOG_STATUS_CACHED] = " AND cached = 1",
+		[NX_QLOG_STATUS_FORWARDED] = " AND action NOT IN (2, 3) AND cached = 0",
+		[NX_QLOG_STATUS_LOCAL] = " AND action = 3",
+	};
+	char sql[768];
+	snprintf(sql, sizeof(sql),
+		 "SELECT id, ts, duration_us, client, proto, qtype, rcode, action, reason, cached,"
+		 " upstream, name, matched, source, answer FROM queries WHERE 1%s%s%s%s%s%s"
+		 " ORDER BY ts DESC, id DESC LIMIT :lim",
+		 f->client ? " AND client = :client" : "",
+		 f->name && f->name[0] ? " AND instr(name, :name) > 0" : "", status_sql[f->status],
+		 f->from_ms ? " AND ts >= :from" : "", f->to_ms ? " AND ts < :to" : "",
+		 f->cursor ? " AND ts <= :cts AND (ts < :cts OR id < :cid)" : "");
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(r->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		return rc_to_err(rc);
+	}
+	bind_text(s, ":client", f->client);
+	bind_text(s, ":name", f->name);
+	bind_i64(s, ":from", f->from_ms);
+	bind_i64(s, ":to", f->to_ms);
+	bind_i64(s, ":cts", cts);
+	bind_i64(s, ":cid", cid);
+	bind_i64(s, ":lim", (int64_t)limit + 1); /* one more tells whether a next page exists */
+
+	json_t *items = json_array();
+	int err = items ? 0 : -ENOMEM;
+	unsigned n = 0;
+	int64_t last_ts = 0, last_id = 0;
+	bool more = false;
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (n == limit) {
+			more = true;
+			break;
+		}
+		struct item it = {
+			.ts = sqlite3_column_int64(s, 1),
+			.duration_us = sqlite3_column_int64(s, 2),
+			.client = col_text(s, 3),
+			.proto = sqlite3_column_int(s, 4),
+			.qtype = sqlite3_column_int(s, 5),
+			.rcode = sqlite3_column_int(s, 6),
+			.action = sqlite3_column_int(s, 7),
+			.reason = sqlite3_column_int(s, 8),
+			.cached = sqlite3_column_int(s, 9) != 0,
+			.upstream = (const char *)sqlite3_column_text(s, 10),
+			.name = col_text(s, 11),
+			.matched = col_text(s, 12),
+			.source = col_text(s, 13),
+			.answer = col_text(s, 14),
+		};
+		last_id = sqlite3_column_int64(s, 0);
+		last_ts = it.ts;
+		json_t *o = item_json(&it);
+		if (!o || json_object_set_new(o, "id", json_integer(last_id)) ||
+		    json_array_append_new(items, o)) {
+			json_decref(o);
+			err = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	if (!err && !more && rc != SQLITE_DONE) {
+		err = rc_to_err(rc);
+	}
+	sqlite3_finalize(s);
+	if (err) {
+		json_decref(items);
+		return err;
+	}
+	json_t *next = json_null();
+	if (more) {
+		char cur[48];
+		snprintf(cur, sizeof(cur), "%" PRId64 ".%" PRId64, last_ts, last_id);
+		next = json_string(cur);
+	}
+	*out = json_pack("{s:o, s:o}", "items", items, "next_cursor", next);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* ---- statistics from the aggregates ---- */
+
+int nx_qlog_summary(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, json_t **out)
+{
+	if (from_ms < 0 || to_ms < 0 || (to_ms && to_ms <= from_ms)) {
+		return -EINVAL;
+	}
+	int64_t fm, tm;
+	minute_range(from_ms, to_ms, &fm, &tm);
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(
+		r->db,
+		"SELECT COALESCE(SUM(queries), 0), COALESCE(SUM(blocked), 0),"
+		" COALESCE(SUM(cached), 0), COALESCE(SUM(forwarded), 0), COALESCE(SUM(local), 0),"
+		" (SELECT COUNT(DISTINCT key) FROM agg_top WHERE kind = 2 AND minute >= :fm"
+		"  AND minute < :tm)"
+		" FROM agg_minute WHERE minute >= :fm AND minute < :tm",
+		-1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		return rc_to_err(rc);
+	}
+	bind_i64(s, ":fm", fm);
+	bind_i64(s, ":tm", tm);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		sqlite3_finalize(s);
+		return rc_to_err(rc);
+	}
+	int64_t v[6];
+	for (int i = 0; i < 6; i++) {
+		v[i] = sqlite3_column_int64(s, i);
+	}
+	sqlite3_finalize(s);
+	double pct = v[0] ? (double)(v[1] * 10000 / v[0]) / 100.0 : 0.0;
+	*out = json_pack("{s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "from",
+			 (json_int_t)from_ms, "to", (json_int_t)to_ms, "queries", (json_int_t)v[0],
+			 "blocked", (json_int_t)v[1], "blocked_percent", pct, "cached",
+			 (json_int_t)v[2], "forwarded", (json_int_t)v[3], "local",
+			 (json_int_t)v[4], "clients", (json_int_t)v[5]);
+	return *out ? 0 : -ENOMEM;
+}
+
+int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, unsigned step_s,
+		    json_t **out, const char **bad_field)
+{
+	if (step_s < 60 || step_s % 60) {
+		return fail_field(bad_field, "step");
+	}
+	if (from_ms <= 0) {
+		return fail_field(bad_field, "from");
+	}
+	if (to_ms <= from_ms) {
+		return fail_field(bad_field, "to");
+	}
+	int64_t step_ms = (int64_t)step_s * 1000;
+	int64_t b0 = from_ms / step_ms * step_ms;
+	int64_t npts = (to_ms - b0 + step_ms - 1) / step_ms;
+	if (npts > NX_QLOG_HISTORY_POINTS_MAX) {
+		return fail_field(bad_field, "step");
+	}
+	/* counters per bucket: queries, blocked, cached, forwarded, local */
+	int64_t(*acc)[5] = calloc((size_t)npts, sizeof(*acc));
+	if (!acc) {
+		return -ENOMEM;
+	}
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(
+		r->db,
+		"SELECT (minute * 60000 - :b0) / :step AS b, SUM(queries), SUM(blocked),"
+		" SUM(cached), SUM(forwarded), SUM(local)"
+		" FROM agg_minute WHERE minute >= :fm AND minute < :tm GROUP BY b",
+		-1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		free(acc);
+		return rc_to_err(rc);
+	}
+	bind_i64(s, ":b0", b0);
+	bind_i64(s, ":step", step_ms);
+	bind_i64(s, ":fm", b0 / 60000);
+	bind_i64(s, ":tm", (to_ms + 59999) / 60000);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t b = sqlite3_column_int64(s, 0);
+		if (b < 0 || b >= npts) {
+			continue;
+		}
+		for (int i = 0; i < 5; i++) {
+			acc[b][i] = sqlite3_column_int64(s, i + 1);
+		}
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		free(acc);
+		return rc_to_err(rc);
+	}
+	json_t *pts = json_array();
+	int err = pts ? 0 : -ENOMEM;
+	for (int64_t b = 0; !err && b < npts; b++) {
+		json_t *p = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "t",
+				      (json_int_t)(b0 + b * step_ms), "queries",
+				      (json_int_t)acc[b][0], "blocked", (json_int_t)acc[b][1],
+				      "cached", (json_int_t)acc[b][2], "forwarded",
+				      (json_int_t)acc[b][3], "local", (json_int_t)acc[b][4]);
+		if (!p || json_array_append_new(pts, p)) {
+			json_decref(p);
+			err = -ENOMEM;
+		}
+	}
+	free(acc);
+	if (err) {
+		json_decref(pts);
+		return err;
+	}
+	*out = json_pack("{s:I, s:I, s:I, s:o}", "from", (json_int_t)from_ms, "to",
+			 (json_int_t)to_ms, "step", (json_int_t)step_s, "points", pts);
+	return *out ? 0 : -ENOMEM;
+}
+
+int nx_qlog_top(struct nx_qlog_reader *r, enum nx_qlog_top_kind kind, int64_t from_ms,
+		int64_t to_ms, unsigned limit, json_t **out, const char **bad_field)
+{
+	static const int agg_kind[] = {
+		[NX_QLOG_TOP_DOMAINS] = AGG_NAME,
+		[NX_QLOG_TOP_BLOCKED] = AGG_BLOCKED,
+		[NX_QLOG_TOP_CLIENTS] = AGG_CLIENT,
+	};
+	if ((unsigned)kind >= NX_ARRAY_LEN(agg_kind)) {
+		return fail_field(bad_field, "kind");
+	}
+	limit = limit ? limit : NX_QLOG_TOP_LIMIT_DEFAULT;
+	if (limit > NX_QLOG_TOP_LIMIT_MAX) {
+		return fail_field(bad_field, "limit");
+	}
+	if (from_ms < 0) {
+		return fail_field(bad_field, "from");
+	}
+	if (to_ms < 0 || (to_ms && to_ms <= from_ms)) {
+		return fail_field(bad_field, "to");
+	}
+	int64_t fm, tm;
+	minute_range(from_ms, to_ms, &fm, &tm);
+	sqlite3_stmt *s = NULL;
+	int rc = sqlite3_prepare_v2(r->db,
+				    "SELECT key, SUM(n) AS c FROM agg_top WHERE kind = :k AND"
+				    " minute >= :fm AND minute < :tm GROUP BY key"
+				    " ORDER BY c DESC, key LIMIT :lim",
+				    -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		return rc_to_err(rc);
+	}
+	bind_i64(s, ":k", agg_kind[kind]);
+	bind_i64(s, ":fm", fm);
+	bind_i64(s, ":tm", tm);
+	bind_i64(s, ":lim", limit);
+	json_t *items = json_array();
+	int err = items ? 0 : -ENOMEM;
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *o = json_pack("{s:s, s:I}", "key", col_text(s, 0), "count",
+				      (json_int_t)sqlite3_column_int64(s, 1));
+		if (!o || json_array_append_new(items, o)) {
+			json_decref(o);
+			err = -ENOMEM;
+		}
+	}
+	if (!err && rc != SQLITE_DONE) {
+		err = rc_to_err(rc);
+	}
+	sqlite3_finalize(s);
+	if (err) {
+		json_decref(items);
+		return err;
+	}
+	*out = json_pack("{s:s, s:o}", "kind", top_names[kind], "items", items);
+	return *out ? 0 : -ENOMEM;
+}

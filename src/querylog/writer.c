@@ -1,0 +1,799 @@
+/*
+ * The query log's life cycle and its writer thread: drain the rings, apply privacy, feed the
+ * tap, write one transaction per batch with backoff on failure, run retention in small
+ * statements, answer flush requests.
+ */
+#include "querylog/querylog.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/log.h"
+#include "filter/result.h"
+#include "querylog/impl.h"
+
+#define DAY_MS (86400 * (int64_t)1000)
+
+static const char *const errkind_names[] = {
+#define NX_QLOG_ERRKIND_NAME(k) #k,
+	NX_QLOG_ERROR_KINDS(NX_QLOG_ERRKIND_NAME)
+#undef NX_QLOG_ERRKIND_NAME
+};
+
+void nx_qlog_params_default(struct nx_qlog_params *p)
+{
+	*p = (struct nx_qlog_params){
+		.producers = 1,
+		.buffer_max = NX_QLOG_BUFFER_DEFAULT,
+		.retention_days = NX_QLOG_RETENTION_DEFAULT,
+		.privacy = 0,
+		.batch_max = NX_QLOG_BATCH_DEFAULT,
+		.writer_cache_kib = NX_QLOG_WRITER_CACHE_KIB,
+		.sqlite_soft_heap_kib = NX_QLOG_SQLITE_SOFT_HEAP_KIB,
+		.flush_ms = NX_QLOG_FLUSH_MS,
+	};
+}
+
+/* ---- records ---- */
+
+static void terminate(char *s, size_t cap)
+{
+	s[cap - 1] = '\0';
+}
+
+static void hide(char *s, size_t cap)
+{
+	if (s[0]) {
+		snprintf(s, cap, "hidden");
+	}
+}
+
+void nx_qlog_apply_privacy(struct nx_qlog_rec *r, unsigned privacy)
+{
+	terminate(r->name, sizeof(r->name));
+	terminate(r->matched, sizeof(r->matched));
+	terminate(r->source, sizeof(r->source));
+	terminate(r->answer, sizeof(r->answer));
+	if (privacy >= 1) {
+		snprintf(r->name, sizeof(r->name), "hidden");
+		hide(r->matched, sizeof(r->matched));
+		hide(r->answer, sizeof(r->answer));
+		/* a user rule's text names the domain; a list source's name does not */
+		if (r->reason == NX_FILTER_R_user_allow || r->reason == NX_FILTER_R_user_deny) {
+			hide(r->source, sizeof(r->source));
+		}
+	}
+	if (privacy >= 2) {
+		memset(r->client, 0, sizeof(r->client));
+		r->family = 0;
+	}
+}
+
+void nx_qlog_client_text(const struct nx_qlog_rec *rec, char *buf, size_t cap)
+{
+	if (rec->family == AF_INET || rec->family == AF_INET6) {
+		if (inet_ntop(rec->family, rec->client, buf, (socklen_t)cap)) {
+			return;
+		}
+	}
+	snprintf(buf, cap, "%s", rec->family == 0 ? "hidden" : "unknown");
+}
+
+/* ---- writer connection ---- */
+
+static void stmts_finalize(struct nx_qlog *q)
+{
+	sqlite3_stmt **all = (sqlite3_stmt **)&q->st;
+	for (size_t i = 0; i < sizeof(q->st) / sizeof(*all); i++) {
+		sqlite3_finalize(all[i]);
+		all[i] = NULL;
+	}
+}
+
+static int stmts_prepare(struct nx_qlog *q)
+{
+	static const struct {
+		size_t off;
+		const char *sql;
+	} list[] = {
+		{offsetof(struct nx_qlog_stmts, insert),
+		 "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action, reason,"
+		 " cached, upstream, name, matched, source, answer)"
+		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
+		{offsetof(struct nx_qlog_stmts, minute_upsert),
+		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local)"
+		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(minute) DO UPDATE SET"
+		 " queries = queries + excluded.queries, blocked = blocked + excluded.blocked,"
+		 " cached = cached + excluded.cached, forwarded = forwarded + excluded.forwarded,"
+		 " local = local + excluded.local"},
+		{offsetof(struct nx_qlog_stmts, top_upsert),
+		 "INSERT INTO agg_top(kind, minute, key, n) VALUES (?1, ?2, ?3, ?4)"
+		 " ON CONFLICT(kind, minute, key) DO UPDATE SET n = n + excluded.n"},
+		{offsetof(struct nx_qlog_stmts, begin), "BEGIN IMMEDIATE"},
+		{offsetof(struct nx_qlog_stmts, commit), "COMMIT"},
+		{offsetof(struct nx_qlog_stmts, rollback), "ROLLBACK"},
+		{offsetof(struct nx_qlog_stmts, ret_queries),
+		 "DELETE FROM queries WHERE id IN"
+		 " (SELECT id FROM queries WHERE ts < ?1 ORDER BY ts LIMIT ?2)"},
+		{offsetof(struct nx_qlog_stmts, ret_minute),
+		 "DELETE FROM agg_minute WHERE minute IN"
+		 " (SELECT minute FROM agg_minute WHERE minute < ?1 ORDER BY minute LIMIT ?2)"},
+		{offsetof(struct nx_qlog_stmts, ret_top),
+		 "DELETE FROM agg_top WHERE (kind, minute, key) IN"
+		 " (SELECT kind, minute, key FROM agg_top WHERE kind = ?1 AND minute < ?2"
+		 " ORDER BY minute LIMIT ?3)"},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(list); i++) {
+		sqlite3_stmt **s = (sqlite3_stmt **)((char *)&q->st + list[i].off);
+		int rc = sqlite3_prepare_v3(q->db, list[i].sql, -1, SQLITE_PREPARE_PERSISTENT, s,
+					    NULL);
+		if (rc != SQLITE_OK) {
+			nx_log(NX_LOG_ERR, "querylog", "prepare: %s", sqlite3_errmsg(q->db));
+			stmts_finalize(q);
+			return rc;
+		}
+	}
+	return SQLITE_OK;
+}
+
+static void conn_close(struct nx_qlog *q)
+{
+	stmts_finalize(q);
+	nx_qlog_db_close(q->db);
+	q->db = NULL;
+}
+
+static int conn_open(struct nx_qlog *q)
+{
+	unsigned rb = 0;
+	int rc = nx_qlog_db_open(q->path, ROLE_WRITER, q->writer_cache_kib, &q->db, &rb);
+	if (rc == SQLITE_OK) {
+		atomic_store(&q->cache_readback, rb);
+		rc = stmts_prepare(q);
+		if (rc != SQLITE_OK) {
+			conn_close(q);
+		}
+	}
+	q->reopen = rc != SQLITE_OK;
+	return rc;
+}
+
+/* ---- writer state ---- */
+
+struct wstate {
+	size_t n;		 /* records held in q->batch for (re)writing; 0 = none */
+	unsigned privacy;	 /* privacy applied to the held batch */
+	unsigned backoff_ms;	 /* current retry interval after a failure; 0 = healthy */
+	uint64_t retry_at;	 /* mono ms of the next attempt for a held batch */
+	uint64_t pending_since;	 /* mono ms a ring was seen non-empty; 0 = none pending */
+	bool urgent;		 /* a ring reached half full */
+	bool more;		 /* the last drain left records behind */
+	uint64_t retention_at;	 /* mono ms of the next retention run */
+	int ret_stage;		 /* -1 idle; 0 queries, 1 agg_minute, 2.. agg_top kinds */
+	int64_t ret_cutoff;	 /* wall ms: rows older are deleted */
+	uint64_t failures;	 /* consecutive failed attempts (for the recovery log) */
+};
+
+#define RET_STAGES (2 + 3)
+
+static void count_error(struct nx_qlog *q, struct wstate *w, int rc, const char *what)
+{
+	enum nx_qlog_errkind k = nx_qlog_errkind(rc);
+	atomic_fetch_add_explicit(&q->errors[k], 1, memory_order_relaxed);
+	atomic_store(&q->writer_ok, 0);
+	w->failures++;
+	uint64_t now = nx_now_mono_ms();
+	if (!q->last_errlog_ms || now - q->last_errlog_ms >= NX_QLOG_ERRLOG_INTERVAL_MS) {
+		nx_log(NX_LOG_WARN, "querylog", "%s failed (%s: %s)%s; retrying with backoff", what,
+		       errkind_names[k], q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc),
+		       q->errs_unlogged ? ", more errors since the last report" : "");
+		q->last_errlog_ms = now;
+		q->errs_unlogged = 0;
+	} else {
+		q->errs_unlogged++;
+	}
+	/* busy: someone holds a lock; full: the disk may free up. Anything else: the file may
+	 * have been replaced or fixed, so reopen before the next attempt. */
+	if (k != ERR_busy && k != ERR_full) {
+		q->reopen = true;
+	}
+}
+
+static int step_done(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+static int insert_rows(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n)
+{
+	sqlite3_stmt *s = q->st.insert;
+	for (size_t i = 0; i < n; i++) {
+		const struct nx_qlog_rec *r = &recs[i];
+		char client[64];
+		char up[64];
+		nx_qlog_client_text(r, client, sizeof(client));
+		sqlite3_bind_int64(s, 1, r->ts_ms);
+		sqlite3_bind_int64(s, 2, r->duration_us);
+		sqlite3_bind_text(s, 3, client, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int(s, 4, r->proto);
+		sqlite3_bind_int(s, 5, r->qtype);
+		sqlite3_bind_int(s, 6, r->rcode);
+		sqlite3_bind_int(s, 7, r->action);
+		sqlite3_bind_int(s, 8, r->reason);
+		sqlite3_bind_int(s, 9, r->cached != 0);
+		if (r->upstream < 0) {
+			sqlite3_bind_null(s, 10);
+		} else {
+			if (!q->upstream_name ||
+			    q->upstream_name(q->upstream_ud, r->upstream, up, sizeof(up)) < 0) {
+				snprintf(up, sizeof(up), "#%d", r->upstream);
+			}
+			sqlite3_bind_text(s, 10, up, -1, SQLITE_TRANSIENT);
+		}
+		sqlite3_bind_text(s, 11, r->name, -1, SQLITE_STATIC);
+		const char *opt[3] = {r->matched, r->source, r->answer};
+		for (int j = 0; j < 3; j++) {
+			if (opt[j][0]) {
+				sqlite3_bind_text(s, 12 + j, opt[j], -1, SQLITE_STATIC);
+			} else {
+				sqlite3_bind_null(s, 12 + j);
+			}
+		}
+		int rc = step_done(s);
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+	}
+	return SQLITE_OK;
+}
+
+/* One transaction: rows (privacy < 3) + aggregates. Rolled back on any failure. */
+static int write_batch(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n,
+		       unsigned privacy)
+{
+	int rc = step_done(q->st.begin);
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	if (privacy < 3) {
+		rc = insert_rows(q, recs, n);
+	}
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_write(q, recs, n, privacy);
+	}
+	if (rc == SQLITE_OK) {
+		rc = step_done(q->st.commit);
+	}
+	if (rc != SQLITE_OK && !sqlite3_get_autocommit(q->db)) {
+		step_done(q->st.rollback);
+	}
+	return rc;
+}
+
+/* Try to store the held batch once. */
+static void attempt(struct nx_qlog *q, struct wstate *w)
+{
+	int rc = SQLITE_OK;
+	if (q->reopen || !q->db) {
+		conn_close(q);
+		rc = conn_open(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = write_batch(q, q->batch, w->n, w->privacy);
+	}
+	nx_qlog_sqlite_sync();
+	if (rc != SQLITE_OK) {
+		count_error(q, w, rc, "query-log write");
+		w->backoff_ms = w->backoff_ms ? NX_MIN(w->backoff_ms * 2, NX_QLOG_BACKOFF_MAX_MS)
+					      : NX_QLOG_BACKOFF_MIN_MS;
+		w->retry_at = nx_now_mono_ms() + w->backoff_ms;
+		return;
+	}
+	atomic_fetch_add_explicit(&q->written, w->n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&q->batches, 1, memory_order_relaxed);
+	atomic_store(&q->writer_ok, 1);
+	if (w->failures) {
+		nx_log(NX_LOG_INFO, "querylog", "writes recovered after %llu failed attempts",
+		       (unsigned long long)w->failures);
+	}
+	w->failures = 0;
+	w->backoff_ms = 0;
+	w->n = 0;
+}
+
+/* Drain one batch, apply privacy, hand it to the tap; it is then held until written. */
+static size_t take_batch(struct nx_qlog *q, struct wstate *w)
+{
+	size_t n = nx_qlog_rings_drain(q, q->batch, q->batch_max, &w->more);
+	if (!n) {
+		return 0;
+	}
+	unsigned privacy = atomic_load(&q->privacy);
+	for (size_t i = 0; i < n; i++) {
+		nx_qlog_apply_privacy(&q->batch[i], privacy);
+	}
+	if (privacy < 3) {
+		pthread_mutex_lock(&q->tap_mu);
+		if (q->tap) {
+			q->tap(q->tap_ud, q->batch, n);
+		}
+		pthread_mutex_unlock(&q->tap_mu);
+	}
+	w->n = n;
+	w->privacy = privacy;
+	return n;
+}
+
+/* ---- retention ---- */
+
+static void retention_begin(struct nx_qlog *q, struct wstate *w)
+{
+	unsigned days = atomic_load(&q->retention_days);
+	w->retention_at = nx_now_mono_ms() + NX_QLOG_RETENTION_INTERVAL_MS;
+	if (!days || !q->db) {
+		w->ret_stage = -1;
+		return;
+	}
+	int64_t now = q->now_ms ? q->now_ms(q->now_ud) : nx_now_wall_ms();
+	w->ret_cutoff = now - (int64_t)days * DAY_MS;
+	w->ret_stage = 0;
+}
+
+/* One DELETE of at most NX_QLOG_RETENTION_ROWS rows; moves to the next table when done.
+ * false on failure (counted; the run is abandoned until the next one). */
+static bool retention_step(struct nx_qlog *q, struct wstate *w)
+{
+	int64_t cutoff_min = w->ret_cutoff / 60000;
+	sqlite3_stmt *s;
+	if (w->ret_stage == 0) {
+		s = q->st.ret_queries;
+		sqlite3_bind_int64(s, 1, w->ret_cutoff);
+		sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
+	} else if (w->ret_stage == 1) {
+		s = q->st.ret_minute;
+		sqlite3_bind_int64(s, 1, cutoff_min);
+		sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
+	} else {
+		s = q->st.ret_top;
+		sqlite3_bind_int(s, 1, w->ret_stage - 2);
+		sqlite3_bind_int64(s, 2, cutoff_min);
+		sqlite3_bind_int(s, 3, NX_QLOG_RETENTION_ROWS);
+	}
+	int rc = step_done(s);
+	if (rc != SQLITE_OK) {
+		count_error(q, w, rc, "query-log retention");
+		w->ret_stage = -1;
+		return false;
+	}
+	int changed = sqlite3_changes(q->db);
+	atomic_fetch_add_explicit(&q->retention_deleted, (uint64_t)changed, memory_order_relaxed);
+	if (changed < NX_QLOG_RETENTION_ROWS && ++w->ret_stage == RET_STAGES) {
+		w->ret_stage = -1;
+	}
+	return true;
+}
+
+/* Retention to completion (flush request). 0, or -EIO when the database is unavailable. */
+static int retention_full(struct nx_qlog *q, struct wstate *w)
+{
+	if (w->ret_stage < 0) {
+		if ((q->reopen || !q->db) && atomic_load(&q->retention_days)) {
+			conn_close(q);
+			int rc = conn_open(q);
+			if (rc != SQLITE_OK) {
+				count_error(q, w, rc, "query-log open");
+				return -EIO;
+			}
+		}
+		retention_begin(q, w);
+	}
+	while (w->ret_stage >= 0) {
+		if (!retention_step(q, w)) {
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* ---- the thread ---- */
+
+static void sleep_until(struct nx_qlog *q, uint64_t deadline_ms)
+{
+	q->sleeping = true;
+	if (deadline_ms == UINT64_MAX) {
+		pthread_cond_wait(&q->wcond, &q->wmu);
+	} else {
+		struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000),
+				      .tv_nsec = (long)(deadline_ms % 1000) * 1000000};
+		pthread_cond_timedwait(&q->wcond, &q->wmu, &ts);
+	}
+	q->sleeping = false;
+}
+
+/*
+ * Final drain at stop: every record is written or counted dropped_unwritten. Bounded to one
+ * queue's worth of records, so producers that still push cannot keep the writer alive.
+ */
+static void final_flush(struct nx_qlog *q, struct wstate *w)
+{
+	unsigned failures = 0;
+	size_t budget = nx_qlog_capacity(q) + q->batch_max;
+	for (;;) {
+		if (!w->n) {
+			if (!budget || !take_batch(q, w)) {
+				return;
+			}
+			budget -= NX_MIN(budget, w->n);
+		}
+		if (failures >= NX_QLOG_STOP_ATTEMPTS) {
+			atomic_fetch_add_explicit(&q->dropped_unwritten, w->n, memory_order_relaxed);
+			w->n = 0;
+			continue;
+		}
+		attempt(q, w);
+		if (w->n && ++failures < NX_QLOG_STOP_ATTEMPTS) {
+			struct timespec ts = {0, NX_QLOG_BACKOFF_MIN_MS * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+void *nx_qlog_writer_main(void *arg)
+{
+	struct nx_qlog *q = arg;
+	struct wstate w = {.ret_stage = -1, .retention_at = nx_now_mono_ms()};
+
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	for (;;) {
+		bool stop, flush, ret_full;
+		uint64_t flush_gen;
+
+		pthread_mutex_lock(&q->wmu);
+		for (;;) {
+			uint64_t now = nx_now_mono_ms();
+			if (q->wake & WAKE_NONEMPTY && !w.pending_since) {
+				w.pending_since = now;
+			}
+			w.urgent |= (q->wake & WAKE_URGENT) != 0;
+			q->wake = 0;
+			if (q->retention_now) {
+				q->retention_now = false;
+				w.retention_at = now;
+			}
+			stop = q->stop;
+			flush = q->flush_req != q->flush_done;
+			bool go = stop;
+			uint64_t deadline = UINT64_MAX;
+			if (w.n) {
+				/* a failed batch waits for its retry time, whatever else asks */
+				go |= now >= w.retry_at;
+				deadline = w.retry_at;
+			} else {
+				go |= flush || w.urgent || w.more || w.ret_stage >= 0 ||
+				      now >= w.retention_at;
+				if (w.pending_since) {
+					uint64_t due = w.pending_since + q->flush_ms;
+					go |= now >= due;
+					deadline = NX_MIN(deadline, due);
+				}
+				deadline = NX_MIN(deadline, w.retention_at);
+			}
+			if (go) {
+				break;
+			}
+			sleep_until(q, deadline);
+		}
+		flush_gen = q->flush_req;
+		ret_full = q->retention_req;
+		pthread_mutex_unlock(&q->wmu);
+		if (stop) {
+			break;
+		}
+
+		uint64_t now = nx_now_mono_ms();
+		bool drained = false; /* a full drain pass ran after the flush request was read */
+		if (w.n && now >= w.retry_at) {
+			attempt(q, &w);
+		}
+		if (!w.n) {
+			bool due = flush || w.urgent || w.more ||
+				   (w.pending_since && now >= w.pending_since + q->flush_ms);
+			if (due) {
+				w.urgent = false;
+				w.pending_since = 0;
+				if (take_batch(q, &w)) {
+					attempt(q, &w);
+				}
+				drained = true;
+			}
+			if (!w.n && !w.more) {
+				if (w.ret_stage < 0 && now >= w.retention_at) {
+					retention_begin(q, &w);
+				}
+				if (w.ret_stage >= 0) {
+					retention_step(q, &w);
+				}
+			}
+		}
+
+		if (flush && drained && !w.n && !w.more) {
+			/* everything pushed before the request is written: answer it */
+			int err = ret_full ? retention_full(q, &w) : 0;
+			pthread_mutex_lock(&q->wmu);
+			q->flush_done = flush_gen;
+			q->flush_err = err;
+			if (ret_full) {
+				q->retention_req = false;
+			}
+			pthread_cond_broadcast(&q->done);
+			pthread_mutex_unlock(&q->wmu);
+		}
+	}
+
+	final_flush(q, &w);
+	nx_qlog_sqlite_sync();
+	return NULL;
+}
+
+/* ---- life cycle ---- */
+
+static bool params_ok(const struct nx_qlog_params *p)
+{
+	return p->path && p->path[0] && p->producers >= 1 &&
+	       p->producers <= NX_QLOG_PRODUCERS_MAX && p->buffer_max >= NX_QLOG_BUFFER_MIN &&
+	       p->buffer_max <= NX_QLOG_BUFFER_MAX && p->buffer_max >= p->producers &&
+	       p->retention_days <= NX_QLOG_RETENTION_MAX && p->privacy <= NX_QLOG_PRIVACY_MAX &&
+	       p->batch_max >= 1 && p->batch_max <= NX_QLOG_BATCH_MAX &&
+	       p->writer_cache_kib >= 64 && p->writer_cache_kib <= (1u << 20) &&
+	       p->flush_ms >= 1 && p->flush_ms <= 60000;
+}
+
+int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
+{
+	if (!p || !out || !params_ok(p)) {
+		return -EINVAL;
+	}
+	struct nx_qlog *q = nx_mem_calloc(NX_OWNER_querylog_queue, 1, sizeof(*q));
+	if (!q) {
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&q->wmu, NULL);
+	pthread_mutex_init(&q->tap_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->wcond, &ca);
+	pthread_cond_init(&q->done, &ca);
+	pthread_condattr_destroy(&ca);
+	q->batch_max = p->batch_max;
+	q->writer_cache_kib = p->writer_cache_kib;
+	q->flush_ms = p->flush_ms;
+	q->now_ms = p->now_ms;
+	q->now_ud = p->now_ud;
+	q->upstream_name = p->upstream_name;
+	q->upstream_ud = p->upstream_ud;
+	q->tap = p->tap;
+	q->tap_ud = p->tap_ud;
+	atomic_store(&q->privacy, p->privacy);
+	atomic_store(&q->retention_days, p->retention_days);
+
+	int err = -ENOMEM;
+	q->path = nx_mem_strdup(NX_OWNER_querylog_queue, p->path);
+	if (!q->path) {
+		goto fail;
+	}
+	q->path_bytes = strlen(q->path) + 1;
+	err = nx_qlog_rings_init(q, p->producers, p->buffer_max);
+	if (err) {
+		goto fail;
+	}
+	err = -ENOMEM;
+	q->batch = nx_mem_alloc(NX_OWNER_querylog_queue, q->batch_max * sizeof(*q->batch));
+	if (!q->batch) {
+		goto fail;
+	}
+	err = nx_qlog_agg_init(&q->agg, q->batch_max, &q->agg_bytes);
+	if (err) {
+		goto fail;
+	}
+
+	if (p->sqlite_soft_heap_kib) {
+		sqlite3_soft_heap_limit64((int64_t)p->sqlite_soft_heap_kib * 1024);
+	}
+	int rc = conn_open(q);
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+		atomic_store(&q->writer_ok, 1);
+		break;
+	case SQLITE_FORMAT:
+		err = NX_EFORMAT;
+		goto fail;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		nx_log(NX_LOG_ERR, "querylog", "%s is not a usable SQLite database", q->path);
+		err = NX_ECORRUPT;
+		goto fail;
+	default: {
+		/* environmental: DNS starts anyway, the writer keeps trying */
+		struct wstate w = {0};
+		count_error(q, &w, rc, "query-log open");
+		q->reopen = true;
+		break;
+	}
+	}
+	*out = q;
+	return 0;
+
+fail:
+	nx_qlog_free(q);
+	return err;
+}
+
+int nx_qlog_start(struct nx_qlog *q)
+{
+	if (!q) {
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&q->wmu);
+	bool already = q->running;
+	q->running = true;
+	q->stop = false;
+	pthread_mutex_unlock(&q->wmu);
+	if (already) {
+		return -EALREADY;
+	}
+	int rc = pthread_create(&q->thread, NULL, nx_qlog_writer_main, q);
+	if (rc) {
+		pthread_mutex_lock(&q->wmu);
+		q->running = false;
+		pthread_mutex_unlock(&q->wmu);
+		return -rc;
+	}
+	pthread_setname_np(q->thread, "nx-qlog");
+	return 0;
+}
+
+int nx_qlog_flush(struct nx_qlog *q, unsigned flags, unsigned timeout_ms)
+{
+	if (!q) {
+		return -ESRCH;
+	}
+	pthread_mutex_lock(&q->wmu);
+	if (!q->running || q->stop) {
+		pthread_mutex_unlock(&q->wmu);
+		return -ESRCH;
+	}
+	uint64_t gen = ++q->flush_req;
+	if (flags & NX_QLOG_FLUSH_RETENTION) {
+		q->retention_req = true;
+	}
+	pthread_cond_signal(&q->wcond);
+	uint64_t deadline = nx_now_mono_ms() + timeout_ms;
+	struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
+			      .tv_nsec = (long)(deadline % 1000) * 1000000};
+	int err = 0;
+	while (q->flush_done < gen && q->running && !q->stop) {
+		if (pthread_cond_timedwait(&q->done, &q->wmu, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	if (q->flush_done >= gen) {
+		err = q->flush_err;
+	} else {
+		err = q->running && !q->stop ? NX_ETIMEDOUT : -ESRCH;
+	}
+	pthread_mutex_unlock(&q->wmu);
+	return err;
+}
+
+void nx_qlog_stop(struct nx_qlog *q)
+{
+	if (!q) {
+		return;
+	}
+	pthread_mutex_lock(&q->wmu);
+	bool running = q->running && !q->stop;
+	q->stop = true;
+	pthread_cond_signal(&q->wcond);
+	pthread_cond_broadcast(&q->done);
+	pthread_mutex_unlock(&q->wmu);
+	if (!running) {
+		return;
+	}
+	pthread_join(q->thread, NULL);
+	pthread_mutex_lock(&q->wmu);
+	q->running = false;
+	pthread_cond_broadcast(&q->done);
+	pthread_mutex_unlock(&q->wmu);
+}
+
+void nx_qlog_free(struct nx_qlog *q)
+{
+	if (!q) {
+		return;
+	}
+	nx_qlog_stop(q);
+	conn_close(q);
+	nx_qlog_agg_deinit(&q->agg, q->agg_bytes);
+	nx_mem_free(NX_OWNER_querylog_queue, q->batch, q->batch_max * sizeof(*q->batch));
+	nx_qlog_rings_deinit(q);
+	nx_mem_free(NX_OWNER_querylog_queue, q->path, q->path_bytes);
+	pthread_cond_destroy(&q->wcond);
+	pthread_cond_destroy(&q->done);
+	pthread_mutex_destroy(&q->wmu);
+	pthread_mutex_destroy(&q->tap_mu);
+	nx_mem_free(NX_OWNER_querylog_queue, q, sizeof(*q));
+}
+
+void nx_qlog_stats(struct nx_qlog *q, struct nx_qlog_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	int64_t used = 0, hw = 0;
+	nx_qlog_sqlite_memory(&used, &hw);
+	st->sqlite_mem_used = (uint64_t)used;
+	st->sqlite_mem_highwater = (uint64_t)hw;
+	if (!q) {
+		return;
+	}
+	nx_qlog_rings_count(q, &st->queue_now, &st->pushed, &st->dropped_oldest);
+	nx_qlog_atomic_max(&q->queue_peak, st->queue_now);
+	st->queue_peak = atomic_load(&q->queue_peak);
+	st->queue_capacity = nx_qlog_capacity(q);
+	st->written = atomic_load(&q->written);
+	st->dropped_unwritten = atomic_load(&q->dropped_unwritten);
+	st->batches = atomic_load(&q->batches);
+	st->retention_deleted = atomic_load(&q->retention_deleted);
+	st->writer_ok = atomic_load(&q->writer_ok);
+	st->writer_cache_kib = atomic_load(&q->cache_readback);
+	st->err_full = atomic_load(&q->errors[ERR_full]);
+	st->err_readonly = atomic_load(&q->errors[ERR_readonly]);
+	st->err_busy = atomic_load(&q->errors[ERR_busy]);
+	st->err_ioerr = atomic_load(&q->errors[ERR_ioerr]);
+	st->err_cantopen = atomic_load(&q->errors[ERR_cantopen]);
+	st->err_other = atomic_load(&q->errors[ERR_other]);
+}
+
+int nx_qlog_set_privacy(struct nx_qlog *q, unsigned privacy)
+{
+	if (!q || privacy > NX_QLOG_PRIVACY_MAX) {
+		return -EINVAL;
+	}
+	atomic_store(&q->privacy, privacy);
+	return 0;
+}
+
+int nx_qlog_set_retention(struct nx_qlog *q, unsigned days)
+{
+	if (!q || days > NX_QLOG_RETENTION_MAX) {
+		return -EINVAL;
+	}
+	atomic_store(&q->retention_days, days);
+	pthread_mutex_lock(&q->wmu);
+	q->retention_now = true;
+	pthread_cond_signal(&q->wcond);
+	pthread_mutex_unlock(&q->wmu);
+	return 0;
+}
+
+void nx_qlog_set_tap(struct nx_qlog *q, nx_qlog_tap_cb tap, void *ud)
+{
+	if (!q) {
+		return;
+	}
+	pthread_mutex_lock(&q->tap_mu);
+	q->tap = tap;
+	q->tap_ud = ud;
+	pthread_mutex_unlock(&q->tap_mu);
+}

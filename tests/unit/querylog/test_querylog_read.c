@@ -1,0 +1,442 @@
+/*
+ * Query-log schema and reader side against a real SQLite file: numbered migrations, keyset
+ * pagination with filters, statistics from the aggregates, record JSON.
+ */
+#include "helpers.h"
+
+static struct nx_qlog *start_log(const char *path)
+{
+	struct nx_qlog_params p;
+	test_params(&p, path);
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	assert_int_equal(nx_qlog_start(q), 0);
+	return q;
+}
+
+static int64_t sql_int(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+static void sql_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+#define HAS_TABLE(path, t)                                                                         \
+	sql_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '" t "'")
+
+/* ---- migrations ---- */
+
+static void test_migrations(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	/* each step from empty: version 1 is the log alone */
+	assert_int_equal(nx_qlog_db_migrate(t.db, 1), 0);
+	assert_int_equal(sql_int(t.db, "PRAGMA user_version"), 1);
+	assert_int_equal(HAS_TABLE(t.db, "queries"), 1);
+	assert_int_equal(HAS_TABLE(t.db, "agg_minute"), 0);
+	sql_exec(t.db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		       " reason, cached, name) VALUES (1700000000000, 5, '10.0.0.1', 0, 1, 0, 0,"
+		       " 0, 0, 'kept.example')");
+	/* 1 -> 2 keeps the rows and adds the aggregates */
+	assert_int_equal(nx_qlog_db_migrate(t.db, -1), 0);
+	assert_int_equal(sql_int(t.db, "PRAGMA user_version"), NX_QLOG_SCHEMA_VERSION);
+	assert_int_equal(HAS_TABLE(t.db, "agg_minute"), 1);
+	assert_int_equal(HAS_TABLE(t.db, "agg_top"), 1);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries"), 1);
+	/* idempotent; never downgrades */
+	assert_int_equal(nx_qlog_db_migrate(t.db, -1), 0);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 1), NX_EFORMAT);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 0), -EINVAL);
+
+	/* the writer opens, reopens, and sets WAL after migrating */
+	for (int i = 0; i < 2; i++) {
+		struct nx_qlog *q = start_log(t.db);
+		nx_qlog_free(q);
+	}
+	assert_int_equal(count_rows(t.db), 1);
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(s, 0), "wal");
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+
+	/* fresh file straight to the latest version */
+	struct tdir t2;
+	tdir_make(&t2);
+	struct nx_qlog *q = start_log(t2.db);
+	assert_int_equal(sql_int(t2.db, "PRAGMA user_version"), NX_QLOG_SCHEMA_VERSION);
+	nx_qlog_free(q);
+
+	/* a newer schema is refused by writer and reader */
+	sql_exec(t2.db, "PRAGMA user_version = 99");
+	struct nx_qlog_params p;
+	test_params(&p, t2.db);
+	assert_int_equal(nx_qlog_new(&p, &q), NX_EFORMAT);
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(t2.db, &r), NX_EFORMAT);
+
+	/* not a database */
+	char side[320];
+	snprintf(side, sizeof(side), "%s-wal", t2.db);
+	remove(side);
+	snprintf(side, sizeof(side), "%s-shm", t2.db);
+	remove(side);
+	FILE *f = fopen(t2.db, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 512; i++) {
+		fputs("not a database ", f);
+	}
+	fclose(f);
+	assert_int_equal(nx_qlog_new(&p, &q), NX_ECORRUPT);
+
+	char missing[320];
+	snprintf(missing, sizeof(missing), "%s/none.db", t2.dir);
+	assert_int_equal(nx_qlog_reader_open(missing, &r), -ENOENT);
+	tdir_remove(&t2);
+	tdir_remove(&t);
+	assert_int_equal(ledger_count(NX_OWNER_sqlite), 0);
+}
+
+/* ---- keyset pagination with filters ---- */
+
+#define NREC 1000
+
+static struct nx_qlog_rec gen(int i)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "h%d-%d.example", i % 50, i);
+	struct nx_qlog_rec r = mkrec(T0 + (i / 7) * 1000, 10 + (unsigned)(i % 3), name);
+	if (i % 4 == 0) {
+		mkblocked(&r, "list-a");
+	} else if (i % 5 == 1) {
+		r.cached = 1;
+		r.upstream = -1;
+	} else if (i % 11 == 2) {
+		r.action = NX_QLOG_ACT_LOCAL;
+		r.reason = NX_FILTER_R_local_record;
+		r.upstream = -1;
+	}
+	return r;
+}
+
+static bool matches(const struct nx_qlog_rec *r, const struct nx_qlog_filter *f)
+{
+	char client[64];
+	inet_ntop(AF_INET, r->client, client, sizeof(client));
+	if (f->client && strcmp(f->client, client) != 0) {
+		return false;
+	}
+	if (f->name && !strstr(r->name, f->name)) {
+		return false;
+	}
+	if (f->from_ms && r->ts_ms < f->from_ms) {
+		return false;
+	}
+	if (f->to_ms && r->ts_ms >= f->to_ms) {
+		return false;
+	}
+	bool blocked = r->action == NX_QLOG_ACT_BLOCK, local = r->action == NX_QLOG_ACT_LOCAL;
+	switch (f->status) {
+	case NX_QLOG_STATUS_ALL:
+		return true;
+	case NX_QLOG_STATUS_BLOCKED:
+		return blocked;
+	case NX_QLOG_STATUS_ALLOWED:
+		return !blocked;
+	case NX_QLOG_STATUS_CACHED:
+		return r->cached;
+	case NX_QLOG_STATUS_FORWARDED:
+		return !blocked && !local && !r->cached;
+	case NX_QLOG_STATUS_LOCAL:
+		return local;
+	}
+	return false;
+}
+
+static void check_filter(const char *path, struct nx_qlog_filter f, unsigned page)
+{
+	size_t want = 0;
+	for (int i = 0; i < NREC; i++) {
+		struct nx_qlog_rec r = gen(i);
+		want += matches(&r, &f);
+	}
+	json_t *all = read_all(path, f, page); /* checks order and uniqueness */
+	assert_int_equal(json_array_size(all), want);
+	size_t i;
+	json_t *it;
+	json_array_foreach(all, i, it) {
+		/* every row satisfies the filter: regenerate its record from the name */
+		int idx = atoi(strchr(jstr(it, "name"), '-') + 1);
+		struct nx_qlog_rec r = gen(idx);
+		assert_true(matches(&r, &f));
+		assert_int_equal(jint(it, "ts"), r.ts_ms);
+	}
+	json_decref(all);
+}
+
+static void test_pagination(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog *q = start_log(t.db);
+	for (int i = 0; i < NREC; i++) {
+		struct nx_qlog_rec r = gen(i);
+		nx_qlog_push(q, (unsigned)i % 2, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+
+	struct nx_qlog_filter f = {0};
+	check_filter(t.db, f, 37);
+	check_filter(t.db, f, 1);
+	f.status = NX_QLOG_STATUS_BLOCKED;
+	f.client = "192.168.1.10";
+	check_filter(t.db, f, 7);
+	f = (struct nx_qlog_filter){.status = NX_QLOG_STATUS_FORWARDED};
+	check_filter(t.db, f, 50);
+	f = (struct nx_qlog_filter){.status = NX_QLOG_STATUS_CACHED};
+	check_filter(t.db, f, 50);
+	f = (struct nx_qlog_filter){.status = NX_QLOG_STATUS_LOCAL};
+	check_filter(t.db, f, 5);
+	f = (struct nx_qlog_filter){.status = NX_QLOG_STATUS_ALLOWED, .name = "h1"};
+	check_filter(t.db, f, 13);
+	f = (struct nx_qlog_filter){.from_ms = T0 + 20000, .to_ms = T0 + 50000};
+	check_filter(t.db, f, 10);
+
+	/* bad input names its field */
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &r), 0);
+	json_t *res = NULL;
+	const char *bad = NULL;
+	f = (struct nx_qlog_filter){.limit = NX_QLOG_QUERY_LIMIT_MAX + 1};
+	assert_int_equal(nx_qlog_query(r, &f, &res, &bad), -EINVAL);
+	assert_string_equal(bad, "limit");
+	const char *cursors[] = {"x", "12", "12.", ".5", "12.5x", "12.-1"};
+	for (size_t i = 0; i < NX_ARRAY_LEN(cursors); i++) {
+		f = (struct nx_qlog_filter){.cursor = cursors[i]};
+		bad = NULL;
+		assert_int_equal(nx_qlog_query(r, &f, &res, &bad), -EINVAL);
+		assert_string_equal(bad, "cursor");
+	}
+	f = (struct nx_qlog_filter){.from_ms = 10, .to_ms = 5};
+	assert_int_equal(nx_qlog_query(r, &f, &res, &bad), -EINVAL);
+	assert_string_equal(bad, "to");
+	/* default limit */
+	f = (struct nx_qlog_filter){0};
+	assert_int_equal(nx_qlog_query(r, &f, &res, NULL), 0);
+	assert_int_equal(json_array_size(json_object_get(res, "items")),
+			 NX_QLOG_QUERY_LIMIT_DEFAULT);
+	assert_true(json_is_string(json_object_get(res, "next_cursor")));
+	json_decref(res);
+	/* an exact last page has no next cursor */
+	f = (struct nx_qlog_filter){.limit = NREC};
+	assert_int_equal(nx_qlog_query(r, &f, &res, NULL), 0);
+	assert_int_equal(json_array_size(json_object_get(res, "items")), NREC);
+	assert_true(json_is_null(json_object_get(res, "next_cursor")));
+	json_decref(res);
+	nx_qlog_reader_close(r);
+
+	enum nx_qlog_status st;
+	assert_int_equal(nx_qlog_status_parse("forwarded", &st), 0);
+	assert_int_equal(st, NX_QLOG_STATUS_FORWARDED);
+	assert_int_equal(nx_qlog_status_parse("nope", &st), -EINVAL);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+/* ---- statistics from the aggregates ---- */
+
+static void push_stat(struct nx_qlog *q, int64_t ts, unsigned host, const char *name, char kind)
+{
+	struct nx_qlog_rec r = mkrec(ts, host, name);
+	if (kind == 'b') {
+		mkblocked(&r, "list-a");
+	} else if (kind == 'c') {
+		r.cached = 1;
+	} else if (kind == 'l') {
+		r.action = NX_QLOG_ACT_LOCAL;
+	}
+	nx_qlog_push(q, host % 2, &r);
+}
+
+static void expect_top(struct nx_qlog_reader *r, enum nx_qlog_top_kind k, const char *const *keys,
+		       const int *counts, size_t n)
+{
+	json_t *top = NULL;
+	assert_int_equal(nx_qlog_top(r, k, 0, 0, 0, &top, NULL), 0);
+	json_t *items = json_object_get(top, "items");
+	assert_int_equal(json_array_size(items), n);
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(jstr(json_array_get(items, i), "key"), keys[i]);
+		assert_int_equal(jint(json_array_get(items, i), "count"), counts[i]);
+	}
+	json_decref(top);
+}
+
+static void test_stats(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog *q = start_log(t.db);
+	/* minute 0: 3 forwarded a (.1), 2 blocked ads (.2) */
+	for (int i = 0; i < 3; i++) {
+		push_stat(q, T0 + i, 1, "a.example", 'f');
+	}
+	push_stat(q, T0 + 10, 2, "ads.example", 'b');
+	push_stat(q, T0 + 59999, 2, "ads.example", 'b');
+	/* minute 1: cached a, local b (.1), blocked ads + tracker (.3) */
+	push_stat(q, T0 + MIN_MS, 1, "a.example", 'c');
+	push_stat(q, T0 + MIN_MS + 1, 1, "b.example", 'l');
+	push_stat(q, T0 + MIN_MS + 2, 3, "ads.example", 'b');
+	push_stat(q, T0 + MIN_MS + 3, 3, "tracker.example", 'b');
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0); /* two batches: upserts add up */
+	/* minute 2: 2 forwarded c (.2) */
+	push_stat(q, T0 + 2 * MIN_MS, 2, "c.example", 'f');
+	push_stat(q, T0 + 2 * MIN_MS + 5, 2, "c.example", 'f');
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &r), 0);
+	json_t *s = NULL;
+	assert_int_equal(nx_qlog_summary(r, 0, 0, &s), 0);
+	assert_int_equal(jint(s, "queries"), 11);
+	assert_int_equal(jint(s, "blocked"), 4);
+	assert_int_equal(jint(s, "cached"), 1);
+	assert_int_equal(jint(s, "local"), 1);
+	assert_int_equal(jint(s, "forwarded"), 5);
+	assert_int_equal(jint(s, "clients"), 3);
+	assert_float_equal(json_real_value(json_object_get(s, "blocked_percent")), 36.36, 0.001);
+	json_decref(s);
+	/* one minute */
+	assert_int_equal(nx_qlog_summary(r, T0 + MIN_MS, T0 + 2 * MIN_MS, &s), 0);
+	assert_int_equal(jint(s, "queries"), 4);
+	assert_int_equal(jint(s, "blocked"), 2);
+	assert_int_equal(jint(s, "clients"), 2);
+	json_decref(s);
+	assert_int_equal(nx_qlog_summary(r, 5, 5, &s), -EINVAL);
+
+	static const char *const dom[] = {"a.example", "ads.example", "c.example", "b.example",
+					  "tracker.example"};
+	static const int domn[] = {4, 3, 2, 1, 1};
+	expect_top(r, NX_QLOG_TOP_DOMAINS, dom, domn, 5);
+	static const char *const blk[] = {"ads.example", "tracker.example"};
+	static const int blkn[] = {3, 1};
+	expect_top(r, NX_QLOG_TOP_BLOCKED, blk, blkn, 2);
+	static const char *const cli[] = {"192.168.1.1", "192.168.1.2", "192.168.1.3"};
+	static const int clin[] = {5, 4, 2};
+	expect_top(r, NX_QLOG_TOP_CLIENTS, cli, clin, 3);
+	json_t *top = NULL;
+	const char *bad = NULL;
+	assert_int_equal(nx_qlog_top(r, NX_QLOG_TOP_DOMAINS, 0, 0, 2, &top, NULL), 0);
+	assert_int_equal(json_array_size(json_object_get(top, "items")), 2);
+	json_decref(top);
+	assert_int_equal(nx_qlog_top(r, NX_QLOG_TOP_DOMAINS, 0, 0, NX_QLOG_TOP_LIMIT_MAX + 1, &top,
+				     &bad),
+			 -EINVAL);
+	assert_string_equal(bad, "limit");
+	enum nx_qlog_top_kind k;
+	assert_int_equal(nx_qlog_top_kind_parse("blocked", &k), 0);
+	assert_int_equal(k, NX_QLOG_TOP_BLOCKED);
+	assert_int_equal(nx_qlog_top_kind_parse("x", &k), -EINVAL);
+
+	/* history: per minute, then 2-minute buckets aligned to the epoch */
+	json_t *h = NULL;
+	assert_int_equal(nx_qlog_history(r, T0, T0 + 3 * MIN_MS, 60, &h, NULL), 0);
+	json_t *pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 3);
+	const int q1[] = {5, 4, 2}, b1[] = {2, 2, 0};
+	for (size_t i = 0; i < 3; i++) {
+		json_t *pt = json_array_get(pts, i);
+		assert_int_equal(jint(pt, "t"), T0 + (int64_t)i * MIN_MS);
+		assert_int_equal(jint(pt, "queries"), q1[i]);
+		assert_int_equal(jint(pt, "blocked"), b1[i]);
+	}
+	assert_int_equal(jint(json_array_get(pts, 1), "cached"), 1);
+	assert_int_equal(jint(json_array_get(pts, 1), "local"), 1);
+	assert_int_equal(jint(json_array_get(pts, 2), "forwarded"), 2);
+	json_decref(h);
+	assert_int_equal(T0 % 120000, 0);
+	assert_int_equal(nx_qlog_history(r, T0, T0 + 3 * MIN_MS, 120, &h, NULL), 0);
+	pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 2);
+	assert_int_equal(jint(json_array_get(pts, 0), "queries"), 9);
+	assert_int_equal(jint(json_array_get(pts, 1), "queries"), 2);
+	json_decref(h);
+	/* empty buckets are zeros */
+	assert_int_equal(nx_qlog_history(r, T0 - 2 * MIN_MS, T0, 60, &h, NULL), 0);
+	pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 2);
+	assert_int_equal(jint(json_array_get(pts, 0), "queries"), 0);
+	json_decref(h);
+	assert_int_equal(nx_qlog_history(r, T0, T0 + MIN_MS, 30, &h, &bad), -EINVAL);
+	assert_string_equal(bad, "step");
+	assert_int_equal(nx_qlog_history(r, T0, T0, 60, &h, &bad), -EINVAL);
+	assert_string_equal(bad, "to");
+	assert_int_equal(nx_qlog_history(r, T0, T0 + 30 * DAY_MS, 60, &h, &bad), -EINVAL);
+	assert_string_equal(bad, "step");
+	nx_qlog_reader_close(r);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+/* ---- one record as JSON (live stream) ---- */
+
+static void test_rec_json(void **state)
+{
+	(void)state;
+	struct nx_qlog_rec r = mkrec(T0, 7, "x.example");
+	r.proto = NX_QLOG_PROTO_DOT;
+	r.qtype = 28;
+	r.rcode = 3;
+	r.upstream = -1;
+	json_t *o = nx_qlog_rec_to_json(&r, "ignored");
+	assert_string_equal(jstr(o, "proto"), "dot");
+	assert_string_equal(jstr(o, "qtype"), "AAAA");
+	assert_string_equal(jstr(o, "rcode"), "NXDOMAIN");
+	assert_string_equal(jstr(o, "client"), "192.168.1.7");
+	assert_true(json_is_null(json_object_get(o, "upstream")));
+	json_decref(o);
+	r.upstream = 2;
+	nx_qlog_apply_privacy(&r, 2);
+	o = nx_qlog_rec_to_json(&r, "9.9.9.9");
+	assert_string_equal(jstr(o, "client"), "hidden");
+	assert_string_equal(jstr(o, "name"), "hidden");
+	assert_string_equal(jstr(o, "upstream"), "9.9.9.9");
+	json_decref(o);
+	/* an unterminated name is cut, never over-read */
+	memset(r.name, 'a', sizeof(r.name));
+	o = nx_qlog_rec_to_json(&r, NULL);
+	assert_int_equal(strlen(jstr(o, "name")), NX_QLOG_NAME_MAX - 1);
+	json_decref(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_migrations),
+		cmocka_unit_test(test_pagination),
+		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_rec_json),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
