@@ -3,6 +3,9 @@
  * the daemon-owned metric families (per-upstream series, configuration figures).
  * Runs on the control thread only.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "admin/admin.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -93,12 +96,49 @@ static void filter_families(struct nx_metrics_buf *mb, const struct nx_lists *l)
 	}
 }
 
+/* A sample whose labels come pre-formatted as one `key="value"` pair (or none), as in the
+ * query log's stats table. */
+static void sample_labelled(struct nx_metrics_buf *mb, const char *family, const char *labels,
+			    uint64_t v)
+{
+	char key[64], val[64];
+	const char *eq = strchr(labels, '=');
+	if (!eq || eq[1] != '"' || (size_t)(eq - labels) >= sizeof(key)) {
+		nx_metrics_sample_u64(mb, family, v, NULL);
+		return;
+	}
+	snprintf(key, sizeof(key), "%.*s", (int)(eq - labels), labels);
+	snprintf(val, sizeof(val), "%s", eq + 2);
+	char *q = strchr(val, '"');
+	if (q) {
+		*q = 0;
+	}
+	nx_metrics_sample_u64(mb, family, v, key, val, NULL);
+}
+
 static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
 {
 	struct nx_daemon *d = ud;
 	const struct nx_conf *c = d->cur->c;
 	upstream_families(mb);
 	filter_families(mb, &d->lists);
+	if (d->qlog) {
+		struct nx_qlog_stats qs;
+		nx_qlog_stats(d->qlog, &qs);
+		const char *last = "";
+#define QLOG_ROW(field, type, family, labels, help)                                                \
+	if (strcmp(last, family) != 0) {                                                           \
+		nx_metrics_family(mb, family, NX_METRIC_T_##type, help);                           \
+		last = family;                                                                     \
+	}                                                                                          \
+	sample_labelled(mb, family, labels, qs.field);
+#define NX_METRIC_T_counter NX_METRIC_COUNTER
+#define NX_METRIC_T_gauge NX_METRIC_GAUGE
+		NX_QLOG_STATS(QLOG_ROW)
+#undef QLOG_ROW
+#undef NX_METRIC_T_counter
+#undef NX_METRIC_T_gauge
+	}
 	cache_families(mb, d->cache);
 	nx_metrics_family(mb, "nxdns_workers", NX_METRIC_GAUGE,
 			  "Worker threads (listener.workers); process threads = workers + 1");

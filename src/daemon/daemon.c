@@ -17,6 +17,7 @@
 #include "base/rand.h"
 #include "base/stats.h"
 #include "daemon/impl.h"
+#include "net/sockopt.h"
 #include "cache/cache.h"
 #include "upstream/upstream.h"
 
@@ -207,6 +208,7 @@ static void reload(struct nx_daemon *d)
 	}
 	apply_log_level(c);
 	publish(d, r);
+	nx_daemon_qlog_reconfigure(d);
 	nx_daemon_sync_lists(d, 0);
 	nx_stat_inc(NX_STAT_RELOADS_OK);
 	malloc_trim(0);
@@ -329,12 +331,23 @@ int nx_daemon_run(const char *config_path)
 	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
 		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
 	}
+	nx_daemon_qlog_start(d);
 	unsigned nw = d->cur->c->workers;
 	d->workers = nx_mem_calloc(NX_OWNER_misc, nw, sizeof(*d->workers));
 	if (!d->workers) {
 		goto out_cref;
 	}
 	d->n_workers = nw;
+	for (size_t i = 0; i < d->cur->c->n_listen_dns; i++) {
+		const struct nx_addr *a = &d->cur->c->listen_dns[i];
+		int prc = nx_sock_probe_free(a);
+		if (prc < 0) {
+			nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s: %s%s", a->text,
+			       nx_strerror(prc),
+			       prc == -EADDRINUSE ? " (another DNS server or nxdns instance?)" : "");
+			goto out_workers;
+		}
+	}
 	for (unsigned i = 0; i < nw; i++) {
 		if (nx_worker_init(&d->workers[i], d, i) < 0) {
 			goto out_workers;
@@ -400,6 +413,8 @@ int nx_daemon_run(const char *config_path)
 	}
 	nx_daemon_admin_stop(d);
 out_workers:
+	/* after the workers: they push into the query log until they stop */
+	nx_daemon_qlog_stop(d);
 	for (unsigned i = 0; i < d->n_workers; i++) {
 		nx_worker_deinit(&d->workers[i]);
 	}

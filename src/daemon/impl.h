@@ -22,6 +22,7 @@
 #include "dns/msg.h"
 #include "net/tcp.h"
 #include "net/udp.h"
+#include "querylog/querylog.h"
 #include "upstream/upstream.h"
 
 #define NX_MAX_LISTENERS 16      /* listener.dns entries (each gets UDP + TCP per worker) */
@@ -87,6 +88,7 @@ struct nx_worker {
 	pthread_mutex_t inbox_lock;
 	struct nx_handoff *inbox;   /* TCP answers from other workers (owned, NX_OWNER_tcp_writes) */
 	struct nx_cache *cache;     /* borrowed: the daemon's, shared by all workers (NULL = off) */
+	struct nx_qlog *qlog;       /* borrowed: the daemon's query log (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
 };
@@ -109,6 +111,7 @@ struct nx_daemon {
 	uv_timer_t trim;            /* periodic malloc_trim */
 	struct nx_admin *admin;
 	struct nx_cache *cache;     /* owned; NULL when cache.size is 0 */
+	struct nx_qlog *qlog;       /* owned; NULL when logging.query_log is off */
 	struct nx_fetcher *fetcher; /* owned: list downloads on the control loop */
 	uv_timer_t refresh_timer;   /* next scheduled refresh */
 	bool refresh_running;
@@ -132,6 +135,11 @@ int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */
+
+/* qlog_glue.c (control thread) */
+int nx_daemon_qlog_start(struct nx_daemon *d);
+void nx_daemon_qlog_stop(struct nx_daemon *d);
+void nx_daemon_qlog_reconfigure(struct nx_daemon *d);
 
 /* pipeline.c */
 size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);

@@ -9,6 +9,8 @@
  * worker's scratch buffer and sent at once. Nothing here allocates per query: pending operations
  * and waiters come from per-worker free lists that grow to the peak and are reused.
  */
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -30,6 +32,10 @@ struct waiter {
 	uint16_t qflags;
 	uint16_t max_size;
 	struct nx_client_policy policy; /* for the CNAME-cloaking check of the answer */
+	struct nx_filter_result fr;     /* the query's decision (e.g. an exception), for the log */
+	uint64_t t0_us;                 /* arrival, monotonic */
+	int64_t ts_ms;                  /* arrival, wall clock */
+	struct sockaddr_storage client; /* for the log (a TCP connection may be gone by then) */
 	struct nx_dns_question q;   /* the client's question, in the client's case */
 	union {
 		struct {
@@ -71,6 +77,16 @@ static struct pending **bucket_of(struct nx_coalesce_shard *sh, uint64_t h)
 struct origin {
 	bool tcp;
 	struct nx_client_policy policy;
+	/* filled by handle() for the query log */
+	bool have_q;                /* the question parsed: its name is at pkt + 12 */
+	bool cached;
+	uint16_t qtype;
+	uint8_t qname_len;
+	struct nx_filter_result fr;
+	uint8_t matched[NX_DNS_NAME_MAX]; /* a CNAME target that was blocked (matched_len > 0) */
+	uint8_t matched_len;
+	uint64_t t0_us;
+	int64_t ts_ms;
 	const struct sockaddr *peer;
 	socklen_t peer_len;
 	struct nx_udp_sock *sock;
@@ -162,19 +178,123 @@ static void count_block(const struct nx_filter_result *r, bool cname)
  * Returns the block answer's length, or 0 when the answer may go out as it is. */
 static int cname_block(struct nx_worker *w, const struct nx_client_policy *pol,
 		       const uint8_t *buf, const struct nx_dns_msg *m,
-		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap)
+		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap,
+		       struct nx_filter_result *r, uint8_t matched[NX_DNS_NAME_MAX], uint8_t *mlen)
 {
 	struct nx_decide_ctx d;
 	decide_ctx(w, &d);
-	struct nx_filter_result r;
-	uint8_t matched[NX_DNS_NAME_MAX];
-	size_t mlen = 0;
-	if (!nx_decide_cname(&d, pol, buf, m, &r, matched, &mlen)) {
+	size_t ml = 0;
+	if (!nx_decide_cname(&d, pol, buf, m, r, matched, &ml)) {
 		return 0;
 	}
-	count_block(&r, true);
-	int n = nx_decide_block_answer(&d, out, cap, ctx, &r);
+	*mlen = (uint8_t)ml;
+	count_block(r, true);
+	int n = nx_decide_block_answer(&d, out, cap, ctx, r);
 	return n > 0 ? n : 0;
+}
+
+/* ---- query log ---- */
+
+static void lower_text(const uint8_t *wire, size_t len, char *out, size_t cap)
+{
+	char tmp[NX_DNS_TEXT_MAX];
+	out[0] = 0;
+	if (len == 0 || nx_dns_name_to_text(wire, len, tmp, sizeof(tmp)) < 0) {
+		return;
+	}
+	size_t i = 0;
+	for (; tmp[i] && i + 1 < cap; i++) {
+		out[i] = (tmp[i] >= 'A' && tmp[i] <= 'Z') ? (char)(tmp[i] + 32) : tmp[i];
+	}
+	out[i] = 0;
+}
+
+/* "A 192.0.2.1", "AAAA 2001:db8::1", "CNAME x.example", "TXT", or "" from a reply we built. */
+static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap)
+{
+	out[0] = 0;
+	if (len < NX_DNS_HDR_LEN || ((buf[6] << 8) | buf[7]) == 0) {
+		return;
+	}
+	struct nx_dns_rd rd;
+	nx_dns_rd_init(&rd, buf, len);
+	rd.pos = NX_DNS_HDR_LEN;
+	if ((buf[4] << 8 | buf[5]) > 0) {
+		nx_dns_rd_skip_name(&rd);
+		nx_dns_rd_skip(&rd, 4);
+	}
+	nx_dns_rd_skip_name(&rd);
+	uint16_t type = nx_dns_rd_u16(&rd);
+	nx_dns_rd_skip(&rd, 6);
+	uint16_t rdlen = nx_dns_rd_u16(&rd);
+	if (rd.err || nx_dns_rd_left(&rd) < rdlen) {
+		return;
+	}
+	char tbuf[16];
+	const char *tn = nx_dns_type_name(type, tbuf);
+	char val[NX_DNS_TEXT_MAX] = "";
+	if (type == NX_DNS_T_A && rdlen == 4) {
+		inet_ntop(AF_INET, buf + rd.pos, val, sizeof(val));
+	} else if (type == NX_DNS_T_AAAA && rdlen == 16) {
+		inet_ntop(AF_INET6, buf + rd.pos, val, sizeof(val));
+	} else if (type == NX_DNS_T_CNAME || type == NX_DNS_T_PTR) {
+		uint8_t name[NX_DNS_NAME_MAX];
+		size_t nl = nx_dns_rd_name(&rd, name);
+		if (nl > 0) {
+			lower_text(name, nl, val, sizeof(val));
+		}
+	}
+	/* "TYPE value", cut to cap (a summary, not the record of truth) */
+	size_t o = 0;
+	for (const char *src = tn; *src && o + 1 < cap; src++) {
+		out[o++] = *src;
+	}
+	if (val[0] && o + 1 < cap) {
+		out[o++] = ' ';
+	}
+	for (const char *src = val; *src && o + 1 < cap; src++) {
+		out[o++] = *src;
+	}
+	out[o] = 0;
+}
+
+static void log_answer(struct nx_worker *w, bool tcp, const struct sockaddr *client,
+		       const uint8_t *qname, size_t qlen, uint16_t qtype,
+		       const struct nx_filter_result *fr, const uint8_t *matched, size_t mlen,
+		       bool cached, int upstream, uint64_t t0_us, int64_t ts_ms,
+		       const uint8_t *reply, size_t rlen)
+{
+	struct nx_qlog_rec rec;
+	rec.ts_ms = ts_ms;
+	uint64_t now = nx_now_mono_us();
+	rec.duration_us = (uint32_t)NX_MIN(now - t0_us, UINT32_MAX);
+	memset(rec.client, 0, sizeof(rec.client));
+	rec.family = (uint8_t)client->sa_family;
+	if (client->sa_family == AF_INET) {
+		memcpy(rec.client, &((const struct sockaddr_in *)client)->sin_addr, 4);
+	} else if (client->sa_family == AF_INET6) {
+		memcpy(rec.client, &((const struct sockaddr_in6 *)client)->sin6_addr, 16);
+	}
+	rec.proto = tcp ? NX_QLOG_PROTO_TCP : NX_QLOG_PROTO_UDP;
+	rec.qtype = qtype;
+	rec.rcode = rlen >= 4 ? (uint8_t)(reply[3] & 0x0f) : 0;
+	rec.action = fr->action;
+	rec.reason = fr->reason;
+	rec.cached = cached;
+	rec.upstream = (int16_t)upstream;
+	lower_text(qname, qlen, rec.name, sizeof(rec.name));
+	if (mlen > 0) {
+		lower_text(matched, mlen, rec.matched, sizeof(rec.matched));
+	} else if (fr->matched_len > 0 && (size_t)fr->matched_off + fr->matched_len <= qlen) {
+		lower_text(qname + fr->matched_off, fr->matched_len, rec.matched,
+			   sizeof(rec.matched));
+	} else {
+		rec.matched[0] = 0;
+	}
+	struct nx_decide_ctx d = {.c = w->cref->c, .rules = w->cref->rules};
+	snprintf(rec.source, sizeof(rec.source), "%s", nx_decide_source_name(&d, fr));
+	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
+	nx_qlog_push(w->qlog, w->idx, &rec);
 }
 
 /* Hand a TCP answer to the worker that owns the connection (bounded by the waiters it holds). */
@@ -281,6 +401,12 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	bool stale = res != NX_UP_ANSWER && list &&
 		     nx_cache_lookup(w->cache, &key, now, NX_CACHE_LOOKUP_STALE, w->cbuf,
 				     sizeof(w->cbuf), &stale_m, &stale_hit) == 0;
+	int up_stats = -1;
+	if (res == NX_UP_ANSWER && server >= 0) {
+		const struct nx_up_server *sv = p->zone >= 0 ? p->cref->zone_servers[p->zone]
+							     : p->cref->servers;
+		up_stats = sv[server].stats;
+	}
 	struct waiter *x = list;
 	while (x) {
 		struct waiter *next = x->next;
@@ -293,6 +419,9 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			.max_size = x->tcp ? NX_DNS_MSG_MAX : x->max_size,
 		};
 		int rlen;
+		struct nx_filter_result lfr = x->fr;
+		uint8_t cmatched[NX_DNS_NAME_MAX];
+		uint8_t cmlen = 0;
 		if (stale) {
 			bool trunc = false;
 			rlen = nx_dns_relay(w->tx, sizeof(w->tx), w->cbuf, &stale_m, &ctx, 0,
@@ -302,7 +431,8 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			}
 			nx_stat_inc(NX_STAT_R_CACHED);
 		} else if (res == NX_UP_ANSWER &&
-			   (rlen = cname_block(w, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx))) > 0) {
+			   (rlen = cname_block(w, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx), &lfr,
+					       cmatched, &cmlen)) > 0) {
 			/* blocked: rlen holds the block answer */
 		} else if (res == NX_UP_ANSWER) {
 			bool trunc = false;
@@ -326,6 +456,10 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		}
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
+		} else if (w->qlog) {
+			log_answer(w, x->tcp, (const struct sockaddr *)&x->client, x->q.name,
+				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
+				   x->t0_us, x->ts_ms, w->tx, (size_t)rlen);
 		}
 		send_reply(w, x, w->tx, rlen > 0 ? (size_t)rlen : 0);
 		nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
@@ -364,6 +498,10 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->q = m->q;
 	x->w = NULL; /* set by the caller */
 	x->policy = o->policy;
+	x->fr = o->fr;
+	x->t0_us = o->t0_us;
+	x->ts_ms = o->ts_ms;
+	memcpy(&x->client, o->peer, NX_MIN((size_t)o->peer_len, sizeof(x->client)));
 	if (o->tcp) {
 		x->to.conn = o->conn;
 		nx_tcp_hold(o->conn);
@@ -560,6 +698,11 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 	const struct nx_conf *c = w->cref->c;
 	bool parsed = !truncated && nx_dns_msg_parse(pkt, len, &m) == 0;
 	bool have_q = parsed && m.has_question && m.qdcount == 1;
+	o->have_q = have_q;
+	if (have_q) {
+		o->qtype = m.q.qtype;
+		o->qname_len = m.q.name_len;
+	}
 	size_t limit = o->tcp ? NX_DNS_MSG_MAX : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
 	if (!nx_conf_acl_allows(c, o->peer)) {
 		nx_stat_inc(NX_STAT_ACL_REFUSED);
@@ -595,6 +738,7 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 	nx_decide_policy(&dc, o->peer, &o->policy);
 	struct nx_filter_result fr;
 	enum nx_filter_action act = nx_decide(&dc, &o->policy, m.q.name, m.q.name_len, &fr);
+	o->fr = fr;
 	if (act == NX_FILTER_ACT_BLOCK || act == NX_FILTER_ACT_LOCAL) {
 		struct nx_dns_reply_ctx ctx = {
 			.id = m.id,
@@ -635,7 +779,9 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 				.do_bit = m.edns.do_bit,
 				.max_size = NX_MIN(limit, cap),
 			};
-			int bn = cname_block(w, &pol, w->cbuf, &cm, &ctx, out, cap);
+			o->cached = true;
+			int bn = cname_block(w, &pol, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
+					     &o->matched_len);
 			if (bn > 0) {
 				return (size_t)bn;
 			}
@@ -670,7 +816,18 @@ size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_
 		.sock = p->sock,
 		.uorigin = p->origin,
 	};
-	return handle(w, p->data, p->len, p->truncated, &o, out, cap);
+	nx_filter_result_clear(&o.fr);
+	if (w->qlog) {
+		o.t0_us = nx_now_mono_us();
+		o.ts_ms = nx_now_wall_ms();
+	}
+	size_t n = handle(w, p->data, p->len, p->truncated, &o, out, cap);
+	if (n > 0 && w->qlog) {
+		log_answer(w, false, p->peer, p->data + NX_DNS_HDR_LEN, o.have_q ? o.qname_len : 0,
+			   o.qtype, &o.fr, o.matched, o.matched_len, o.cached, -1, o.t0_us, o.ts_ms,
+			   out, n);
+	}
+	return n;
 }
 
 void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t len)
@@ -683,8 +840,18 @@ void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t
 		.peer_len = sizeof(struct sockaddr_storage),
 		.conn = c,
 	};
+	nx_filter_result_clear(&o.fr);
+	if (w->qlog) {
+		o.t0_us = nx_now_mono_us();
+		o.ts_ms = nx_now_wall_ms();
+	}
 	size_t n = handle(w, msg, len, false, &o, w->tx, sizeof(w->tx));
 	if (n > 0) {
+		if (w->qlog) {
+			log_answer(w, true, o.peer, msg + NX_DNS_HDR_LEN, o.have_q ? o.qname_len : 0,
+				   o.qtype, &o.fr, o.matched, o.matched_len, o.cached, -1, o.t0_us,
+				   o.ts_ms, w->tx, n);
+		}
 		nx_tcp_send(c, w->tx, n);
 	}
 }

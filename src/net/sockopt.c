@@ -81,6 +81,34 @@ static int open_sock(const struct nx_addr *a, int type, bool reuseport)
 	return fd;
 }
 
+int nx_sock_probe_free(const struct nx_addr *a)
+{
+	/* UDP without SO_REUSEADDR (two UDP sockets that both set it may share a port); TCP with
+	 * it (it never allows binding onto a listener, and ignores TIME_WAIT leftovers). */
+	int types[2] = {SOCK_DGRAM, SOCK_STREAM};
+	for (int i = 0; i < 2; i++) {
+		int fd = socket(a->ss.ss_family, types[i] | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			return -errno;
+		}
+		int rc = 0;
+		if (types[i] == SOCK_STREAM) {
+			rc = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+		}
+		if (rc == 0 && a->ss.ss_family == AF_INET6) {
+			rc = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+		}
+		if (rc == 0 && bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0) {
+			rc = -errno;
+		}
+		close(fd);
+		if (rc < 0) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int nx_sock_udp_listen(const struct nx_addr *a, bool reuseport, bool *pktinfo)
 {
 	int fd = open_sock(a, SOCK_DGRAM, reuseport);

@@ -13,6 +13,12 @@
 /* Returns an fd >= 0 or -errno. */
 int nx_sock_udp_listen(const struct nx_addr *a, bool reuseport, bool *pktinfo);
 int nx_sock_tcp_listen(const struct nx_addr *a, bool reuseport, int backlog);
+/*
+ * Is the address free for us? Binds a UDP and a TCP socket WITHOUT SO_REUSEPORT and closes them:
+ * with SO_REUSEPORT alone a stale instance on the same port would silently share the traffic.
+ * Returns 0 or -errno (-EADDRINUSE: something else listens there).
+ */
+int nx_sock_probe_free(const struct nx_addr *a);
 bool nx_sockaddr_is_wildcard(const struct sockaddr *sa);
 /* Compare address+port. */
 bool nx_sockaddr_equal(const struct sockaddr *a, const struct sockaddr *b);
