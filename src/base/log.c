@@ -46,9 +46,13 @@ void nx_log(enum nx_log_level level, const char *subsys, const char *fmt, ...)
 	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], subsys);
+	if (n < 0) {
+		n = 0;
+	}
+	n = NX_MIN(n, (int)sizeof(line) - 2); /* a huge prefix is cut, never overrun */
 	va_list ap;
 	va_start(ap, fmt);
-	if (n > 0 && (size_t)n < sizeof(line)) {
+	if ((size_t)n < sizeof(line) - 2) {
 		int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 		n = (m < 0) ? n : NX_MIN(n + m, (int)sizeof(line) - 2);
 	}

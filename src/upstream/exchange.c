@@ -16,6 +16,7 @@
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 
 #define PORT_TRIES 8 /* random source ports tried before letting the kernel pick one */
+#define NX_UP_SPARE_OPS 8 /* operations allowed beyond 2 x max_ops while handles close */
 
 enum att_state { ATT_FREE, ATT_UDP, ATT_TCP, ATT_CLOSING };
 
@@ -181,12 +182,20 @@ static void on_reply(struct attempt *a, const uint8_t *buf, size_t len, bool via
 {
 	struct op *op = a->op;
 	struct nx_dns_msg m;
+	/* Over UDP a bad datagram may be a spoofer's: ignore it and keep listening. Over TCP the
+	 * one reply has arrived and reading stopped: a bad one fails the attempt. */
 	if (nx_dns_hdr_parse(buf, len, &m) < 0) {
 		nx_stat_inc(NX_STAT_UP_BAD_REPLY);
+		if (via_tcp) {
+			att_failed(a);
+		}
 		return;
 	}
 	if (m.id != a->id) {
 		nx_stat_inc(NX_STAT_UP_WRONG_ID);
+		if (via_tcp) {
+			att_failed(a);
+		}
 		return;
 	}
 	if (!(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0 ||
@@ -501,7 +510,10 @@ static struct op *get_op(struct nx_upstream *u)
 		u->free = op->next_free;
 		return op;
 	}
-	if (u->n_ops >= u->max_ops || u->shutting_down) {
+	/* Finished operations rejoin the free list only once their handles have closed (next loop
+	 * turn), so allow that many more than the running bound: running <= max_ops is checked by
+	 * the caller; this caps the total at twice that. */
+	if (u->n_ops >= 2 * u->max_ops + NX_UP_SPARE_OPS || u->shutting_down) {
 		return NULL;
 	}
 	if (u->n_ops == u->all_cap) {
@@ -534,7 +546,7 @@ static struct op *get_op(struct nx_upstream *u)
 int nx_upstream_start(struct nx_upstream *u, const struct nx_up_req *req, nx_up_done_cb cb,
 		      void *ud)
 {
-	if (u->running >= u->max_ops || req->n_servers == 0) {
+	if (u->running >= u->max_ops || req->n_servers == 0 || u->shutting_down) {
 		return NX_ENOSLOT;
 	}
 	struct op *op = get_op(u);

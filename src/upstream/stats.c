@@ -20,10 +20,13 @@ static const unsigned g_bounds[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_M
 
 int nx_up_stats_index(const char *name)
 {
+	/* Names are stored cut to the slot; compare the cut form so a long name maps to one slot. */
+	char cut[sizeof(g_slots[0].name)];
+	snprintf(cut, sizeof(cut), "%s", name);
 	pthread_mutex_lock(&g_lock);
 	int n = atomic_load(&g_nslots);
 	for (int i = 0; i < n; i++) {
-		if (strcmp(g_slots[i].name, name) == 0) {
+		if (strcmp(g_slots[i].name, cut) == 0) {
 			pthread_mutex_unlock(&g_lock);
 			return i;
 		}
@@ -31,7 +34,7 @@ int nx_up_stats_index(const char *name)
 	int idx = -1;
 	if (n < NX_UP_STATS_MAX) {
 		idx = n;
-		snprintf(g_slots[idx].name, sizeof(g_slots[idx].name), "%s", name);
+		memcpy(g_slots[idx].name, cut, sizeof(cut));
 		atomic_store(&g_nslots, n + 1);
 	}
 	pthread_mutex_unlock(&g_lock);

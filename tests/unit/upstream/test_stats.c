@@ -1,0 +1,196 @@
+/*
+ * Per-upstream statistics (src/upstream/stats.c): slot lookup by name, outcome counters and the
+ * cumulative latency histogram ('le' semantics: bucket[b] counts observations <= bound_b ms).
+ * The slots are process-wide: tests run in order and the slot-exhaustion test runs last.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "upstream/upstream.h"
+
+/* Internal to the module (exchange.c declares it the same way); the engine's only writer. */
+void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
+
+static const unsigned bounds_ms[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_MS;
+
+static struct nx_up_stats_row row_of(int idx)
+{
+	struct nx_up_stats_row r;
+	nx_up_stats_read(idx, &r);
+	return r;
+}
+
+static void test_index_same_name(void **state)
+{
+	(void)state;
+	int n0 = nx_up_stats_count();
+	int a = nx_up_stats_index("192.0.2.1:53");
+	int b = nx_up_stats_index("192.0.2.2:53");
+	assert_true(a >= 0);
+	assert_true(b >= 0);
+	assert_int_not_equal(a, b);
+	assert_int_equal(nx_up_stats_index("192.0.2.1:53"), a);
+	assert_int_equal(nx_up_stats_index("192.0.2.2:53"), b);
+	assert_int_equal(nx_up_stats_count(), n0 + 2);
+	struct nx_up_stats_row r = row_of(a);
+	assert_string_equal(r.name, "192.0.2.1:53");
+	for (int o = 0; o < NX_UP_O__COUNT; o++) {
+		assert_int_equal(r.outcome[o], 0);
+	}
+	assert_int_equal(r.count, 0);
+}
+
+/* A long server text (a DoH URL, say) truncated to the 63-byte row name must still map to one
+ * slot, not a new one per lookup. */
+static void test_index_long_name_stable(void **state)
+{
+	(void)state;
+	char name[120];
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	memcpy(name, "https://", 8);
+	int a = nx_up_stats_index(name);
+	assert_true(a >= 0);
+	int n = nx_up_stats_count();
+	assert_int_equal(nx_up_stats_index(name), a);
+	assert_int_equal(nx_up_stats_count(), n);
+}
+
+static void test_outcome_names(void **state)
+{
+	(void)state;
+	assert_string_equal(nx_up_outcome_name(NX_UP_O_ANSWER), "answer");
+	assert_string_equal(nx_up_outcome_name(NX_UP_O_TIMEOUT), "timeout");
+	assert_string_equal(nx_up_outcome_name(NX_UP_O_CANCELLED), "cancelled");
+	assert_string_equal(nx_up_outcome_name(NX_UP_O_ERROR), "error");
+}
+
+static void test_outcomes_counted(void **state)
+{
+	(void)state;
+	int i = nx_up_stats_index("outcomes");
+	nx_up_stats_outcome(i, NX_UP_O_TIMEOUT, 0);
+	nx_up_stats_outcome(i, NX_UP_O_TIMEOUT, 0);
+	nx_up_stats_outcome(i, NX_UP_O_CANCELLED, 0);
+	nx_up_stats_outcome(i, NX_UP_O_ERROR, 123456);
+	struct nx_up_stats_row r = row_of(i);
+	assert_int_equal(r.outcome[NX_UP_O_TIMEOUT], 2);
+	assert_int_equal(r.outcome[NX_UP_O_CANCELLED], 1);
+	assert_int_equal(r.outcome[NX_UP_O_ERROR], 1);
+	assert_int_equal(r.outcome[NX_UP_O_ANSWER], 0);
+	/* only answers feed the latency histogram */
+	assert_int_equal(r.count, 0);
+	assert_true(r.sum_seconds == 0.0);
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		assert_int_equal(r.bucket[b], 0);
+	}
+}
+
+static void test_buckets_cumulative(void **state)
+{
+	(void)state;
+	int i = nx_up_stats_index("buckets-3ms");
+	nx_up_stats_outcome(i, NX_UP_O_ANSWER, 3000); /* 3 ms */
+	struct nx_up_stats_row r = row_of(i);
+	assert_int_equal(r.outcome[NX_UP_O_ANSWER], 1);
+	assert_int_equal(r.count, 1);
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		assert_int_equal(r.bucket[b], bounds_ms[b] >= 5 ? 1 : 0);
+	}
+	assert_true(r.sum_seconds > 0.0029 && r.sum_seconds < 0.0031);
+}
+
+static void test_buckets_le_boundary(void **state)
+{
+	(void)state;
+	int i = nx_up_stats_index("buckets-edge");
+	nx_up_stats_outcome(i, NX_UP_O_ANSWER, 5000); /* exactly 5 ms: in le=5 */
+	nx_up_stats_outcome(i, NX_UP_O_ANSWER, 5001); /* just over: first in le=10 */
+	nx_up_stats_outcome(i, NX_UP_O_ANSWER, 0);    /* 0: in every bucket */
+	struct nx_up_stats_row r = row_of(i);
+	assert_int_equal(r.count, 3);
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		uint64_t want = 1 + (bounds_ms[b] >= 5) + (bounds_ms[b] >= 10);
+		assert_int_equal(r.bucket[b], want);
+	}
+	/* cumulative: never decreasing with the bound, and the last <= count */
+	for (int b = 1; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		assert_true(r.bucket[b] >= r.bucket[b - 1]);
+	}
+	assert_true(r.bucket[NX_UP_LATENCY_NBUCKETS - 1] <= r.count);
+}
+
+/* Slower than the top bound: only in count/sum (the +Inf bucket of the exposition). */
+static void test_buckets_overflow(void **state)
+{
+	(void)state;
+	int i = nx_up_stats_index("buckets-slow");
+	nx_up_stats_outcome(i, NX_UP_O_ANSWER, 6000000); /* 6 s */
+	struct nx_up_stats_row r = row_of(i);
+	assert_int_equal(r.count, 1);
+	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		assert_int_equal(r.bucket[b], 0);
+	}
+	assert_true(r.sum_seconds > 5.99 && r.sum_seconds < 6.01);
+}
+
+static void test_bad_index_ignored(void **state)
+{
+	(void)state;
+	int n = nx_up_stats_count();
+	nx_up_stats_outcome(-1, NX_UP_O_ANSWER, 1000);
+	nx_up_stats_outcome(NX_UP_STATS_MAX, NX_UP_O_ERROR, 0);
+	assert_int_equal(nx_up_stats_count(), n);
+}
+
+static void test_bounds_sorted(void **state)
+{
+	(void)state;
+	for (int b = 1; b < NX_UP_LATENCY_NBUCKETS; b++) {
+		assert_true(bounds_ms[b] > bounds_ms[b - 1]);
+	}
+}
+
+/* Last: fills every slot. */
+static void test_slots_exhausted(void **state)
+{
+	(void)state;
+	char name[32];
+	int last = -1;
+	for (int k = 0; nx_up_stats_count() < NX_UP_STATS_MAX; k++) {
+		snprintf(name, sizeof(name), "fill-%d", k);
+		last = nx_up_stats_index(name);
+		assert_true(last >= 0);
+	}
+	assert_int_equal(nx_up_stats_count(), NX_UP_STATS_MAX);
+	assert_int_equal(nx_up_stats_index("one-too-many"), -1);
+	assert_int_equal(nx_up_stats_count(), NX_UP_STATS_MAX);
+	/* existing names still resolve when full */
+	assert_int_equal(nx_up_stats_index("192.0.2.1:53"), 0);
+	if (last >= 0) {
+		assert_int_equal(nx_up_stats_index(name), last);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_index_same_name),
+	    cmocka_unit_test(test_index_long_name_stable),
+	    cmocka_unit_test(test_outcome_names),
+	    cmocka_unit_test(test_outcomes_counted),
+	    cmocka_unit_test(test_buckets_cumulative),
+	    cmocka_unit_test(test_buckets_le_boundary),
+	    cmocka_unit_test(test_buckets_overflow),
+	    cmocka_unit_test(test_bad_index_ignored),
+	    cmocka_unit_test(test_bounds_sorted),
+	    cmocka_unit_test(test_slots_exhausted),
+	};
+	return cmocka_run_group_tests_name("upstream_stats", tests, NULL, NULL);
+}
