@@ -1,5 +1,6 @@
 /*
- * Admin HTTP listener: /metrics, /healthz now; the JSON API, SSE and auth later (issue 5).
+ * Admin HTTP listener: /metrics, /healthz, the JSON API with its authentication (sessions with
+ * CSRF tokens, API tokens, the first-run setup token; src/admin/README.md), SSE later.
  *
  * libmicrohttpd runs without threads of its own, driven from the control thread's libuv loop:
  * MHD's epoll fd is watched with a uv_poll and MHD's next timeout re-arms a uv_timer after each
@@ -50,15 +51,37 @@ struct nx_admin_hooks {
 	void (*metrics_extra)(struct nx_metrics_buf *mb, void *ud);
 	/* /healthz answers 200 only when this returns true (NULL: always ready). */
 	bool (*ready)(void *ud);
+	/*
+	 * The configuration in effect, borrowed until the next reload. The server reads admin.*
+	 * from it on every request (password hash, tokens, session TTL, metrics_auth), the TLS
+	 * files at start, its `path` when the API edits the file, and the settings view.
+	 * NULL (or a NULL answer): no password can exist, so every authenticated route answers
+	 * 401 and nothing can be set up; /metrics and /healthz stay open.
+	 */
+	const struct nx_conf *(*conf)(void *ud);
+	/*
+	 * Reload the config file as SIGHUP does, after the API rewrote it (settings, setup
+	 * password, tokens). Returns 0 once the new config is in effect (conf() returns it), or a
+	 * negative code with a message in err (NUL-terminated). NULL: the API refuses to edit the
+	 * file (503), since an edit that is not applied would surprise.
+	 */
+	int (*reload)(void *ud, char *err, size_t errlen);
+	/* Monotonic milliseconds for session expiry and login limits (tests drive it). NULL:
+	 * nx_now_mono_ms(). */
+	uint64_t (*now_ms)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 
 /*
  * Bind `listen` (SO_REUSEADDR; IPV6_V6ONLY off, so [::]:port also takes IPv4), start MHD on it
- * and register its epoll fd and timer on `loop`.
+ * and register its epoll fd and timer on `loop`. When hooks->conf gives admin.tls_cert and
+ * admin.tls_key, the listener speaks HTTPS only (files read here: a change needs a restart).
+ * Without a password hash in the config a one-time setup token is logged (WARN, "admin setup
+ * token: ...").
  * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is
- * logged under "admin"), -ENOMEM, or NX_ECONFIG (MHD refused to start). On error nothing stays
- * registered on the loop. `hooks` is copied; NULL means no hooks.
+ * logged under "admin"; TLS files: the message names the file), -ENOMEM, or NX_ECONFIG (MHD
+ * refused to start, or libmicrohttpd lacks TLS). On error nothing stays registered on the loop.
+ * `hooks` is copied; NULL means no hooks.
  */
 int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 		   const struct nx_admin_hooks *hooks, struct nx_admin **out);

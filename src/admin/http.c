@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "admin/impl.h"
 #include "base/err.h"
 #include "base/ledger.h"
@@ -69,6 +71,14 @@ static int queue(struct nx_admin_req *req, unsigned status, struct MHD_Response 
 	/* Admin answers are live state: never cached by a browser or a proxy. */
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	if (req->set_cookie[0]) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, req->set_cookie);
+	}
+	if (req->retry_after_s) {
+		char v[16];
+		snprintf(v, sizeof(v), "%u", req->retry_after_s);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+	}
 	enum MHD_Result ok = MHD_queue_response(req->conn, status, r);
 	MHD_destroy_response(r);
 	if (ok != MHD_YES) {
@@ -204,12 +214,6 @@ static bool method_matches(const struct nx_admin_route *r, const char *method)
 	       (strcmp(r->method, "GET") == 0 && strcmp(method, "HEAD") == 0);
 }
 
-/* Until issue 5 brings sessions and tokens every route is open. */
-static bool authorized(const struct nx_admin_req *req)
-{
-	return true;
-}
-
 static void reply_not_allowed(struct nx_admin_req *req)
 {
 	char allow[64] = "";
@@ -260,9 +264,8 @@ static void dispatch(struct nx_admin_req *req)
 		}
 		return;
 	}
-	if (!authorized(req)) {
-		nx_admin_reply_error(req, 401, "unauthorized", NULL, "authentication required");
-		return;
+	if (!nx_admin_authorize(req)) {
+		return; /* 401 or 403 answered */
 	}
 	int rc = req->route->handler(req);
 	if (req->replied) {
@@ -372,10 +375,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		a->connections++;
 		a->connections_peak = NX_MAX(a->connections_peak, a->connections);
-		nx_ledger_charge(NX_OWNER_admin_http, NX_ADMIN_CONN_CHARGE, 1);
+		nx_ledger_charge(NX_OWNER_admin_http, a->conn_charge, 1);
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		a->connections--;
-		nx_ledger_charge(NX_OWNER_admin_http, -NX_ADMIN_CONN_CHARGE, -1);
+		nx_ledger_charge(NX_OWNER_admin_http, -a->conn_charge, -1);
 	}
 }
 
@@ -516,6 +519,77 @@ fail:;
 	return err;
 }
 
+/* ---- TLS ---------------------------------------------------------------------------------- */
+
+/* Read a PEM file into an NX_OWNER_tls buffer (NUL-terminated, *len + 1 bytes). */
+static int read_pem(const char *path, const char *what, char **out, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp) {
+		int e = errno;
+		nx_log(NX_LOG_ERR, "admin", "cannot read the TLS %s %s: %s", what, path,
+		       strerror(e));
+		return -e;
+	}
+	char *buf = nx_mem_alloc(NX_OWNER_tls, NX_ADMIN_TLS_FILE_MAX + 1);
+	size_t n = buf ? fread(buf, 1, NX_ADMIN_TLS_FILE_MAX + 1, fp) : 0;
+	bool err = ferror(fp);
+	fclose(fp);
+	if (!buf) {
+		return -ENOMEM;
+	}
+	if (err || n == 0 || n > NX_ADMIN_TLS_FILE_MAX) {
+		nx_log(NX_LOG_ERR, "admin", "the TLS %s %s is %s", what, path,
+		       err ? "unreadable" : n ? "larger than 256 KiB" : "empty");
+		nx_mem_free(NX_OWNER_tls, buf, NX_ADMIN_TLS_FILE_MAX + 1);
+		return NX_ECONFIG;
+	}
+	char *p = nx_mem_realloc(NX_OWNER_tls, buf, NX_ADMIN_TLS_FILE_MAX + 1, n + 1);
+	if (!p) {
+		sodium_memzero(buf, n);
+		nx_mem_free(NX_OWNER_tls, buf, NX_ADMIN_TLS_FILE_MAX + 1);
+		return -ENOMEM;
+	}
+	p[n] = '\0';
+	*out = p;
+	*len = n;
+	return 0;
+}
+
+static void tls_free(struct nx_admin *a)
+{
+	if (a->tls_key) {
+		sodium_memzero(a->tls_key, a->tls_key_len);
+		nx_mem_free(NX_OWNER_tls, a->tls_key, a->tls_key_len + 1);
+	}
+	nx_mem_free(NX_OWNER_tls, a->tls_cert, a->tls_cert ? a->tls_cert_len + 1 : 0);
+	a->tls_key = a->tls_cert = NULL;
+}
+
+/* Load admin.tls_cert / tls_key when the config names them. */
+static int tls_load(struct nx_admin *a)
+{
+	const struct nx_conf *c = nx_admin_conf(a);
+	if (!c || !c->admin_tls_cert || !c->admin_tls_key) {
+		return 0;
+	}
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		nx_log(NX_LOG_ERR, "admin", "admin.tls_cert is set but libmicrohttpd has no TLS");
+		return NX_ECONFIG;
+	}
+	int rc = read_pem(c->admin_tls_cert, "certificate", &a->tls_cert, &a->tls_cert_len);
+	if (!rc) {
+		rc = read_pem(c->admin_tls_key, "key", &a->tls_key, &a->tls_key_len);
+	}
+	if (rc) {
+		tls_free(a);
+		return rc;
+	}
+	a->tls = true;
+	a->conn_charge += NX_ADMIN_TLS_CONN_OVERHEAD_BYTES;
+	return 0;
+}
+
 int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 		   const struct nx_admin_hooks *hooks, struct nx_admin **out)
 {
@@ -524,17 +598,35 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 		return -ENOMEM;
 	}
 	a->loop = loop;
+	a->conn_charge = NX_ADMIN_CONN_CHARGE;
 	if (hooks) {
 		a->hooks = *hooks;
 	}
 	int fd = -1;
-	int rc = open_listener(listen, &fd, &a->port);
+	int rc = nx_admin_auth_init(a);
+	if (!rc) {
+		rc = tls_load(a);
+	}
+	if (!rc) {
+		rc = open_listener(listen, &fd, &a->port);
+	}
 	if (rc < 0) {
 		goto fail;
 	}
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	if (listen->ss.ss_family == AF_INET6) {
 		flags |= MHD_USE_DUAL_STACK;
+	}
+	/* The certificate and key are only read by MHD; they stay ours until stop. */
+	struct MHD_OptionItem tls_opts[] = {
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
+	    {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
+	    {MHD_OPTION_END, 0, NULL},
+	};
+	if (a->tls) {
+		flags |= MHD_USE_TLS;
+	} else {
+		tls_opts[0].option = MHD_OPTION_END;
 	}
 	g_starting = true;
 	a->mhd = MHD_start_daemon(
@@ -543,7 +635,8 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 	    (unsigned)(NX_ADMIN_MAX_CONNECTIONS + 1), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)NX_ADMIN_CONN_POOL_BYTES, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)NX_ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_ARRAY, tls_opts,
+	    MHD_OPTION_END);
 	g_starting = false;
 	if (!a->mhd) {
 		/* MHD 0.9.75 closes the listen socket it was given when it fails after reading its
@@ -569,11 +662,13 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 	uv_poll_start(&a->poll, UV_READABLE, on_poll);
 	run(a);
 	char text[80];
-	nx_log(NX_LOG_INFO, "admin", "listening on %s (port %u)",
-	       addr_text(listen, text, sizeof(text)), a->port);
+	nx_log(NX_LOG_INFO, "admin", "listening on %s (port %u, %s)",
+	       addr_text(listen, text, sizeof(text)), a->port, a->tls ? "HTTPS" : "HTTP");
 	*out = a;
 	return 0;
 fail:
+	tls_free(a);
+	nx_admin_auth_deinit(a);
 	nx_mem_free(NX_OWNER_admin_http, a, sizeof(*a));
 	return rc;
 }
@@ -588,6 +683,8 @@ void nx_admin_stop(struct nx_admin *a)
 	uv_close((uv_handle_t *)&a->timer, on_close);
 	MHD_stop_daemon(a->mhd);
 	a->mhd = NULL;
+	tls_free(a);
+	nx_admin_auth_deinit(a);
 }
 
 uint16_t nx_admin_port(const struct nx_admin *a)

@@ -28,7 +28,22 @@
 	X(REF_BODY, "nxdns_admin_http_refused_total", "reason=\"body_too_large\"", "")             \
 	X(REF_NOMEM, "nxdns_admin_http_refused_total", "reason=\"no_memory\"", "")                 \
 	X(METRICS_FAILED, "nxdns_admin_metrics_render_failures_total", "",                         \
-	  "Scrapes answered 500 because the exposition could not be built")
+	  "Scrapes answered 500 because the exposition could not be built")                        \
+	X(LOGIN_OK, "nxdns_admin_logins_total", "", "Admin logins that opened a session")          \
+	X(LOGIN_FAILED, "nxdns_admin_login_failures_total", "",                                    \
+	  "Admin logins refused: wrong password or setup token")                                   \
+	X(LOGIN_LIMITED, "nxdns_admin_login_rate_limited_total", "",                               \
+	  "Admin login attempts answered 429 by the per-address limit")                            \
+	X(LOGIN_TRACK_EVICTED, "nxdns_admin_login_tracker_evictions_total", "",                    \
+	  "Addresses dropped from the full login-limit table (least recently seen first)")         \
+	X(SESSIONS_EVICTED, "nxdns_admin_sessions_evicted_total", "",                              \
+	  "Sessions ended early because the session table was full (oldest first)")                \
+	X(AUTH_NONE, "nxdns_admin_auth_refused_total", "reason=\"no_credentials\"",                \
+	  "Admin requests refused by authentication, by reason")                                   \
+	X(AUTH_BAD_TOKEN, "nxdns_admin_auth_refused_total", "reason=\"bad_token\"", "")            \
+	X(AUTH_BAD_SESSION, "nxdns_admin_auth_refused_total", "reason=\"bad_session\"", "")        \
+	X(AUTH_EXPIRED, "nxdns_admin_auth_refused_total", "reason=\"session_expired\"", "")        \
+	X(AUTH_CSRF, "nxdns_admin_auth_refused_total", "reason=\"csrf\"", "")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,
@@ -43,6 +58,54 @@ enum nx_admin_counter {
 /* Estimated MHD memory per connection beyond its pool (struct MHD_Connection, epoll entry). */
 #define NX_ADMIN_CONN_OVERHEAD_BYTES 1024
 #define NX_ADMIN_CONN_CHARGE (NX_ADMIN_CONN_POOL_BYTES + NX_ADMIN_CONN_OVERHEAD_BYTES)
+/* Estimated GnuTLS session per HTTPS connection (record buffers, handshake state). */
+#define NX_ADMIN_TLS_CONN_OVERHEAD_BYTES (40 * 1024)
+#define NX_ADMIN_TLS_FILE_MAX (256 * 1024) /* bytes of a PEM certificate chain or key */
+
+/* ---- authentication state (auth.c) --------------------------------------------------------- */
+
+#define NX_ADMIN_SECRET_BYTES 32 /* session ids, CSRF and setup tokens: 256 random bits */
+#define NX_ADMIN_SECRET_TEXT 44	 /* their base64url text: 43 characters + NUL */
+#define NX_ADMIN_MAX_SESSIONS 64 /* a household has a few browsers; the oldest goes when full */
+#define NX_ADMIN_LOGIN_TRACK 256 /* client addresses whose failed logins are remembered (LRU) */
+#define NX_ADMIN_LOGIN_FAILS 5	 /* failed logins per address and window before 429 */
+#define NX_ADMIN_LOGIN_WINDOW_MS 60000 /* the window: a minute from the first failure */
+#define NX_ADMIN_COOKIE_MAX 192	       /* bytes of one Set-Cookie value */
+#define NX_ADMIN_SESSION_COOKIE "nxdns_session"
+
+struct nx_admin_session {
+	uint8_t id[NX_ADMIN_SECRET_BYTES];   /* the cookie's value, decoded */
+	uint8_t csrf[NX_ADMIN_SECRET_BYTES]; /* what X-CSRF-Token must carry, decoded */
+	uint64_t created_ms;		     /* admin clock (hooks.now_ms) */
+	uint64_t expires_ms;		     /* created + admin.session_ttl at login */
+	bool used;
+};
+
+/* Failed logins of one client address (IPv4, or the /64 of an IPv6 address). */
+struct nx_admin_login_track {
+	uint8_t addr[16];
+	uint8_t family;	   /* AF_INET or AF_INET6 */
+	uint8_t failures;  /* in the current window */
+	bool used;
+	uint64_t window_ms; /* start of the window: the first failure */
+	uint64_t last_ms;   /* last failure: the LRU order */
+};
+
+struct nx_admin_auth_state {
+	struct nx_admin_session sessions[NX_ADMIN_MAX_SESSIONS];
+	struct nx_admin_login_track track[NX_ADMIN_LOGIN_TRACK];
+	char setup_token[NX_ADMIN_SECRET_TEXT]; /* "" unless waiting for the first password */
+	uint8_t pw_fp[32]; /* BLAKE2b of the password hash the sessions were opened under */
+	bool have_pw;	   /* the config had a password hash at the last sync */
+	bool synced;	   /* have_pw/pw_fp describe a config seen before */
+};
+
+/* How a request was authenticated (set by nx_admin_authorize). */
+enum nx_admin_via {
+	NX_ADMIN_VIA_NONE,    /* an open route, or not yet checked */
+	NX_ADMIN_VIA_SESSION, /* session cookie (+ CSRF token on state changes) */
+	NX_ADMIN_VIA_TOKEN,   /* Authorization: Bearer */
+};
 
 struct nx_admin {
 	uv_loop_t *loop;	     /* borrowed: outlives the server */
@@ -57,12 +120,22 @@ struct nx_admin {
 	uint64_t runs;		   /* MHD_run() calls: a test checks an idle server sleeps */
 	size_t last_metrics_bytes; /* size of the previous exposition: next buffer starts there */
 	uint64_t ctr[NX_ADMIN_CTR__COUNT];
+	int64_t conn_charge;	   /* ledger bytes per open connection (more with TLS) */
+	bool tls;		   /* HTTPS: cookies are Secure */
+	char *tls_cert;		   /* owned (NX_OWNER_tls, tls_cert_len + 1): PEM, kept until stop */
+	size_t tls_cert_len;
+	char *tls_key; /* owned (NX_OWNER_tls, tls_key_len + 1), wiped before it is freed */
+	size_t tls_key_len;
+	struct nx_admin_auth_state auth;
 };
 
-/* Who may call a route (checked before the handler; enforcement arrives with issue 5). */
+/*
+ * Who may call a route (nx_admin_authorize, before the handler). Whatever the column says, a
+ * session request with a method other than GET/HEAD must carry the session's X-CSRF-Token.
+ */
 enum nx_admin_auth {
-	NX_ADMIN_AUTH_NONE,    /* always open (/healthz) */
-	NX_ADMIN_AUTH_METRICS, /* open unless admin.metrics_auth asks for a token */
+	NX_ADMIN_AUTH_NONE,    /* always open (login, setup, auth status) */
+	NX_ADMIN_AUTH_METRICS, /* /metrics, /healthz: open unless admin.metrics_auth is true */
 	NX_ADMIN_AUTH_SESSION, /* session cookie or bearer token */
 	NX_ADMIN_AUTH_CSRF,    /* session + X-CSRF-Token (state-changing), or bearer token */
 };
@@ -101,6 +174,10 @@ struct nx_admin_req {
 	bool body_too_large; /* body exceeded NX_ADMIN_MAX_BODY: answer 413 at the end */
 	bool body_no_memory; /* the body could not be stored: answer 503 at the end */
 	bool replied;	     /* a response is queued */
+	enum nx_admin_via via; /* set by nx_admin_authorize before the handler runs */
+	int session;	       /* index in auth.sessions when via == SESSION, else -1 */
+	char set_cookie[NX_ADMIN_COOKIE_MAX]; /* added as Set-Cookie to the reply when non-empty */
+	unsigned retry_after_s;		      /* added as Retry-After to the reply when non-zero */
 };
 
 /* Query-string argument or request header (borrowed from MHD), NULL when absent. */
@@ -125,6 +202,68 @@ int nx_admin_reply_error(struct nx_admin_req *req, unsigned status, const char *
 int nx_admin_reply_buffer(struct nx_admin_req *req, unsigned status, const char *content_type,
 			  const void *data, size_t len, void (*free_cb)(void *cls), void *cls);
 
+/* ---- auth.c ------------------------------------------------------------------------------- */
+
+/* Set up the auth state at start: libsodium, then a sync (which may log the setup token). */
+int nx_admin_auth_init(struct nx_admin *a);
+/* Wipe secrets at stop. */
+void nx_admin_auth_deinit(struct nx_admin *a);
+/*
+ * Enforce req->route->auth: true when the handler may run (req->via, req->session set); false
+ * when a 401/403 is queued. Per-request it also follows the config: a changed password hash
+ * ends every session; no hash (first run) keeps a setup token.
+ */
+bool nx_admin_authorize(struct nx_admin_req *req);
+/* The config in effect (hooks.conf), NULL without one; borrowed until the next reload. */
+const struct nx_conf *nx_admin_conf(const struct nx_admin *a);
+/* The admin clock: hooks.now_ms or nx_now_mono_ms(). */
+uint64_t nx_admin_now_ms(const struct nx_admin *a);
+
+/* ---- body.c: JSON request bodies -------------------------------------------------------- */
+
+#define NX_ADMIN_JSON_ANY (-1)	/* any JSON value */
+#define NX_ADMIN_JSON_BOOL (-2) /* true or false */
+
+/* One member of a JSON object body. A table of them ends with a NULL name. */
+struct nx_admin_field {
+	const char *name;
+	int type;      /* a json_type (JSON_STRING, JSON_INTEGER, JSON_OBJECT, JSON_ARRAY, ...) or
+			* NX_ADMIN_JSON_ANY / NX_ADMIN_JSON_BOOL; JSON_INTEGER refuses 1.5 and 1e3 */
+	bool required;
+};
+
+/*
+ * Parse the request body as one JSON object whose members are all listed in `fields`, with the
+ * listed types. Returns the object (a new reference: json_decref it) and vals[i] = the member
+ * named fields[i].name (borrowed from the object) or NULL when absent; or NULL after answering
+ * 400 {"error": "bad_request", "message", "field"} (empty body, invalid JSON, not an object, an
+ * unknown, duplicate, missing or mistyped member; `field` names it when there is one) or 500.
+ */
+json_t *nx_admin_req_json(struct nx_admin_req *req, const struct nx_admin_field *fields,
+			  json_t **vals);
+
+/* ---- settings.c --------------------------------------------------------------------------- */
+
+/*
+ * Write changes to the config file (nx_conf_rewrite_many) and reload through hooks.reload.
+ * 0: done, nothing answered (the caller replies; nx_admin_conf() is the new config). 1: the
+ * answer is queued: 400 invalid_setting {field, message} for a refused change (the file is
+ * unchanged), 503 when there is no config file or no reload hook, 500 when the file cannot be
+ * written or the reload fails. < 0: nothing could be answered (the caller returns it: 500).
+ * Pointers into the previous config are invalid afterwards.
+ */
+int nx_admin_config_apply(struct nx_admin_req *req, const struct nx_conf_change *ch, size_t n);
+
+/* Handlers (routes.c, metrics.c, auth.c, settings.c). */
+int nx_admin_handle_auth_status(struct nx_admin_req *req);
+int nx_admin_handle_login(struct nx_admin_req *req);
+int nx_admin_handle_logout(struct nx_admin_req *req);
+int nx_admin_handle_setup(struct nx_admin_req *req);
+int nx_admin_handle_tokens_list(struct nx_admin_req *req);
+int nx_admin_handle_tokens_create(struct nx_admin_req *req);
+int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
+int nx_admin_handle_settings_get(struct nx_admin_req *req);
+int nx_admin_handle_settings_put(struct nx_admin_req *req);
 /* Handlers (routes.c, metrics.c). */
 int nx_admin_handle_metrics(struct nx_admin_req *req);
 int nx_admin_handle_healthz(struct nx_admin_req *req);

@@ -20,6 +20,7 @@ static const struct cmd cmds[] = {
 	{"compile", nx_cli_compile, "compile one blocklist file into its bodies (INPUT OUTDIR)"},
 	{"snapshot-build", nx_cli_snapshot_build, "build a snapshot from compiled bodies (OUT DIR/NAME...)"},
 	{"lookup-snapshot", nx_cli_lookup_snapshot, "match names against a snapshot file (SNAP NAME...)"},
+	{"passwd", nx_cli_passwd, "set the admin password (--config FILE; stdin or prompt)"},
 	{"memory", nx_cli_memory, "print a running daemon's memory ledger (--admin URL)"},
 	{"version", nx_cli_version, "print the version"},
 };

@@ -10,6 +10,7 @@ int nx_cli_check_config(int argc, char **argv);
 int nx_cli_version(int argc, char **argv);
 int nx_cli_config_docs(int argc, char **argv);
 int nx_cli_memory(int argc, char **argv);
+int nx_cli_passwd(int argc, char **argv);
 int nx_cli_lookup(int argc, char **argv);
 int nx_cli_update(int argc, char **argv);
 int nx_cli_compile(int argc, char **argv);

@@ -23,6 +23,8 @@
 #define NX_CONF_MAX_SOURCES 64    /* filter.sources: the matcher's eligibility mask is a uint64_t */
 #define NX_CONF_MAX_GROUPS 64     /* incl. "default": the filter's group mask is a uint64_t */
 #define NX_CONF_NAME_MAX 64       /* bytes of a source, group or client name */
+#define NX_CONF_MAX_TOKENS 32     /* admin.tokens: one per script or dashboard; each check is linear */
+#define NX_CONF_TOKEN_HASH_BYTES 32 /* SHA-256 of an API token */
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -84,6 +86,13 @@ struct nx_conf_local {
 	uint8_t *rdata;                /* owned: wire rdata (A 4 bytes, AAAA 16, CNAME/PTR an
 					* uncompressed wire name, TXT character-strings) */
 	uint16_t rdlen;
+};
+
+/* admin.tokens[i]: an API token, stored hashed (the secret is shown once, at creation). */
+struct nx_conf_token {
+	char *name;                                  /* owned: [a-z0-9][a-z0-9_-]{0,63}, unique */
+	uint8_t hash[NX_CONF_TOKEN_HASH_BYTES];      /* SHA-256 of the token text */
+	unsigned created;                            /* Unix seconds, as written */
 };
 
 enum nx_conf_block_mode {
@@ -159,6 +168,20 @@ struct nx_conf {
 	/* admin.* */
 	bool admin_enabled;
 	struct nx_addr admin_listen;
+	char *admin_password_hash;  /* owned: crypto_pwhash_str() text, or NULL (none set yet) */
+	unsigned admin_session_ttl_s;
+	bool admin_metrics_auth;    /* /metrics and /healthz need a token or session */
+	char *admin_tls_cert;       /* owned: absolute PEM path, or NULL (plain HTTP) */
+	char *admin_tls_key;        /* owned: absolute PEM path; set exactly when the cert is */
+	struct nx_conf_token *admin_tokens; /* owned array, file order */
+	size_t n_admin_tokens;
+
+	/* logging.* */
+	bool logging_query_log;
+	unsigned logging_query_log_buffer_max; /* records in the workers -> writer queue */
+	unsigned logging_retention_days;       /* 0: never pruned */
+	unsigned logging_privacy;              /* 0 all, 1 no names, 2 no names/clients, 3 none */
+	unsigned logging_live_max_subscribers; /* 0: live stream off */
 
 	/* top level */
 	char *state_dir; /* owned */
@@ -213,3 +236,46 @@ bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa);
 void nx_conf_write_docs(FILE *fp);
 /* Write the complete example nxdns.yaml (every key; the docs embed it) to fp. */
 void nx_conf_write_example(FILE *fp);
+
+/* ---- rewriting the file (conf/rewrite.c): the API's and `nxdns passwd`'s edits ------------ */
+
+#define NX_CONF_MAX_CHANGES 64 /* keys changed in one rewrite: a settings form, not a migration */
+
+/* One edit: set the schema key `key` to `yaml`, a one-line YAML value (flow style; JSON text is
+ * fine: "1500", "\"nxdomain\"", "[\"9.9.9.9:53\"]"). Both borrowed for the call. */
+struct nx_conf_change {
+	const char *key;  /* dotted schema key, "upstream.timeout_ms"; sections are not keys */
+	const char *yaml;
+};
+
+/*
+ * Set the keys in the YAML file `path` and replace it atomically:
+ *   read the file (a missing file is an empty config; a symlink's target is replaced), apply the
+ *   changes in order (missing mappings are created), load the result with nx_conf_load_string
+ *   (a refused result changes nothing), keep the current file as `<path>.bak`, write a temporary
+ *   file in the same directory, fsync, rename it over the file, fsync the directory.
+ * Comments and layout are kept byte for byte outside the changed values, except when the file's
+ * layout defeats the in-place edit: the file is then re-emitted by libfyaml without its comments
+ * (logged as a warning; the .bak still has them). File mode and owner are kept; a new file is
+ * 0600 (it may hold the password hash). No change in the text: nothing is written.
+ * Returns 0; NX_ECONFIG when the key is not a schema key, the value is not one line of YAML or
+ * the result does not load: err holds the reason without a file position ("upstream.timeout_ms:
+ * 10 is out of range 50..60000") and *bad (may be NULL) the index of the change at fault, or n
+ * when it is the combination (or the file was already invalid); -errno (err names the step) when
+ * the file cannot be read or written. Concurrent rewriters of one file are not serialised: the
+ * caller is the one control thread, or a CLI run by hand.
+ */
+int nx_conf_rewrite_many(const char *path, const struct nx_conf_change *ch, size_t n,
+			 size_t *bad, char *err, size_t errlen);
+/* One change. */
+int nx_conf_rewrite(const char *path, const char *key, const char *yaml, char *err, size_t errlen);
+
+/*
+ * The text edit under the rewrite, without validation or I/O (tests, previews): apply the
+ * changes to `yaml` (len bytes) into *out (NUL-terminated, *out_len bytes, charged to
+ * NX_OWNER_config: release with nx_mem_free(NX_OWNER_config, *out, *out_len + 1)).
+ * *kept_layout is false when some change had to re-emit the document (comments lost).
+ * 0, NX_ECONFIG (unknown key, bad value text, YAML the parser refuses) or -ENOMEM.
+ */
+int nx_conf_edit_text(const char *yaml, size_t len, const struct nx_conf_change *ch, size_t n,
+		      char **out, size_t *out_len, bool *kept_layout, char *err, size_t errlen);

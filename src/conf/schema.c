@@ -23,6 +23,11 @@
  */
 #define UP_MAX_ATTEMPTS_TEXT "8"
 
+/* Value types of the admin.* keys (admin.c). Declared here until conf/impl.h lists them. */
+extern const struct nx_conf_type nx_conf_t_pwhash;   /* "" or an argon2 string */
+extern const struct nx_conf_type nx_conf_t_opt_path; /* "" or a path, made absolute */
+extern const struct nx_conf_type nx_conf_t_tokens;   /* admin.tokens */
+
 #define F(field) offsetof(struct nx_conf, field)
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -437,6 +442,74 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "Loopback by default: expose it to the network only on purpose.",
 	},
 	{
+		.path = "admin.password_hash",
+		.type = &nx_conf_t_pwhash,
+		.off = F(admin_password_hash),
+		.def = "\"\"",
+		.doc = "The admin password, hashed with Argon2id (libsodium's `crypto_pwhash_str`). "
+		       "Never write a password here: set it with `nxdns passwd --config FILE` "
+		       "(which reads it from standard input when that is not a terminal) or "
+		       "through the one-time setup. Empty means no password yet: the server then "
+		       "logs a one-time setup token at start (`admin setup token: ...`) that is "
+		       "accepted only by `POST /api/auth/setup` to choose the password; every "
+		       "other API route stays closed until then.",
+	},
+	{
+		.path = "admin.session_ttl",
+		.type = &nx_conf_t_duration,
+		.off = F(admin_session_ttl_s),
+		.min = 60,
+		.max = 30 * DAY,
+		.def = "12h",
+		.doc = "How long a login session lasts, counted from the login (seconds, or a "
+		       "number with `s`, `m`, `h` or `d`). Sessions are kept in memory: a restart "
+		       "or a password change ends them all.",
+	},
+	{
+		.path = "admin.metrics_auth",
+		.type = &nx_conf_t_bool,
+		.off = F(admin_metrics_auth),
+		.def = "false",
+		.doc = "`true` makes `/metrics` and `/healthz` require an API token "
+		       "(`Authorization: Bearer ...`) or a login session; `false` leaves them open "
+		       "to anyone who can reach `admin.listen`.",
+	},
+	{
+		.path = "admin.tls_cert",
+		.type = &nx_conf_t_opt_path,
+		.off = F(admin_tls_cert),
+		.def = "\"\"",
+		.doc = "PEM certificate (chain) for HTTPS on the admin listener; with `tls_key` "
+		       "set too, the listener speaks only HTTPS (GnuTLS) and the session cookie is "
+		       "marked `Secure`. Give both or neither; a relative path is relative to the "
+		       "configuration file's directory. Read at start: a change needs a restart.",
+	},
+	{
+		.path = "admin.tls_key",
+		.type = &nx_conf_t_opt_path,
+		.off = F(admin_tls_key),
+		.def = "\"\"",
+		.doc = "PEM private key of `tls_cert` (unencrypted; keep the file readable by "
+		       "the nxdns user only).",
+	},
+	{
+		.path = "admin.tokens",
+		.type = &nx_conf_t_tokens,
+		.off = F(admin_tokens),
+		.off_n = F(n_admin_tokens),
+		.min = 0,
+		.max = NX_CONF_MAX_TOKENS,
+		.def = "[]",
+		.doc = "API tokens for scripts (`Authorization: Bearer <token>`, no CSRF token "
+		       "needed), managed with `GET/POST/DELETE /api/auth/tokens`: each is `name` "
+		       "(the rules of source names; unique), `hash` (the SHA-256 of the token, 64 "
+		       "lower-case hex digits) and `created` (Unix seconds). The token itself is "
+		       "shown once, when it is created, and never stored. A token is 256 random "
+		       "bits, so a fast hash is enough to make a leaked file useless; a slow "
+		       "password hash (Argon2) would only make every API call cost ~100 ms and "
+		       "64 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
+	},
+	{
 		.path = "state_dir",
 		.type = &nx_conf_t_string,
 		.off = F(state_dir),
@@ -453,6 +526,59 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "info",
 		.doc = "Least severe message written to the log (stderr): `error`, `warn`, "
 		       "`info` or `debug`.",
+	},
+	{
+		.path = "logging.query_log",
+		.type = &nx_conf_t_bool,
+		.off = F(logging_query_log),
+		.def = "true",
+		.doc = "Record every answered query in the query log (`querylog.db` in "
+		       "`state_dir`) for the API's query list and statistics. `false` keeps no "
+		       "query log at all.",
+	},
+	{
+		.path = "logging.query_log_buffer_max",
+		.type = &nx_conf_t_uint,
+		.off = F(logging_query_log_buffer_max),
+		.min = 64,
+		.max = 1048576,
+		.def = "2048",
+		.doc = "Query records waiting between the DNS workers and the query-log writer "
+		       "thread. When the queue is full the oldest record is dropped and counted; "
+		       "DNS answers never wait for the disk.",
+	},
+	{
+		.path = "logging.retention_days",
+		.type = &nx_conf_t_uint,
+		.off = F(logging_retention_days),
+		.min = 0,
+		.max = 3650,
+		.def = "7",
+		.doc = "Days of query records kept; older ones are deleted in small batches by a "
+		       "scheduled job. `0` never deletes.",
+	},
+	{
+		.path = "logging.privacy",
+		.type = &nx_conf_t_uint,
+		.off = F(logging_privacy),
+		.min = 0,
+		.max = 3,
+		.def = "0",
+		.doc = "What the query log keeps: `0` everything, `1` hides query names, `2` "
+		       "hides names and client addresses, `3` keeps no per-query records "
+		       "(per-minute aggregates only).",
+	},
+	{
+		.path = "logging.live_max_subscribers",
+		.type = &nx_conf_t_uint,
+		.off = F(logging_live_max_subscribers),
+		.min = 0,
+		.max = 256,
+		.def = "8",
+		.doc = "Clients that may follow the live query stream "
+		       "(`GET /api/queries/live`) at once. A cap, not a reservation: a "
+		       "subscriber's buffer is allocated when it connects. `0` turns the live "
+		       "stream off.",
 	},
 };
 
@@ -486,6 +612,12 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 		return nx_conf_fail_pos(ld, at,
 					"filter.block_mode: custom needs filter.block_addresses "
 					"(one IPv4 and/or one IPv6 address)");
+	}
+	if (!c->admin_tls_cert != !c->admin_tls_key) {
+		const char *set = c->admin_tls_cert ? "admin.tls_cert" : "admin.tls_key";
+		return nx_conf_fail_pos(ld, key_pos(ld, set),
+					"%s: admin.tls_cert and admin.tls_key go together (give "
+					"both for HTTPS, or neither)", set);
 	}
 	if (c->cache_min_ttl > c->cache_max_ttl) {
 		struct nx_conf_pos at = key_pos(ld, "cache.min_ttl");

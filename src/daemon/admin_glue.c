@@ -156,13 +156,30 @@ static bool ready(void *ud)
 	return true;
 }
 
+static const struct nx_conf *current_conf(void *ud)
+{
+	struct nx_daemon *d = ud;
+	return d->cur->c; /* control thread: d->cur changes only here */
+}
+
+static int reload_hook(void *ud, char *err, size_t errlen)
+{
+	return nx_daemon_reload(ud, err, errlen);
+}
+
 int nx_daemon_admin_start(struct nx_daemon *d)
 {
 	const struct nx_conf *c = d->cur->c;
 	if (!c->admin_enabled) {
 		return 0;
 	}
-	struct nx_admin_hooks hooks = {.metrics_extra = metrics_extra, .ready = ready, .ud = d};
+	struct nx_admin_hooks hooks = {
+		.metrics_extra = metrics_extra,
+		.ready = ready,
+		.conf = current_conf,
+		.reload = reload_hook,
+		.ud = d,
+	};
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",

@@ -180,15 +180,15 @@ static bool listeners_equal(const struct nx_conf *a, const struct nx_conf *b)
 	return true;
 }
 
-static void reload(struct nx_daemon *d)
+/* SIGHUP and the API's settings changes: load, validate, publish; a bad file changes nothing. */
+int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 {
-	char err[NX_CONF_ERR_MAX];
 	struct nx_conf *c = NULL;
-	int rc = nx_conf_load(d->config_path, &c, err, sizeof(err));
+	int rc = nx_conf_load(d->config_path, &c, err, errlen);
 	if (rc < 0) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);
 		nx_log(NX_LOG_ERR, "daemon", "reload failed, keeping the running config: %s", err);
-		return;
+		return rc;
 	}
 	if (!listeners_equal(d->cur->c, c)) {
 		nx_log(NX_LOG_WARN, "daemon",
@@ -204,7 +204,8 @@ static void reload(struct nx_daemon *d)
 	if (!r) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);
 		nx_log(NX_LOG_ERR, "daemon", "reload failed: out of memory");
-		return;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
 	apply_log_level(c);
 	publish(d, r);
@@ -214,6 +215,7 @@ static void reload(struct nx_daemon *d)
 	malloc_trim(0);
 	nx_log(NX_LOG_INFO, "daemon", "reload: configuration generation %llu in effect",
 	       (unsigned long long)r->gen);
+	return 0;
 }
 
 /* ---- memory hygiene ---- */
@@ -238,7 +240,8 @@ static void on_signal(uv_signal_t *s, int signum)
 {
 	struct nx_daemon *d = s->data;
 	if (signum == SIGHUP) {
-		reload(d);
+		char err[NX_CONF_ERR_MAX];
+		nx_daemon_reload(d, err, sizeof(err));
 		return;
 	}
 	if (signum == SIGUSR1) {

@@ -132,6 +132,7 @@ struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d); /* acquires a re
 
 /* daemon.c, refresh.c (control thread) */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
+int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */

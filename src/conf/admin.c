@@ -1,0 +1,234 @@
+/*
+ * Value types of the admin.* keys: the password hash, optional file paths (TLS certificate and
+ * key) and the API token list. Nothing here hashes or verifies: conf sits below libsodium's
+ * users; it only checks the stored forms (the hash's algorithm prefix, a token's hex digest).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "conf/impl.h"
+
+#define PWHASH_MAX 127 /* crypto_pwhash_STRBYTES - 1: the longest string libsodium writes */
+#define LABEL_MAX 160  /* bytes of a value label: "admin.tokens[31].created" */
+
+/* ---- admin.password_hash: "" (none yet) or an argon2 string from crypto_pwhash_str ---- */
+
+static int pwhash_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			struct fy_node *key)
+{
+	char buf[PWHASH_MAX + 2];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "a password hash", false, buf, sizeof(buf));
+	if (rc) {
+		return rc;
+	}
+	if (!buf[0]) {
+		return 0;
+	}
+	/* Both variants crypto_pwhash_str_verify() accepts; new hashes are always argon2id. */
+	if (strncmp(buf, "$argon2id$", 10) && strncmp(buf, "$argon2i$", 9)) {
+		return nx_conf_fail(ld, val, key,
+				    "%s: not an argon2 hash (set it with `nxdns passwd --config "
+				    "FILE`)",
+				    k->path);
+	}
+	char **f = NX_CONF_FIELD(ld->c, k, char *);
+	*f = nx_mem_strdup(NX_OWNER_config, buf);
+	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+}
+
+static void str_release(const struct nx_conf_key *k, struct nx_conf *c)
+{
+	char **f = NX_CONF_FIELD(c, k, char *);
+	if (*f) {
+		nx_mem_free(NX_OWNER_config, *f, strlen(*f) + 1);
+		*f = NULL;
+	}
+}
+
+const struct nx_conf_type nx_conf_t_pwhash = {
+    .name = "password hash (argon2id string)",
+    .parse = pwhash_parse,
+    .release = str_release,
+};
+
+/* ---- optional path: "" = not set; relative paths resolve against the config's directory ---- */
+
+static int opt_path_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			  struct fy_node *key)
+{
+	char buf[PATH_MAX];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "a file path", false, buf, sizeof(buf));
+	if (rc || !buf[0]) {
+		return rc;
+	}
+	char full[PATH_MAX];
+	if (buf[0] == '/') {
+		strcpy(full, buf);
+	} else {
+		const char *base = ld->base_dir ? ld->base_dir : ".";
+		bool root = !strcmp(base, "/");
+		if (strlen(base) + !root + strlen(buf) + 1 > sizeof(full)) {
+			return nx_conf_fail(ld, val, key, "%s: path longer than %d bytes", k->path,
+					    PATH_MAX - 1);
+		}
+		nx_conf_label(full, sizeof(full), "%s%s%s", base, root ? "" : "/", buf);
+	}
+	char **f = NX_CONF_FIELD(ld->c, k, char *);
+	*f = nx_mem_strdup(NX_OWNER_config, full);
+	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+}
+
+const struct nx_conf_type nx_conf_t_opt_path = {
+    .name = "file path (optional)",
+    .parse = opt_path_parse,
+    .release = str_release,
+};
+
+/* ---- admin.tokens: [{name, hash, created}] ---- */
+
+enum { T_NAME, T_HASH, T_CREATED, T__COUNT };
+static const char *const token_fields[] = {"name", "hash", "created", NULL};
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	return -1;
+}
+
+static int token_one(struct nx_conf_ld *ld, const char *label, struct fy_node *item,
+		     struct fy_node *key, struct nx_conf_token *all, size_t i)
+{
+	struct nx_conf_token *t = &all[i];
+	struct fy_node *v[T__COUNT], *kn[T__COUNT];
+	if (nx_conf_is_null(item) || !fy_node_is_mapping(item)) {
+		return nx_conf_fail(ld, item, key,
+				    "%s: expected a mapping {name, hash, created}, "
+				    "got %s",
+				    label, nx_conf_node_kind(item));
+	}
+	int rc = nx_conf_fields(ld, label, item, key, token_fields, v, kn);
+	if (rc) {
+		return rc;
+	}
+	for (int f = 0; f < T__COUNT; f++) {
+		if (!v[f]) {
+			return nx_conf_fail(ld, item, key, "%s: missing '%s'", label,
+					    token_fields[f]);
+		}
+	}
+	char fl[LABEL_MAX];
+	char name[NX_CONF_NAME_MAX + 2];
+	nx_conf_label(fl, sizeof(fl), "%s.name", label);
+	rc = nx_conf_scalar(ld, fl, v[T_NAME], kn[T_NAME], "a name", false, name, sizeof(name));
+	if (rc) {
+		return rc;
+	}
+	if (!nx_conf_ident_ok(name)) {
+		return nx_conf_fail(ld, v[T_NAME], kn[T_NAME],
+				    "%s: '%s' is not a valid name (1..%d of a-z, 0-9, '_', '-', "
+				    "starting with a letter or digit)",
+				    fl, name, NX_CONF_NAME_MAX);
+	}
+	for (size_t j = 0; j < i; j++) {
+		if (!strcmp(all[j].name, name)) {
+			return nx_conf_fail(ld, v[T_NAME], kn[T_NAME],
+					    "%s: duplicate token '%s' (same as admin.tokens[%zu])",
+					    fl, name, j);
+		}
+	}
+	t->name = nx_mem_strdup(NX_OWNER_config, name);
+	if (!t->name) {
+		return nx_conf_fail(ld, v[T_NAME], kn[T_NAME], "%s: out of memory", fl);
+	}
+	char hex[2 * NX_CONF_TOKEN_HASH_BYTES + 2];
+	nx_conf_label(fl, sizeof(fl), "%s.hash", label);
+	rc = nx_conf_scalar(ld, fl, v[T_HASH], kn[T_HASH], "a SHA-256 hex digest", false, hex,
+			    sizeof(hex));
+	if (rc) {
+		return rc;
+	}
+	if (strlen(hex) != 2 * NX_CONF_TOKEN_HASH_BYTES) {
+		return nx_conf_fail(ld, v[T_HASH], kn[T_HASH],
+				    "%s: expected %d lower-case hex digits (SHA-256)", fl,
+				    2 * NX_CONF_TOKEN_HASH_BYTES);
+	}
+	for (size_t b = 0; b < NX_CONF_TOKEN_HASH_BYTES; b++) {
+		int hi = hexval(hex[2 * b]), lo = hexval(hex[2 * b + 1]);
+		if (hi < 0 || lo < 0) {
+			return nx_conf_fail(ld, v[T_HASH], kn[T_HASH],
+					    "%s: expected %d lower-case hex digits (SHA-256)", fl,
+					    2 * NX_CONF_TOKEN_HASH_BYTES);
+		}
+		t->hash[b] = (uint8_t)(hi << 4 | lo);
+	}
+	nx_conf_label(fl, sizeof(fl), "%s.created", label);
+	return nx_conf_uint_node(ld, fl, v[T_CREATED], kn[T_CREATED], 0, UINT_MAX, &t->created);
+}
+
+static int tokens_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			struct fy_node *key)
+{
+	size_t cnt;
+	int rc = nx_conf_list_count(ld, k->path, val, key, k->min, k->max, true, &cnt);
+	if (rc || cnt == 0) {
+		return rc;
+	}
+	struct nx_conf_token *a = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(*a));
+	if (!a) {
+		return nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+	}
+	*NX_CONF_FIELD(ld->c, k, struct nx_conf_token *) = a;
+	*NX_CONF_COUNT(ld->c, k) = cnt;
+	void *it = NULL;
+	struct fy_node *item;
+	char label[LABEL_MAX];
+	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
+		nx_conf_label(label, sizeof(label), "%s[%zu]", k->path, i);
+		rc = token_one(ld, label, item, key, a, i);
+		if (rc) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void tokens_release(const struct nx_conf_key *k, struct nx_conf *c)
+{
+	struct nx_conf_token **f = NX_CONF_FIELD(c, k, struct nx_conf_token *);
+	size_t *n = NX_CONF_COUNT(c, k);
+	for (size_t i = 0; *f && i < *n; i++) {
+		char *s = (*f)[i].name;
+		if (s) {
+			nx_mem_free(NX_OWNER_config, s, strlen(s) + 1);
+		}
+	}
+	nx_mem_free(NX_OWNER_config, *f, *n * sizeof(**f));
+	*f = NULL;
+	*n = 0;
+}
+
+static void tokens_range(const struct nx_conf_key *k, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%lld..%lld entries", k->min, k->max);
+}
+
+const struct nx_conf_type nx_conf_t_tokens = {
+    .name = "list of API tokens",
+    .parse = tokens_parse,
+    .release = tokens_release,
+    .range = tokens_range,
+};

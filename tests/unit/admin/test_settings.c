@@ -1,0 +1,263 @@
+/*
+ * /api/settings and the JSON body helper against a real server and a real YAML file
+ * (fixture.h): read, change one or several keys (the file changes in place with its comments,
+ * a .bak is kept, the reload hook runs), refusals answer 400 with the field and leave the file
+ * as it was, a failed reload is a 500, a request body over the limit a 413.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sys/stat.h>
+
+#include "fixture.h"
+
+static char config[4096];
+
+static int setup(void **state)
+{
+	snprintf(config, sizeof(config),
+		 "# household resolver\n"
+		 "admin:\n"
+		 "%s"
+		 "upstream:\n"
+		 "  servers: [\"9.9.9.9:53\", \"1.1.1.1\"]  # quad9, cloudflare\n"
+		 "  timeout_ms: 2000  # the whole deadline\n"
+		 "\n"
+		 "# blocking\n"
+		 "filter:\n"
+		 "  block_mode: nxdomain\n"
+		 "access:\n"
+		 "  allow:\n"
+		 "    - 192.168.1.0/24   # the LAN\n"
+		 "    - 127.0.0.1\n",
+		 fx_admin_lines());
+	*state = fx_start(config);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx_stop(*state);
+	return 0;
+}
+
+static json_t *setting(const struct fx_resp *r, const char *key)
+{
+	return json_object_get(json_object_get(r->json, "settings"), key);
+}
+
+static void get_settings(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "GET", "/api/settings", FX_BEARER, NULL);
+	fx_expect(&r, 200, NULL);
+	json_t *servers = setting(&r, "upstream.servers");
+	assert_int_equal(json_array_size(servers), 2);
+	assert_string_equal(json_string_value(json_array_get(servers, 0)), "9.9.9.9:53");
+	assert_string_equal(json_string_value(json_array_get(servers, 1)), "1.1.1.1");
+	assert_int_equal(json_integer_value(setting(&r, "upstream.race")), 2);
+	assert_int_equal(json_integer_value(setting(&r, "upstream.timeout_ms")), 2000);
+	assert_string_equal(json_string_value(setting(&r, "filter.block_mode")), "nxdomain");
+	assert_int_equal(json_integer_value(setting(&r, "filter.block_ttl")), 10);
+	assert_int_equal(json_integer_value(setting(&r, "cache.size")), 10000);
+	assert_true(json_is_true(setting(&r, "logging.query_log")));
+	assert_int_equal(json_integer_value(setting(&r, "logging.query_log_buffer_max")), 2048);
+	assert_int_equal(json_integer_value(setting(&r, "logging.retention_days")), 7);
+	assert_int_equal(json_integer_value(setting(&r, "logging.privacy")), 0);
+	assert_int_equal(json_integer_value(setting(&r, "logging.live_max_subscribers")), 8);
+	json_t *allow = setting(&r, "access.allow");
+	assert_int_equal(json_array_size(allow), 2);
+	assert_string_equal(json_string_value(json_array_get(allow, 0)), "192.168.1.0/24");
+	assert_string_equal(json_string_value(json_array_get(allow, 1)), "127.0.0.1/32");
+	assert_int_equal(json_array_size(setting(&r, "access.deny")), 0);
+	/* nothing of admin.* is shown */
+	assert_null(strstr(r.body, "admin."));
+	assert_null(strstr(r.body, "argon2"));
+	fx_resp_free(&r);
+}
+
+static void put_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"upstream.timeout_ms\", \"value\": 1500}");
+	fx_expect(&r, 200, NULL);
+	assert_int_equal(json_integer_value(setting(&r, "upstream.timeout_ms")), 1500);
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 1);
+	assert_int_equal(f->conf->timeout_ms, 1500);
+
+	/* the file changed in place; the previous one is the .bak */
+	char *text = fx_read(f->path), bak_path[160];
+	snprintf(bak_path, sizeof(bak_path), "%s.bak", f->path);
+	char *bak = fx_read(bak_path);
+	assert_non_null(strstr(text, "  timeout_ms: 1500  # the whole deadline\n"));
+	assert_non_null(strstr(text, "# household resolver\n"));
+	assert_non_null(strstr(text, "# blocking\n"));
+	assert_string_equal(bak, config);
+	free(text);
+	free(bak);
+
+	/* several at once, as GET shows them */
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"settings\": {\"cache.size\": 500, \"logging.privacy\": 2, "
+		"\"upstream.servers\": [\"8.8.8.8:53\"], \"access.allow\": [\"10.0.0.0/8\"], "
+		"\"filter.block_mode\": \"null\", \"filter.refresh_interval\": \"90m\", "
+		"\"cache.serve_stale\": true}}");
+	fx_expect(&r, 200, NULL);
+	assert_int_equal(json_integer_value(setting(&r, "cache.size")), 500);
+	assert_int_equal(json_integer_value(setting(&r, "filter.refresh_interval")), 5400);
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 2);
+	assert_int_equal(f->conf->cache_size, 500);
+	assert_int_equal(f->conf->logging_privacy, 2);
+	assert_int_equal(f->conf->n_upstreams, 1);
+	assert_string_equal(f->conf->upstreams[0].text, "8.8.8.8:53");
+	assert_int_equal(f->conf->n_allow, 1);
+	assert_int_equal(f->conf->block_mode_id, NX_CONF_BLOCK_NULL);
+	assert_true(f->conf->cache_serve_stale);
+	text = fx_read(f->path);
+	assert_non_null(strstr(text, "  servers: [\"8.8.8.8:53\"]  # quad9, cloudflare\n"));
+	assert_non_null(strstr(text, "  allow: [\"10.0.0.0/8\"]\n"));
+	assert_non_null(strstr(text, "cache:\n  size: 500\n"));
+	free(text);
+
+	/* what GET answers can be sent back as it is */
+	fx_http(f, &r, "GET", "/api/settings", FX_BEARER, NULL);
+	fx_expect(&r, 200, NULL);
+	char *again = json_dumps(r.json, 0);
+	fx_resp_free(&r);
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, again);
+	fx_expect(&r, 200, NULL);
+	fx_resp_free(&r);
+	free(again);
+	assert_int_equal(f->conf->cache_size, 500);
+}
+
+static void refusals_change_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	static const struct {
+		const char *body, *error, *field, *message;
+	} cases[] = {
+	    {"{\"key\": \"upstream.timeout_ms\", \"value\": 10}", "invalid_setting",
+	     "upstream.timeout_ms", "upstream.timeout_ms: 10 is out of range 50..60000"},
+	    {"{\"key\": \"upstream.timeout_ms\", \"value\": \"1500\"}", "invalid_setting",
+	     "upstream.timeout_ms",
+	     "upstream.timeout_ms: expected an unsigned integer, got a quoted string"},
+	    {"{\"key\": \"upstream.timeout_ms\", \"value\": 1.5}", "invalid_setting",
+	     "upstream.timeout_ms", NULL},
+	    {"{\"key\": \"filter.block_mode\", \"value\": \"drop\"}", "invalid_setting",
+	     "filter.block_mode", NULL},
+	    {"{\"key\": \"access.allow\", \"value\": [\"not an address\"]}", "invalid_setting",
+	     "access.allow", NULL},
+	    {"{\"key\": \"admin.password_hash\", \"value\": \"x\"}", "invalid_setting",
+	     "admin.password_hash", NULL},
+	    {"{\"key\": \"no.such\", \"value\": 1}", "invalid_setting", "no.such", NULL},
+	    {"{\"settings\": {\"cache.size\": 5, \"upstream.race\": 0}}", "invalid_setting",
+	     "upstream.race", "upstream.race: 0 is out of range 1..16"},
+	    {"{\"settings\": {\"cache.min_ttl\": 100, \"cache.max_ttl\": 50}}", "invalid_setting",
+	     NULL, "cache.min_ttl (100) must not exceed cache.max_ttl (50)"},
+	    {"{\"key\": \"cache.size\"}", "bad_request", NULL, NULL},
+	    {"{\"value\": 5}", "bad_request", NULL, NULL},
+	    {"{\"key\": \"cache.size\", \"value\": 5, \"settings\": {}}", "bad_request", NULL,
+	     NULL},
+	    {"{\"settings\": {}}", "bad_request", "settings", NULL},
+	    {"{\"settings\": 5}", "bad_request", "settings", NULL},
+	    {"{\"key\": 5, \"value\": 5}", "bad_request", "key", NULL},
+	    {"{\"keys\": 5}", "bad_request", "keys", NULL},
+	    {"not json", "bad_request", NULL, NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, cases[i].body);
+		if (r.status != 400) {
+			fail_msg("%s: want 400, got %d %.*s", cases[i].body, r.status,
+				 (int)r.body_len, r.body);
+		}
+		fx_expect(&r, 400, cases[i].error);
+		json_t *field = json_object_get(r.json, "field");
+		if (cases[i].field) {
+			assert_string_equal(json_string_value(field), cases[i].field);
+		} else if (field) {
+			fail_msg("%s: unexpected field %s", cases[i].body,
+				 json_string_value(field));
+		}
+		if (cases[i].message) {
+			assert_string_equal(fx_str(&r, "message"), cases[i].message);
+		}
+		fx_resp_free(&r);
+	}
+	char *text = fx_read(f->path);
+	assert_string_equal(text, config);
+	free(text);
+	char bak_path[160];
+	snprintf(bak_path, sizeof(bak_path), "%s.bak", f->path);
+	assert_int_equal(access(bak_path, F_OK), -1);
+	assert_int_equal(f->reloads, 0);
+	assert_int_equal(f->conf->timeout_ms, 2000);
+}
+
+static void failed_reload_is_500(void **state)
+{
+	struct fx *f = *state;
+	f->reload_fail = NX_ECONFIG;
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"cache.size\", \"value\": 7}");
+	fx_expect(&r, 500, "reload_failed");
+	assert_non_null(strstr(fx_str(&r, "message"), "reload refused by the test"));
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 1);
+}
+
+static void oversized_body_is_413(void **state)
+{
+	struct fx *f = *state;
+	size_t n = NX_ADMIN_MAX_BODY + 100;
+	char *body = malloc(n + 1);
+	memset(body, ' ', n);
+	memcpy(body, "{\"key\": \"cache.size\", \"value\": 5}", 33);
+	body[n] = '\0';
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, body);
+	fx_expect(&r, 413, "body_too_large");
+	fx_resp_free(&r);
+	free(body);
+	assert_int_equal(f->reloads, 0);
+}
+
+static void without_reload_hook(void **state)
+{
+	(void)state;
+	snprintf(config, sizeof(config), "admin:\n%s", fx_admin_lines());
+	struct fx *f = fx_start_with(config, true);
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"cache.size\", \"value\": 7}");
+	fx_expect(&r, 503, "not_configured");
+	fx_resp_free(&r);
+	char *text = fx_read(f->path);
+	assert_string_equal(text, config);
+	free(text);
+	fx_stop(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(get_settings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(put_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(refusals_change_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(failed_reload_is_500, setup, teardown),
+	    cmocka_unit_test_setup_teardown(oversized_body_is_413, setup, teardown),
+	    cmocka_unit_test(without_reload_hook),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
