@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <jansson.h>
+
 #include "admin/admin.h"
+#include "base/clock.h"
+#include "dns/wire.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "daemon/impl.h"
@@ -165,6 +170,118 @@ static const struct nx_conf *current_conf(void *ud)
 static int reload_hook(void *ud, char *err, size_t errlen)
 {
 	return nx_daemon_reload(ud, err, errlen);
+}
+
+__attribute__((unused)) static json_t *sources_status(void *ud)
+{
+	struct nx_daemon *d = ud;
+	const struct nx_conf *c = d->cur->c;
+	json_t *arr = json_array();
+	for (size_t i = 0; i < c->n_sources; i++) {
+		const struct nx_conf_source *s = &c->sources[i];
+		const struct nx_source_status *st = NULL;
+		for (unsigned k = 0; k < d->lists.n; k++) {
+			if (strcmp(d->lists.st[k].name, s->name) == 0) {
+				st = &d->lists.st[k];
+			}
+		}
+		json_t *groups = json_array();
+		for (size_t g = 0; g < s->n_groups; g++) {
+			json_array_append_new(groups, json_string(s->groups[g]));
+		}
+		json_t *o = json_pack("{s:s, s:b, s:s, s:o}", "name", s->name, "enabled", s->enabled,
+				      "format", s->format, "groups", groups);
+		json_object_set_new(o, s->url ? "url" : "path", json_string(s->url ? s->url : s->path));
+		json_object_set_new(o, "list", json_integer(st ? (json_int_t)st->n_list : 0));
+		json_object_set_new(o, "wild", json_integer(st ? (json_int_t)st->n_wild : 0));
+		json_object_set_new(o, "allow", json_integer(st ? (json_int_t)st->n_allow : 0));
+		json_object_set_new(o, "skipped", json_integer(st ? (json_int_t)st->skipped : 0));
+		json_object_set_new(o, "fetched_at", json_integer(st ? st->fetched_at : 0));
+		json_object_set_new(o, "compiled_at", json_integer(st ? st->compiled_at : 0));
+		json_object_set_new(o, "last_error", json_string(st ? st->last_error : ""));
+		json_object_set_new(o, "errors", json_integer(st ? (json_int_t)st->errors : 0));
+		json_object_set_new(o, "kept_previous",
+				    json_integer(st ? (json_int_t)st->kept_previous : 0));
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+__attribute__((unused)) static int refresh_hook(void *ud, const char *source)
+{
+	struct nx_daemon *d = ud;
+	const struct nx_conf *c = d->cur->c;
+	int idx = -1;
+	if (source) {
+		for (size_t i = 0; i < c->n_sources; i++) {
+			if (strcmp(c->sources[i].name, source) == 0) {
+				idx = (int)i;
+			}
+		}
+		if (idx < 0) {
+			return NX_ENOTFOUND;
+		}
+	}
+	return nx_refresh_now(d, idx, 0);
+}
+
+__attribute__((unused)) static int pause_hook(void *ud, int64_t until_ms)
+{
+	struct nx_daemon *d = ud;
+	atomic_store(&d->pause_until_ms, until_ms);
+	nx_log(NX_LOG_INFO, "filter", until_ms ? "filtering paused" : "filtering resumed");
+	return 0;
+}
+
+__attribute__((unused)) static int64_t paused_until(void *ud)
+{
+	struct nx_daemon *d = ud;
+	int64_t u = atomic_load(&d->pause_until_ms);
+	return u > nx_now_wall_ms() ? u : 0;
+}
+
+/* The same decision `nxdns lookup` prints, on the daemon's current generation. */
+__attribute__((unused)) static json_t *lookup_hook(void *ud, const char *name, const char *client, const char **err)
+{
+	struct nx_daemon *d = ud;
+	uint8_t wire[NX_DNS_NAME_MAX];
+	int wl = name ? nx_dns_name_from_text(name, wire) : -1;
+	if (wl < 0) {
+		*err = "invalid name";
+		return NULL;
+	}
+	struct sockaddr_storage ss = {0};
+	ss.ss_family = AF_INET;
+	if (client && *client) {
+		if (inet_pton(AF_INET, client, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+			ss.ss_family = AF_INET;
+		} else if (inet_pton(AF_INET6, client, &((struct sockaddr_in6 *)&ss)->sin6_addr) ==
+			   1) {
+			ss.ss_family = AF_INET6;
+		} else {
+			*err = "invalid client address";
+			return NULL;
+		}
+	}
+	struct nx_decide_ctx dc = {
+		.c = d->cur->c,
+		.rules = d->cur->rules,
+		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
+		.paused = paused_until(d) != 0,
+	};
+	struct nx_client_policy p;
+	nx_decide_policy(&dc, (struct sockaddr *)&ss, &p);
+	struct nx_filter_result r;
+	enum nx_filter_action a = nx_decide(&dc, &p, wire, (size_t)wl, &r);
+	char matched[NX_DNS_TEXT_MAX] = "";
+	if (r.matched_len > 0) {
+		nx_dns_name_to_text(wire + r.matched_off, r.matched_len, matched, sizeof(matched));
+	}
+	const char *act = a == NX_FILTER_ACT_BLOCK ? "block" : a == NX_FILTER_ACT_LOCAL ? "local"
+											: "allow";
+	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "action", act, "reason",
+			 nx_filter_reason_name((enum nx_filter_reason)r.reason), "matched", matched,
+			 "source", nx_decide_source_name(&dc, &r));
 }
 
 int nx_daemon_admin_start(struct nx_daemon *d)
