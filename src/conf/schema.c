@@ -169,9 +169,11 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.max = 65535,
 		.def = "32",
 		.doc = "Upstream forwarding operations allowed in flight at once for the whole "
-		       "process. A query that finds no permit free is dropped and counted "
-		       "(`reason=\"dropped_no_permit\"`); cached, blocked and local answers need "
-		       "no permit.",
+		       "process. A UDP query that finds no permit free is dropped and counted "
+		       "(`nxdns_dropped_total{reason=\"dropped_no_slot\"}`); a TCP query closes its "
+		       "connection (`reason=\"dropped_no_permit\"`). Identical queries in flight "
+		       "share one permit; cached, blocked and local answers need none, and a "
+		       "keep-alive connection holds none between queries.",
 	},
 	{
 		.path = "query_budget.coalesce_max_waiters",
