@@ -45,7 +45,7 @@ static void run(unsigned nsrc, unsigned per_src, unsigned probes)
 	assert_non_null(dir);
 	gen_bodies(dir, nsrc, per_src);
 	struct nx_filter_snap_source src[16];
-	char names[16][8];
+	char names[16][16]; /* "s" + up to 10 digits + NUL */
 	for (unsigned i = 0; i < nsrc; i++) {
 		snprintf(names[i], sizeof(names[i]), "s%u", i);
 		src[i] = (struct nx_filter_snap_source){names[i], dir};
