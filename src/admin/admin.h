@@ -1,12 +1,13 @@
 /*
  * Admin HTTP listener: /metrics, /healthz, the JSON API with its authentication (sessions with
- * CSRF tokens, API tokens, the first-run setup token; src/admin/README.md), SSE later.
+ * CSRF tokens, API tokens, the first-run setup token; src/admin/README.md) and the live query
+ * stream (Server-Sent Events, fed by nx_admin_live_publish).
  *
  * libmicrohttpd runs without threads of its own, driven from the control thread's libuv loop:
  * MHD's epoll fd is watched with a uv_poll and MHD's next timeout re-arms a uv_timer after each
  * MHD_run(). So every request handler, every hook below and every metrics builder call runs on
- * the control thread, the one that called nx_admin_start(); nothing here is thread-safe and
- * nothing needs to be.
+ * the control thread, the one that called nx_admin_start(); nothing here is thread-safe except
+ * nx_admin_live_publish().
  *
  * Ownership: struct nx_admin is owned by the caller of nx_admin_start() and released by
  * nx_admin_stop() (its memory once the loop has run the handles' close callbacks). Every byte the
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "conf/conf.h"
@@ -69,6 +71,18 @@ struct nx_admin_hooks {
 	/* Monotonic milliseconds for session expiry and login limits (tests drive it). NULL:
 	 * nx_now_mono_ms(). */
 	uint64_t (*now_ms)(void *ud);
+	/* filter.sources status as JSON: [{name, enabled, url|path, format, groups, list, wild,
+	 * allow, skipped, fetched_at, compiled_at, last_error, errors}] (new reference) */
+	json_t *(*sources_status)(void *ud);
+	/* Start a refresh of one source (name) or all (NULL). 0, NX_ENOTFOUND, NX_ENOSLOT
+	 * (running). */
+	int (*refresh)(void *ud, const char *source);
+	/* Pause filtering until until_ms (wall clock, ms; 0 = resume). Returns 0. */
+	int (*pause)(void *ud, int64_t until_ms);
+	int64_t (*paused_until)(void *ud); /* 0 = not paused */
+	/* The matcher's verdict, as `nxdns lookup`: {name, action, reason, matched, source}.
+	 * client may be NULL (default group). NULL + *err text on a bad name/client. */
+	json_t *(*lookup)(void *ud, const char *name, const char *client, const char **err);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 
@@ -80,7 +94,8 @@ struct nx_admin_hooks {
  * token: ...").
  * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is
  * logged under "admin"; TLS files: the message names the file), -ENOMEM, or NX_ECONFIG (MHD
- * refused to start, or libmicrohttpd lacks TLS). On error nothing stays registered on the loop.
+ * refused to start, or libmicrohttpd lacks TLS). On error nothing stays registered on the loop
+ * (except, when libuv cannot watch MHD's epoll fd, two handles already closing: run the loop).
  * `hooks` is copied; NULL means no hooks.
  */
 int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
@@ -95,6 +110,23 @@ void nx_admin_stop(struct nx_admin *a);
 
 /* The bound port (useful after listening on port 0). */
 uint16_t nx_admin_port(const struct nx_admin *a);
+
+/* ---- live query stream (GET /api/queries/live) ------------------------------------------- */
+
+struct nx_qlog_rec;
+
+/*
+ * Hand query-log records to the live stream. THREAD-SAFE: meant to be called from the query-log
+ * writer thread as its tap (nx_qlog_set_tap(q, tap, admin) with a tap that calls this), or from
+ * any thread. Returns at once when nobody follows the stream (an atomic count). Otherwise the
+ * records are copied into a bounded handoff queue (NX_ADMIN_LIVE_HANDOFF records; when full the
+ * rest are dropped and counted, reason handoff_full) and the control loop is woken; it formats
+ * each record once and appends it to every subscriber. Never blocks on the network; holds one
+ * mutex for a memcpy. `recs` are borrowed for the call. NULL a is a no-op.
+ * The tap must be removed (nx_qlog_set_tap(q, NULL, NULL), which waits for a running tap) before
+ * nx_admin_stop(): publishing into a stopped server is a use after free.
+ */
+void nx_admin_live_publish(struct nx_admin *a, const struct nx_qlog_rec *recs, size_t n);
 
 /* ---- metrics builder ---------------------------------------------------------------------- */
 

@@ -106,6 +106,23 @@ static struct MHD_Response *response(const char *content_type, const void *data,
 	return r;
 }
 
+int nx_admin_reply_response(struct nx_admin_req *req, unsigned status, struct MHD_Response *r)
+{
+	return queue(req, status, r);
+}
+
+int nx_admin_reply_static(struct nx_admin_req *req, unsigned status, const char *json)
+{
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_PERSISTENT);
+	if (r && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") !=
+		     MHD_YES) {
+		MHD_destroy_response(r);
+		r = NULL;
+	}
+	return queue(req, status, r);
+}
+
 int nx_admin_reply_buffer(struct nx_admin_req *req, unsigned status, const char *content_type,
 			  const void *data, size_t len, void (*free_cb)(void *cls), void *cls)
 {
@@ -422,6 +439,20 @@ static void on_timer(uv_timer_t *t)
 	run(NX_CONTAINER_OF(t, struct nx_admin, timer));
 }
 
+void nx_admin_run_now(struct nx_admin *a)
+{
+	if (a->mhd) {
+		run(a);
+	}
+}
+
+void nx_admin_kick(struct nx_admin *a)
+{
+	if (a->mhd) {
+		uv_timer_start(&a->timer, on_timer, 0, 0);
+	}
+}
+
 static void on_poll(uv_poll_t *p, int status, int events)
 {
 	struct nx_admin *a = NX_CONTAINER_OF(p, struct nx_admin, poll);
@@ -431,10 +462,11 @@ static void on_poll(uv_poll_t *p, int status, int events)
 	run(a);
 }
 
-static void on_close(uv_handle_t *h)
+void nx_admin_handle_closed(uv_handle_t *h)
 {
 	struct nx_admin *a = h->data;
 	if (--a->open_handles == 0) {
+		nx_admin_live_deinit(a);
 		nx_mem_free(NX_OWNER_admin_http, a, sizeof(*a));
 	}
 }
@@ -648,17 +680,28 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 		rc = NX_ECONFIG;
 		goto fail;
 	}
+	rc = nx_admin_live_init(a); /* two handles: the hub's async and keepalive timer */
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "admin", "cannot set up the live stream: %s", nx_strerror(rc));
+		MHD_stop_daemon(a->mhd);
+		goto fail;
+	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 	rc = info ? uv_poll_init(loop, &a->poll, info->epoll_fd) : NX_ECONFIG;
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "admin", "cannot watch libmicrohttpd: %s", nx_strerror(rc));
 		MHD_stop_daemon(a->mhd);
-		goto fail;
+		a->mhd = NULL;
+		/* The hub's handles exist: closing them frees `a` on the next loop turn. */
+		tls_free(a);
+		nx_admin_auth_deinit(a);
+		nx_admin_live_stop(a);
+		return rc;
 	}
 	uv_timer_init(loop, &a->timer);
 	a->poll.data = a;
 	a->timer.data = a;
-	a->open_handles = 2;
+	a->open_handles += 2;
 	uv_poll_start(&a->poll, UV_READABLE, on_poll);
 	run(a);
 	char text[80];
@@ -678,11 +721,14 @@ void nx_admin_stop(struct nx_admin *a)
 	if (!a || !a->mhd) {
 		return;
 	}
-	/* Unwatch the epoll fd before MHD closes it, then close everything MHD holds. */
-	uv_close((uv_handle_t *)&a->poll, on_close);
-	uv_close((uv_handle_t *)&a->timer, on_close);
+	/* End the live streams first: MHD refuses to stop with suspended connections. Then unwatch
+	 * the epoll fd before MHD closes it, and close everything MHD holds. */
+	nx_admin_live_stop(a);
+	uv_close((uv_handle_t *)&a->poll, nx_admin_handle_closed);
+	uv_close((uv_handle_t *)&a->timer, nx_admin_handle_closed);
 	MHD_stop_daemon(a->mhd);
 	a->mhd = NULL;
+	nx_admin_qlog_close(a);
 	tls_free(a);
 	nx_admin_auth_deinit(a);
 }

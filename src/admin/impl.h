@@ -1,5 +1,5 @@
 /*
- * Admin module internals shared by its files (http.c, routes.c, metrics.c, later api_*.c).
+ * Admin module internals shared by its files (http.c, routes.c, metrics.c, live.c, api_*.c).
  * Never included from outside src/admin/ (tests/unit/admin excepted).
  *
  * Threading: everything runs on the control thread (see admin.h).
@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <stdatomic.h>
 
 #include "admin/admin.h"
 #include "base/ledger.h"
@@ -43,7 +44,13 @@
 	X(AUTH_BAD_TOKEN, "nxdns_admin_auth_refused_total", "reason=\"bad_token\"", "")            \
 	X(AUTH_BAD_SESSION, "nxdns_admin_auth_refused_total", "reason=\"bad_session\"", "")        \
 	X(AUTH_EXPIRED, "nxdns_admin_auth_refused_total", "reason=\"session_expired\"", "")        \
-	X(AUTH_CSRF, "nxdns_admin_auth_refused_total", "reason=\"csrf\"", "")
+	X(AUTH_CSRF, "nxdns_admin_auth_refused_total", "reason=\"csrf\"", "")                      \
+	X(SSE_TOO_MANY, "nxdns_sse_dropped_total", "reason=\"too_many_subscribers\"",              \
+	  "Live-stream losses, by reason: subscribers refused (too_many_subscribers, "             \
+	  "no_memory) or cut off (slow_subscriber), records dropped (handoff_full)")               \
+	X(SSE_NO_MEMORY, "nxdns_sse_dropped_total", "reason=\"no_memory\"", "")                    \
+	X(SSE_SLOW, "nxdns_sse_dropped_total", "reason=\"slow_subscriber\"", "")                   \
+	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,
@@ -107,6 +114,46 @@ enum nx_admin_via {
 	NX_ADMIN_VIA_TOKEN,   /* Authorization: Bearer */
 };
 
+/* ---- the live stream hub (live.c) -------------------------------------------------------- */
+
+/*
+ * Bytes buffered per subscriber (NX_OWNER_sse_rings, allocated at subscribe). An event is one
+ * record's JSON (~300 B): 64 KiB holds ~200, most of a writer batch (NX_QLOG_BATCH_DEFAULT);
+ * the hub also lets MHD send between chunks of a batch, so only a client that stops reading
+ * fills it. A subscriber whose ring would overflow has its stream ended (slow_subscriber).
+ */
+#define NX_ADMIN_LIVE_RING_BYTES (64 * 1024)
+/* Records between the query-log writer and the control thread: one writer batch
+ * (NX_QLOG_BATCH_DEFAULT). 256 x 680 B = 170 KiB, allocated only while subscribers exist. */
+#define NX_ADMIN_LIVE_HANDOFF 256
+#define NX_ADMIN_LIVE_CHUNK 32		 /* records formatted per lock hold, then MHD sends */
+#define NX_ADMIN_LIVE_KEEPALIVE_MS 15000 /* ": keepalive" to idle subscribers (proxies, NATs) */
+#define NX_ADMIN_LIVE_RETRY_MS 3000	 /* "retry:" sent first: EventSource reconnect delay */
+#define NX_ADMIN_LIVE_EVENT_MAX 8192	 /* bytes of one formatted event (a record is < 4 KiB) */
+#define NX_ADMIN_LIVE_CUTOFF_TIMEOUT_S 1 /* a cut-off client that does not read is closed after */
+
+struct nx_admin_live_sub;
+
+struct nx_admin_live {
+	uv_async_t async;      /* publishers -> control loop: drain the handoff */
+	uv_timer_t keepalive;  /* repeats every keepalive_ms while subscribers exist */
+	uv_mutex_t mu;	       /* guards q, q_head, q_len, q_dropped */
+	struct nx_qlog_rec *q; /* owned (sse_rings, HANDOFF + CHUNK records) while active */
+	size_t q_head;	       /* first queued record */
+	size_t q_len;	       /* queued records */
+	uint64_t q_dropped;    /* records refused by a full queue, not yet in ctr[] */
+	atomic_int active;     /* subscribers, read by publishers without the lock */
+	struct nx_admin_live_sub *subs; /* listed subscribers (doubly linked) */
+	int64_t n_subs;			/* listed subscribers (nxdns_sse_subscribers) */
+	int64_t peak;			/* its high-water */
+	bool draining;			/* inside the drain: q is not released until it ends */
+	bool stopping;			/* nx_admin_stop ran: no subscribe, no drain */
+	size_t ring_bytes;     /* per subscriber (NX_ADMIN_LIVE_RING_BYTES; tests shrink it) */
+	uint64_t keepalive_ms; /* NX_ADMIN_LIVE_KEEPALIVE_MS; tests shorten it */
+};
+
+struct nx_qlog_reader;
+
 struct nx_admin {
 	uv_loop_t *loop;	     /* borrowed: outlives the server */
 	struct MHD_Daemon *mhd;	     /* owned; NULL once stopped */
@@ -127,6 +174,9 @@ struct nx_admin {
 	char *tls_key; /* owned (NX_OWNER_tls, tls_key_len + 1), wiped before it is freed */
 	size_t tls_key_len;
 	struct nx_admin_auth_state auth;
+	struct nx_admin_live live;   /* the SSE hub */
+	struct nx_qlog_reader *qlog; /* owned: opened on first use, closed at stop */
+	char qlog_path[4096];	     /* the file qlog was opened on ("" when closed) */
 };
 
 /*
@@ -202,6 +252,21 @@ int nx_admin_reply_error(struct nx_admin_req *req, unsigned status, const char *
 int nx_admin_reply_buffer(struct nx_admin_req *req, unsigned status, const char *content_type,
 			  const void *data, size_t len, void (*free_cb)(void *cls), void *cls);
 
+/* Queue a response built by the caller (`r` is destroyed here, also on error), with the common
+ * headers. 0, -ENOMEM (r NULL), NX_EMALFORMED (already answered), -EIO. */
+int nx_admin_reply_response(struct nx_admin_req *req, unsigned status, struct MHD_Response *r);
+
+/* Answer a constant JSON text without allocating from the ledger (for out-of-memory answers). */
+int nx_admin_reply_static(struct nx_admin_req *req, unsigned status, const char *json);
+
+/* Make the server call MHD_run() soon (after MHD_resume_connection or a changed connection
+ * timeout): the timer fires on the next loop iteration. */
+void nx_admin_kick(struct nx_admin *a);
+/* MHD_run() now (from a libuv callback, never from inside MHD) and re-arm the timer. */
+void nx_admin_run_now(struct nx_admin *a);
+/* Close callback of every server handle (h->data is the server): the last one frees it. */
+void nx_admin_handle_closed(uv_handle_t *h);
+
 /* ---- auth.c ------------------------------------------------------------------------------- */
 
 /* Set up the auth state at start: libsodium, then a sync (which may log the setup token). */
@@ -253,6 +318,26 @@ json_t *nx_admin_req_json(struct nx_admin_req *req, const struct nx_admin_field 
  * Pointers into the previous config are invalid afterwards.
  */
 int nx_admin_config_apply(struct nx_admin_req *req, const struct nx_conf_change *ch, size_t n);
+/* Same; a refused change names `field` (when not NULL) instead of the config key. */
+int nx_admin_config_apply_field(struct nx_admin_req *req, const struct nx_conf_change *ch, size_t n,
+				const char *field);
+
+/* ---- api_config.c: list edits as whole-value rewrites -------------------------------------- */
+
+/*
+ * Rewrite config keys to JSON values (written as YAML flow text) and reload, as
+ * nx_admin_config_apply: 0 done (nothing answered), 1 answered, < 0 error. keys[i] gets
+ * vals[i] (borrowed); field as in nx_admin_config_apply_field.
+ */
+int nx_admin_config_set(struct nx_admin_req *req, const char *const *keys, json_t *const *vals,
+			size_t n, const char *field);
+/* The config lists as the API shows and writes them (new references, NULL on no memory). */
+json_t *nx_admin_sources_json(const struct nx_conf *c); /* filter.sources as written */
+json_t *nx_admin_groups_map(const struct nx_conf *c);	/* the `groups` value to write */
+/* The rest of req->path after `prefix` (a route's PREFIX path), or NULL when empty. */
+const char *nx_admin_path_rest(const struct nx_admin_req *req, const char *prefix);
+/* 503 when there is no config. Returns the config or NULL after answering. */
+const struct nx_conf *nx_admin_need_conf(struct nx_admin_req *req);
 
 /* Handlers (routes.c, metrics.c, auth.c, settings.c). */
 int nx_admin_handle_auth_status(struct nx_admin_req *req);
@@ -264,6 +349,46 @@ int nx_admin_handle_tokens_create(struct nx_admin_req *req);
 int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
 int nx_admin_handle_settings_get(struct nx_admin_req *req);
 int nx_admin_handle_settings_put(struct nx_admin_req *req);
+/* Handlers: api_stats.c (statistics and the query list), live.c, api_filter.c, api_config.c. */
+int nx_admin_handle_stats_summary(struct nx_admin_req *req);
+int nx_admin_handle_stats_history(struct nx_admin_req *req);
+int nx_admin_handle_stats_top(struct nx_admin_req *req);
+int nx_admin_handle_queries(struct nx_admin_req *req);
+int nx_admin_handle_live(struct nx_admin_req *req);
+int nx_admin_handle_sources_get(struct nx_admin_req *req);
+int nx_admin_handle_sources_add(struct nx_admin_req *req);
+int nx_admin_handle_sources_refresh_all(struct nx_admin_req *req);
+int nx_admin_handle_sources_post(struct nx_admin_req *req); /* <name>/refresh */
+int nx_admin_handle_sources_edit(struct nx_admin_req *req);
+int nx_admin_handle_sources_delete(struct nx_admin_req *req);
+int nx_admin_handle_rules_get(struct nx_admin_req *req);
+int nx_admin_handle_rules_add(struct nx_admin_req *req);
+int nx_admin_handle_rules_delete(struct nx_admin_req *req);
+int nx_admin_handle_pause_get(struct nx_admin_req *req);
+int nx_admin_handle_pause_set(struct nx_admin_req *req);
+int nx_admin_handle_lookup(struct nx_admin_req *req);
+int nx_admin_handle_groups_get(struct nx_admin_req *req);
+int nx_admin_handle_groups_add(struct nx_admin_req *req);
+int nx_admin_handle_groups_edit(struct nx_admin_req *req);
+int nx_admin_handle_groups_delete(struct nx_admin_req *req);
+int nx_admin_handle_clients_get(struct nx_admin_req *req);
+int nx_admin_handle_clients_add(struct nx_admin_req *req);
+int nx_admin_handle_clients_edit(struct nx_admin_req *req);
+int nx_admin_handle_clients_delete(struct nx_admin_req *req);
+int nx_admin_handle_locals_get(struct nx_admin_req *req);
+int nx_admin_handle_locals_add(struct nx_admin_req *req);
+int nx_admin_handle_locals_delete(struct nx_admin_req *req);
+
+/* api_stats.c: close the query-log reader (stop). */
+void nx_admin_qlog_close(struct nx_admin *a);
+
+/* live.c: set up / tear down the hub (start and stop); the handles count in open_handles. */
+int nx_admin_live_init(struct nx_admin *a); /* 0 or a libuv error: nothing registered */
+void nx_admin_live_stop(struct nx_admin *a);
+void nx_admin_live_deinit(struct nx_admin *a); /* after the handles closed: the mutex */
+/* nxdns_sse_subscribers and its peak, for the /metrics page. */
+void nx_admin_live_metrics(struct nx_admin *a, struct nx_metrics_buf *mb);
+
 /* Handlers (routes.c, metrics.c). */
 int nx_admin_handle_metrics(struct nx_admin_req *req);
 int nx_admin_handle_healthz(struct nx_admin_req *req);

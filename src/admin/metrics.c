@@ -533,6 +533,7 @@ static void render_server(struct nx_admin *a, struct nx_metrics_buf *mb)
 	gauge1(mb, "nxdns_admin_http_connections", "Open admin HTTP connections", a->connections);
 	gauge1(mb, "nxdns_admin_http_connections_peak", "Highest nxdns_admin_http_connections",
 	       a->connections_peak);
+	nx_admin_live_metrics(a, mb);
 }
 
 void nx_admin_render_metrics(struct nx_admin *a, struct nx_metrics_buf *mb)

@@ -1,8 +1,7 @@
 /*
- * The admin route table: one row per route. Later issues add their /api/ handlers here, e.g.
- *     {"GET", "/api/stats/summary", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_api_summary},
- *     {"POST", "/api/filter/sources/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF, nx_admin_api_src},
- * First match wins; a path that matches with another method answers 405 with Allow.
+ * The admin route table: one row per route: {method, path, EXACT|PREFIX, auth, handler}.
+ * First match wins (an EXACT row before the PREFIX row it would shadow); a path that matches
+ * with another method answers 405 with Allow.
  */
 #include "admin/impl.h"
 
@@ -20,6 +19,53 @@ const struct nx_admin_route nx_admin_routes[] = {
     {"GET", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_settings_get},
     {"PUT", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_settings_put},
     {"GET", "/api/memory", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_memory},
+    /* statistics and the query log (api_stats.c), the live stream (live.c) */
+    {"GET", "/api/stats/summary", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_stats_summary},
+    {"GET", "/api/stats/history", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_stats_history},
+    {"GET", "/api/stats/top", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_stats_top},
+    {"GET", "/api/queries", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_queries},
+    {"GET", "/api/queries/live", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_live},
+    /* filtering (api_filter.c) */
+    {"GET", "/api/filter/sources", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_sources_get},
+    {"POST", "/api/filter/sources", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_sources_add},
+    {"POST", "/api/filter/sources/refresh", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_sources_refresh_all},
+    {"POST", "/api/filter/sources/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_sources_post},
+    {"PUT", "/api/filter/sources/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_sources_edit},
+    {"DELETE", "/api/filter/sources/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_sources_delete},
+    {"GET", "/api/filter/rules", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_rules_get},
+    {"POST", "/api/filter/rules", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_rules_add},
+    {"DELETE", "/api/filter/rules", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_rules_delete},
+    {"DELETE", "/api/filter/rules/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_rules_delete},
+    {"GET", "/api/filter/pause", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_pause_get},
+    {"POST", "/api/filter/pause", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_pause_set},
+    {"GET", "/api/lookup", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_lookup},
+    /* groups, clients, local records (api_config.c) */
+    {"GET", "/api/groups", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_groups_get},
+    {"POST", "/api/groups", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_groups_add},
+    {"PUT", "/api/groups/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF, nx_admin_handle_groups_edit},
+    {"DELETE", "/api/groups/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF, nx_admin_handle_groups_delete},
+    {"GET", "/api/clients", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_clients_get},
+    {"POST", "/api/clients", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_clients_add},
+    {"PUT", "/api/clients/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF, nx_admin_handle_clients_edit},
+    {"DELETE", "/api/clients/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_clients_delete},
+    {"GET", "/api/local-records", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_locals_get},
+    {"POST", "/api/local-records", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_locals_add},
+    {"DELETE", "/api/local-records", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_locals_delete},
+    {"DELETE", "/api/local-records/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_locals_delete},
 };
 const size_t nx_admin_n_routes = sizeof(nx_admin_routes) / sizeof(nx_admin_routes[0]);
 

@@ -144,6 +144,12 @@ int nx_admin_handle_settings_get(struct nx_admin_req *req)
 
 int nx_admin_config_apply(struct nx_admin_req *req, const struct nx_conf_change *ch, size_t n)
 {
+	return nx_admin_config_apply_field(req, ch, n, NULL);
+}
+
+int nx_admin_config_apply_field(struct nx_admin_req *req, const struct nx_conf_change *ch, size_t n,
+				const char *field)
+{
 	struct nx_admin *a = req->admin;
 	const struct nx_conf *c = nx_admin_conf(a);
 	int rc;
@@ -159,7 +165,10 @@ int nx_admin_config_apply(struct nx_admin_req *req, const struct nx_conf_change 
 	size_t bad = n;
 	rc = nx_conf_rewrite_many(path, ch, n, &bad, err, sizeof(err));
 	if (rc == NX_ECONFIG) {
-		rc = nx_admin_reply_error(req, 400, "invalid_setting", bad < n ? ch[bad].key : NULL,
+		rc = nx_admin_reply_error(req, 400, "invalid_setting",
+					  field	    ? field
+					  : bad < n ? ch[bad].key
+						    : NULL,
 					  "%s", err);
 		return rc ? rc : 1;
 	}

@@ -879,29 +879,39 @@ int nx_conf_rewrite_many(const char *path, const struct nx_conf_change *ch, size
 	}
 	src_cap = existed ? (size_t)st.st_size + 1 : 0;
 
-	/* Attribute a refusal to one change: each alone, if the file was valid to begin with. */
+	/* The changes are judged together (some are only valid together: min_ttl and max_ttl
+	 * raised at once). Only when the combination is refused do we look for the change to
+	 * blame: one that is refused alone, if the file was valid to begin with, else the key the
+	 * loader's message names. */
 	bool kept = true;
-	if (n > 1 && validate(path, src ? src : "", src_len, NULL, 0) == 0) {
-		for (size_t i = 0; i < n; i++) {
-			rc = nx_conf_edit_text(src ? src : "", src_len, &ch[i], 1, &dst, &dst_len,
-					       &kept, err, errlen);
-			if (!rc) {
-				rc = validate(path, dst, dst_len, err, errlen);
-			}
-			nx_mem_free(NX_OWNER_config, dst, dst ? dst_len + 1 : 0);
-			dst = NULL;
-			if (rc) {
-				*bad = i;
-				goto out;
-			}
-		}
-	}
 	rc = nx_conf_edit_text(src ? src : "", src_len, ch, n, &dst, &dst_len, &kept, err, errlen);
 	if (!rc) {
 		rc = validate(path, dst, dst_len, err, errlen);
 	}
 	if (rc) {
 		*bad = n == 1 ? 0 : blame(ch, n, err ? err : "");
+		if (n > 1 && validate(path, src ? src : "", src_len, NULL, 0) == 0) {
+			char one_err[NX_CONF_ERR_MAX];
+			for (size_t i = 0; i < n; i++) {
+				char *one = NULL;
+				size_t one_len = 0;
+				bool one_kept = true;
+				int r1 = nx_conf_edit_text(src ? src : "", src_len, &ch[i], 1, &one,
+							   &one_len, &one_kept, one_err,
+							   sizeof(one_err));
+				if (!r1) {
+					r1 = validate(path, one, one_len, one_err, sizeof(one_err));
+				}
+				nx_mem_free(NX_OWNER_config, one, one ? one_len + 1 : 0);
+				if (r1) {
+					*bad = i;
+					if (err && errlen) {
+						snprintf(err, errlen, "%s", one_err);
+					}
+					break;
+				}
+			}
+		}
 		goto out;
 	}
 	if (existed && dst_len == src_len && !memcmp(dst, src, src_len)) {

@@ -172,7 +172,7 @@ static int reload_hook(void *ud, char *err, size_t errlen)
 	return nx_daemon_reload(ud, err, errlen);
 }
 
-__attribute__((unused)) static json_t *sources_status(void *ud)
+static json_t *sources_status(void *ud)
 {
 	struct nx_daemon *d = ud;
 	const struct nx_conf *c = d->cur->c;
@@ -207,7 +207,7 @@ __attribute__((unused)) static json_t *sources_status(void *ud)
 	return arr;
 }
 
-__attribute__((unused)) static int refresh_hook(void *ud, const char *source)
+static int refresh_hook(void *ud, const char *source)
 {
 	struct nx_daemon *d = ud;
 	const struct nx_conf *c = d->cur->c;
@@ -225,7 +225,7 @@ __attribute__((unused)) static int refresh_hook(void *ud, const char *source)
 	return nx_refresh_now(d, idx, 0);
 }
 
-__attribute__((unused)) static int pause_hook(void *ud, int64_t until_ms)
+static int pause_hook(void *ud, int64_t until_ms)
 {
 	struct nx_daemon *d = ud;
 	atomic_store(&d->pause_until_ms, until_ms);
@@ -233,7 +233,7 @@ __attribute__((unused)) static int pause_hook(void *ud, int64_t until_ms)
 	return 0;
 }
 
-__attribute__((unused)) static int64_t paused_until(void *ud)
+static int64_t paused_until(void *ud)
 {
 	struct nx_daemon *d = ud;
 	int64_t u = atomic_load(&d->pause_until_ms);
@@ -241,7 +241,7 @@ __attribute__((unused)) static int64_t paused_until(void *ud)
 }
 
 /* The same decision `nxdns lookup` prints, on the daemon's current generation. */
-__attribute__((unused)) static json_t *lookup_hook(void *ud, const char *name, const char *client, const char **err)
+static json_t *lookup_hook(void *ud, const char *name, const char *client, const char **err)
 {
 	struct nx_daemon *d = ud;
 	uint8_t wire[NX_DNS_NAME_MAX];
@@ -284,6 +284,11 @@ __attribute__((unused)) static json_t *lookup_hook(void *ud, const char *name, c
 			 "source", nx_decide_source_name(&dc, &r));
 }
 
+static void live_tap(void *ud, const struct nx_qlog_rec *recs, size_t n)
+{
+	nx_admin_live_publish(ud, recs, n); /* thread-safe: called on the writer thread */
+}
+
 int nx_daemon_admin_start(struct nx_daemon *d)
 {
 	const struct nx_conf *c = d->cur->c;
@@ -295,18 +300,32 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.ready = ready,
 		.conf = current_conf,
 		.reload = reload_hook,
+		.sources_status = sources_status,
+		.refresh = refresh_hook,
+		.pause = pause_hook,
+		.paused_until = paused_until,
+		.lookup = lookup_hook,
 		.ud = d,
 	};
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
 		       c->admin_listen.text, nx_strerror(rc));
+		return rc;
 	}
-	return rc;
+	/* The live stream: the query-log writer hands each drained batch to the admin hub. */
+	if (d->qlog) {
+		nx_qlog_set_tap(d->qlog, live_tap, d->admin);
+	}
+	return 0;
 }
 
 void nx_daemon_admin_stop(struct nx_daemon *d)
 {
+	/* The tap must be gone before the hub it publishes into (set_tap waits for it). */
+	if (d->qlog) {
+		nx_qlog_set_tap(d->qlog, NULL, NULL);
+	}
 	nx_admin_stop(d->admin);
 	d->admin = NULL;
 }

@@ -4,8 +4,10 @@
  * The server runs on a libuv loop in the test thread; each request is made by a blocking-socket
  * client in a second thread that wakes the loop when done. The config is a YAML file in a fresh
  * temporary directory; the daemon hooks are played by the fixture: conf() returns the loaded
- * config, reload() loads the file again (as SIGHUP would), now_ms() is a clock the test moves.
- * Teardown checks that the admin_http, tls and config ledger rows are back where they were.
+ * config, reload() loads the file again (as SIGHUP would), now_ms() is a clock the test moves;
+ * the filter hooks (sources status, refresh, pause, lookup) are small fakes with state in fx.
+ * Teardown checks that the admin_http, tls, config and sse_rings ledger rows are back where they
+ * were.
  *
  * Include after cmocka.h. Static functions: each test file uses what it needs.
  */
@@ -56,6 +58,11 @@ struct fx {
 	bool no_reload_hook;  /* start without hooks.reload */
 	uint64_t now;	      /* the admin clock, ms */
 	struct nx_ledger_row before[NX_OWNER__COUNT];
+	/* the filter hooks' fake daemon state */
+	int refreshes;	      /* refresh hook calls that started one */
+	char refreshed[64];   /* the last source refreshed ("*" for all) */
+	bool refresh_busy;    /* refresh answers NX_ENOSLOT */
+	int64_t paused_until; /* what pause set */
 };
 
 /* ---- hooks ---- */
@@ -86,6 +93,65 @@ FX_FN int fx_hook_reload(void *ud, char *err, size_t errlen)
 FX_FN uint64_t fx_hook_now(void *ud)
 {
 	return ((struct fx *)ud)->now;
+}
+
+/* A status per configured source, marked so a test sees the hook answered. */
+FX_FN json_t *fx_hook_sources_status(void *ud)
+{
+	struct fx *f = ud;
+	json_t *a = json_array();
+	for (size_t i = 0; f->conf && i < f->conf->n_sources; i++) {
+		const struct nx_conf_source *s = &f->conf->sources[i];
+		json_array_append_new(a,
+				      json_pack("{s:s, s:b, s:i, s:n}", "name", s->name, "enabled",
+						s->enabled, "list", 42, "last_error"));
+	}
+	return a;
+}
+
+FX_FN int fx_hook_refresh(void *ud, const char *source)
+{
+	struct fx *f = ud;
+	if (f->refresh_busy) {
+		return NX_ENOSLOT;
+	}
+	bool found = !source;
+	for (size_t i = 0; source && f->conf && i < f->conf->n_sources; i++) {
+		found |= !strcmp(f->conf->sources[i].name, source);
+	}
+	if (!found) {
+		return NX_ENOTFOUND;
+	}
+	f->refreshes++;
+	snprintf(f->refreshed, sizeof(f->refreshed), "%s", source ? source : "*");
+	return 0;
+}
+
+FX_FN int fx_hook_pause(void *ud, int64_t until_ms)
+{
+	((struct fx *)ud)->paused_until = until_ms;
+	return 0;
+}
+
+FX_FN int64_t fx_hook_paused_until(void *ud)
+{
+	return ((struct fx *)ud)->paused_until;
+}
+
+/* Names containing "bad" are refused; client "nope" is unknown. */
+FX_FN json_t *fx_hook_lookup(void *ud, const char *name, const char *client, const char **err)
+{
+	if (strstr(name, "bad")) {
+		*err = "not a domain name";
+		return NULL;
+	}
+	if (client && !strcmp(client, "nope")) {
+		*err = "unknown client 'nope'";
+		return NULL;
+	}
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}", "name", name, "action", "block",
+			 "reason", "user_deny", "matched", name, "source", "filter.deny", "client",
+			 client);
 }
 
 FX_FN void fx_on_wake(uv_async_t *h)
@@ -178,6 +244,11 @@ FX_FN struct fx *fx_start_with(const char *config, bool no_reload)
 	    .conf = fx_hook_conf,
 	    .reload = f->no_reload_hook ? NULL : fx_hook_reload,
 	    .now_ms = fx_hook_now,
+	    .sources_status = fx_hook_sources_status,
+	    .refresh = fx_hook_refresh,
+	    .pause = fx_hook_pause,
+	    .paused_until = fx_hook_paused_until,
+	    .lookup = fx_hook_lookup,
 	    .ud = f,
 	};
 	int rc = nx_admin_start(&f->loop, &a, &hooks, &f->admin);
@@ -194,7 +265,7 @@ FX_FN struct fx *fx_start(const char *config)
 
 FX_FN void fx_stop(struct fx *f)
 {
-	nx_admin_stop(f->admin);
+	nx_admin_stop(f->admin); /* NULL when the test stopped it */
 	uv_close((uv_handle_t *)&f->wake, NULL);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -214,7 +285,8 @@ FX_FN void fx_stop(struct fx *f)
 	rmdir(f->dir);
 	struct nx_ledger_row now[NX_OWNER__COUNT];
 	nx_ledger_read(now);
-	static const enum nx_owner owners[] = {NX_OWNER_admin_http, NX_OWNER_tls, NX_OWNER_config};
+	static const enum nx_owner owners[] = {NX_OWNER_admin_http, NX_OWNER_tls, NX_OWNER_config,
+					       NX_OWNER_sse_rings};
 	for (size_t i = 0; i < sizeof(owners) / sizeof(owners[0]); i++) {
 		assert_int_equal(now[owners[i]].bytes, f->before[owners[i]].bytes);
 		assert_int_equal(now[owners[i]].count, f->before[owners[i]].count);

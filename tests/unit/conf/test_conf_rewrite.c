@@ -331,6 +331,14 @@ static void rewrite_refused_changes_nothing(void **state)
 	assert_int_equal(c->cache_min_ttl, 10);
 	assert_int_equal(c->cache_max_ttl, 50);
 	nx_conf_free(c);
+
+	/* valid only together: min_ttl 100 alone exceeds the current max_ttl (50) */
+	struct nx_conf_change together[] = {{"cache.min_ttl", "100"}, {"cache.max_ttl", "200"}};
+	assert_int_equal(nx_conf_rewrite_many(path, together, 2, &bad, err, sizeof(err)), 0);
+	assert_int_equal(nx_conf_load(path, &c, err, sizeof(err)), 0);
+	assert_int_equal(c->cache_min_ttl, 100);
+	assert_int_equal(c->cache_max_ttl, 200);
+	nx_conf_free(c);
 }
 
 static void rewrite_new_file_and_symlink(void **state)

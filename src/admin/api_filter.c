@@ -1,0 +1,530 @@
+/*
+ * Filtering: /api/filter/sources (status from the daemon, add/edit/remove as rewrites of
+ * `filter.sources`, refresh one or all), /api/filter/rules (filter.allow / filter.deny),
+ * /api/filter/pause and /api/lookup. The status, refresh, pause and lookup come from the
+ * daemon's hooks (admin.h); without a hook the route answers 503 not_configured.
+ *
+ * Threading: control thread.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/impl.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+
+/* Longer than a month is "turn filtering off" (filter.enabled). */
+#define PAUSE_MAX_S (30 * 86400)
+
+static int no_hook(struct nx_admin_req *req, const char *what)
+{
+	return nx_admin_reply_error(req, 503, "not_configured", NULL, "this server has no %s",
+				    what);
+}
+
+/* ---- sources --------------------------------------------------------------------------------- */
+
+static json_t *sources_view(struct nx_admin *a, const struct nx_conf *c)
+{
+	const struct nx_admin_hooks *h = &a->hooks;
+	json_t *list = h->sources_status ? h->sources_status(h->ud) : nx_admin_sources_json(c);
+	return json_pack("{s:o}", "sources", list ? list : json_array());
+}
+
+int nx_admin_handle_sources_get(struct nx_admin_req *req)
+{
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	return c ? nx_admin_reply_json(req, 200, sources_view(req->admin, c)) : 0;
+}
+
+/* After an applied edit: answer status with the view; or forward 1 (answered) / < 0. */
+static int sources_done(struct nx_admin_req *req, int rc, unsigned status)
+{
+	if (rc) {
+		return rc > 0 ? 0 : rc;
+	}
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	return c ? nx_admin_reply_json(req, status, sources_view(req->admin, c)) : 0;
+}
+
+static ssize_t source_index(const struct nx_conf *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_sources; i++) {
+		if (!strcmp(c->sources[i].name, name)) {
+			return (ssize_t)i;
+		}
+	}
+	return -1;
+}
+
+enum { S_NAME, S_URL, S_PATH, S_FORMAT, S_GROUPS, S_ENABLED };
+static const struct nx_admin_field source_fields[] = {{"name", JSON_STRING, true},
+						      {"url", JSON_STRING, false},
+						      {"path", JSON_STRING, false},
+						      {"format", JSON_STRING, false},
+						      {"groups", JSON_ARRAY, false},
+						      {"enabled", NX_ADMIN_JSON_BOOL, false},
+						      {NULL}};
+
+/* Add (path_name NULL: the body names it) or edit a source. */
+static int source_write(struct nx_admin_req *req, const char *path_name)
+{
+	const struct nx_admin_field *fields = path_name ? source_fields + 1 : source_fields;
+	json_t *v[6] = {NULL};
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	json_t *body = c ? nx_admin_req_json(req, fields, path_name ? v + 1 : v) : NULL;
+	if (!body) {
+		return 0;
+	}
+	int rc = 0;
+	json_t *list = NULL;
+	const char *name = path_name ? path_name : json_string_value(v[S_NAME]);
+	ssize_t at = source_index(c, name);
+	if (v[S_URL] && v[S_PATH]) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "url",
+					  "a source has a url or a path, not both");
+		goto out;
+	}
+	if (!path_name && !v[S_URL] && !v[S_PATH]) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "url",
+					  "a source needs a url or a path");
+		goto out;
+	}
+	if (!path_name && at >= 0) {
+		rc = nx_admin_reply_error(req, 409, "exists", "name", "a source named '%s' exists",
+					  name);
+		goto out;
+	}
+	if (path_name && at < 0) {
+		rc = nx_admin_reply_error(req, 404, "not_found", "name", "no source named '%s'",
+					  name);
+		goto out;
+	}
+	list = nx_admin_sources_json(c);
+	json_t *entry = path_name ? json_array_get(list, (size_t)at) : json_object();
+	if (!list || !entry || (!path_name && json_array_append_new(list, entry))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (v[S_URL] || v[S_PATH]) {
+		json_object_del(entry, "url");
+		json_object_del(entry, "path");
+	}
+	const char *k;
+	json_t *x;
+	json_object_foreach(body, k, x)
+	{
+		if (json_object_set(entry, k, x)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	const char *key = "filter.sources";
+	rc = nx_admin_config_set(req, &key, &list, 1, NULL);
+	if (rc == 0) {
+		nx_log(NX_LOG_INFO, "admin", "blocklist source %s %s through the API", name,
+		       path_name ? "changed" : "added");
+	}
+	rc = sources_done(req, rc, path_name ? 200 : 201);
+out:
+	json_decref(list);
+	json_decref(body);
+	return rc;
+}
+
+int nx_admin_handle_sources_add(struct nx_admin_req *req)
+{
+	return source_write(req, NULL);
+}
+
+int nx_admin_handle_sources_edit(struct nx_admin_req *req)
+{
+	const char *name = nx_admin_path_rest(req, "/api/filter/sources/");
+	if (!name || strchr(name, '/')) {
+		return nx_admin_reply_error(req, 404, "not_found", NULL,
+					    "name the source: /api/filter/sources/<name>");
+	}
+	return source_write(req, name);
+}
+
+/*
+ * Remove a source. A group that lists it by name must drop it first (409 in_use, naming the
+ * group): the two keys cannot change in one rewrite while nx_conf_rewrite_many refuses a set of
+ * changes one of which is invalid alone.
+ */
+int nx_admin_handle_sources_delete(struct nx_admin_req *req)
+{
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	const char *name = nx_admin_path_rest(req, "/api/filter/sources/");
+	if (!c) {
+		return 0;
+	}
+	ssize_t at = name ? source_index(c, name) : -1;
+	if (at < 0) {
+		return nx_admin_reply_error(req, 404, "not_found", "name", "no source named '%s'",
+					    name ? name : "");
+	}
+	json_t *groups = nx_admin_groups_map(c);
+	if (!groups) {
+		return -ENOMEM;
+	}
+	const char *g;
+	json_t *entry;
+	json_object_foreach(groups, g, entry)
+	{
+		size_t i;
+		json_t *s;
+		json_array_foreach(json_object_get(entry, "sources"), i, s)
+		{
+			if (json_is_string(s) && !strcmp(json_string_value(s), name)) {
+				int rc = nx_admin_reply_error(
+				    req, 409, "in_use", "name",
+				    "the group '%s' lists the source '%s': remove it there first",
+				    g, name);
+				json_decref(groups);
+				return rc;
+			}
+		}
+	}
+	json_decref(groups);
+	json_t *list = nx_admin_sources_json(c);
+	if (!list) {
+		return -ENOMEM;
+	}
+	json_array_remove(list, (size_t)at);
+	const char *key = "filter.sources";
+	int rc = nx_admin_config_set(req, &key, &list, 1, NULL);
+	json_decref(list);
+	if (rc == 0) {
+		nx_log(NX_LOG_INFO, "admin", "blocklist source %s removed through the API", name);
+	}
+	return sources_done(req, rc, 200);
+}
+
+static int refresh(struct nx_admin_req *req, const char *name)
+{
+	const struct nx_admin_hooks *h = &req->admin->hooks;
+	if (!h->refresh) {
+		return no_hook(req, "blocklist refresh");
+	}
+	int rc = h->refresh(h->ud, name);
+	switch (rc) {
+	case 0:
+		return nx_admin_reply_json(
+		    req, 202, json_pack("{s:s, s:s?}", "refresh", "started", "source", name));
+	case NX_ENOTFOUND:
+		return nx_admin_reply_error(req, 404, "not_found", "name", "no source named '%s'",
+					    name ? name : "");
+	case NX_ENOSLOT:
+		return nx_admin_reply_error(req, 409, "refresh_running", NULL,
+					    "a refresh is already running");
+	default:
+		return rc < 0 ? rc : -EIO;
+	}
+}
+
+int nx_admin_handle_sources_refresh_all(struct nx_admin_req *req)
+{
+	return refresh(req, NULL);
+}
+
+/* POST /api/filter/sources/<name>/refresh */
+int nx_admin_handle_sources_post(struct nx_admin_req *req)
+{
+	static const char suffix[] = "/refresh";
+	const char *rest = nx_admin_path_rest(req, "/api/filter/sources/");
+	size_t n = rest ? strlen(rest) : 0;
+	if (n <= sizeof(suffix) - 1 || strcmp(rest + n - (sizeof(suffix) - 1), suffix) ||
+	    memchr(rest, '/', n - (sizeof(suffix) - 1))) {
+		return nx_admin_reply_error(req, 404, "not_found", NULL, "no route for POST %s",
+					    req->path);
+	}
+	char name[NX_CONF_NAME_MAX + 1];
+	size_t len = n - (sizeof(suffix) - 1);
+	if (len >= sizeof(name)) {
+		return nx_admin_reply_error(req, 404, "not_found", "name", "no such source");
+	}
+	memcpy(name, rest, len);
+	name[len] = '\0';
+	return refresh(req, name);
+}
+
+/* ---- user rules ------------------------------------------------------------------------------ */
+
+static json_t *rules_view(const struct nx_conf *c)
+{
+	json_t *allow = json_array(), *deny = json_array();
+	for (size_t i = 0; allow && i < c->n_allow_rules; i++) {
+		json_array_append_new(allow, json_string(c->allow_rules[i]));
+	}
+	for (size_t i = 0; deny && i < c->n_deny_rules; i++) {
+		json_array_append_new(deny, json_string(c->deny_rules[i]));
+	}
+	return json_pack("{s:o, s:o}", "allow", allow, "deny", deny);
+}
+
+int nx_admin_handle_rules_get(struct nx_admin_req *req)
+{
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	return c ? nx_admin_reply_json(req, 200, rules_view(c)) : 0;
+}
+
+/* The rule as the loader keeps it: names in lower case without a trailing dot; regexes as is. */
+static void normalise(const char *rule, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s", rule);
+	size_t n = strlen(out);
+	if (out[0] == '/') {
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		out[i] = (char)tolower((unsigned char)out[i]);
+	}
+	if (n > 1 && out[n - 1] == '.') {
+		out[n - 1] = '\0';
+	}
+}
+
+#define RULE_MAX 1024 /* bytes of one rule (a regex); the loader has its own limits */
+
+/* Find (list, rule): *list_out "filter.allow"/"filter.deny", *idx the index or -1. false after
+ * answering 400. */
+static bool rule_find(struct nx_admin_req *req, const struct nx_conf *c, const char *list,
+		      const char *rule, const char **key, ssize_t *idx)
+{
+	char *const *rules;
+	size_t n;
+	if (list && !strcmp(list, "allow")) {
+		*key = "filter.allow";
+		rules = c->allow_rules;
+		n = c->n_allow_rules;
+	} else if (list && !strcmp(list, "deny")) {
+		*key = "filter.deny";
+		rules = c->deny_rules;
+		n = c->n_deny_rules;
+	} else {
+		nx_admin_reply_error(req, 400, "bad_request", "list", "list must be allow or deny");
+		return false;
+	}
+	if (!rule || !*rule || strlen(rule) >= RULE_MAX) {
+		nx_admin_reply_error(req, 400, "bad_request", "rule",
+				     "rule must be a name, *.name or /regex/ (up to %d bytes)",
+				     RULE_MAX - 1);
+		return false;
+	}
+	char norm[RULE_MAX];
+	normalise(rule, norm, sizeof(norm));
+	*idx = -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(rules[i], norm)) {
+			*idx = (ssize_t)i;
+		}
+	}
+	return true;
+}
+
+static json_t *rules_array(const struct nx_conf *c, const char *key)
+{
+	bool allow = !strcmp(key, "filter.allow");
+	char *const *rules = allow ? c->allow_rules : c->deny_rules;
+	size_t n = allow ? c->n_allow_rules : c->n_deny_rules;
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++) {
+		json_array_append_new(a, json_string(rules[i]));
+	}
+	return a;
+}
+
+static int rules_done(struct nx_admin_req *req, int rc, unsigned status)
+{
+	if (rc) {
+		return rc > 0 ? 0 : rc;
+	}
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	return c ? nx_admin_reply_json(req, status, rules_view(c)) : 0;
+}
+
+int nx_admin_handle_rules_add(struct nx_admin_req *req)
+{
+	static const struct nx_admin_field fields[] = {
+	    {"list", JSON_STRING, true}, {"rule", JSON_STRING, true}, {NULL}};
+	json_t *v[2];
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	json_t *body = c ? nx_admin_req_json(req, fields, v) : NULL;
+	if (!body) {
+		return 0;
+	}
+	const char *key;
+	ssize_t idx;
+	const char *rule = json_string_value(v[1]);
+	int rc = 0;
+	if (!rule_find(req, c, json_string_value(v[0]), rule, &key, &idx)) {
+		goto out;
+	}
+	if (idx >= 0) {
+		rc = nx_admin_reply_error(req, 409, "exists", "rule", "the %s list has '%s'",
+					  json_string_value(v[0]), rule);
+		goto out;
+	}
+	json_t *a = rules_array(c, key);
+	if (!a || json_array_append_new(a, json_string(rule))) {
+		json_decref(a);
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = nx_admin_config_set(req, &key, &a, 1, "rule");
+	json_decref(a);
+	rc = rules_done(req, rc, 201);
+out:
+	json_decref(body);
+	return rc;
+}
+
+/* DELETE /api/filter/rules {list, rule} or /api/filter/rules/<list>/<rule> (rule url-encoded;
+ * a regex may hold '/'). */
+int nx_admin_handle_rules_delete(struct nx_admin_req *req)
+{
+	static const struct nx_admin_field fields[] = {
+	    {"list", JSON_STRING, true}, {"rule", JSON_STRING, true}, {NULL}};
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	if (!c) {
+		return 0;
+	}
+	json_t *body = NULL;
+	char list[16] = "";
+	const char *rule = NULL;
+	const char *rest = nx_admin_path_rest(req, "/api/filter/rules/");
+	if (rest) {
+		const char *slash = strchr(rest, '/');
+		size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+		snprintf(list, sizeof(list), "%.*s", (int)NX_MIN(n, sizeof(list) - 1), rest);
+		rule = slash ? slash + 1 : NULL;
+	} else {
+		json_t *v[2];
+		body = nx_admin_req_json(req, fields, v);
+		if (!body) {
+			return 0;
+		}
+		snprintf(list, sizeof(list), "%s", json_string_value(v[0]));
+		rule = json_string_value(v[1]);
+	}
+	const char *key;
+	ssize_t idx;
+	int rc = 0;
+	if (!rule_find(req, c, list, rule, &key, &idx)) {
+		goto out;
+	}
+	if (idx < 0) {
+		rc = nx_admin_reply_error(req, 404, "not_found", "rule", "the %s list has no '%s'",
+					  list, rule);
+		goto out;
+	}
+	json_t *a = rules_array(c, key);
+	if (!a) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	json_array_remove(a, (size_t)idx);
+	rc = nx_admin_config_set(req, &key, &a, 1, "rule");
+	json_decref(a);
+	rc = rules_done(req, rc, 200);
+out:
+	json_decref(body);
+	return rc;
+}
+
+/* ---- pause ----------------------------------------------------------------------------------- */
+
+static int pause_view(struct nx_admin_req *req)
+{
+	const struct nx_admin_hooks *h = &req->admin->hooks;
+	int64_t until = h->paused_until(h->ud);
+	bool paused = until > nx_now_wall_ms();
+	return nx_admin_reply_json(req, 200,
+				   json_pack("{s:b, s:I}", "paused", paused, "until_ms",
+					     (json_int_t)(paused ? until : 0)));
+}
+
+int nx_admin_handle_pause_get(struct nx_admin_req *req)
+{
+	if (!req->admin->hooks.paused_until) {
+		return no_hook(req, "pause control");
+	}
+	return pause_view(req);
+}
+
+int nx_admin_handle_pause_set(struct nx_admin_req *req)
+{
+	static const struct nx_admin_field fields[] = {
+	    {"seconds", JSON_INTEGER, false}, {"resume", NX_ADMIN_JSON_BOOL, false}, {NULL}};
+	const struct nx_admin_hooks *h = &req->admin->hooks;
+	if (!h->pause || !h->paused_until) {
+		return no_hook(req, "pause control");
+	}
+	json_t *v[2];
+	json_t *body = nx_admin_req_json(req, fields, v);
+	if (!body) {
+		return 0;
+	}
+	int rc;
+	int64_t until = 0;
+	if (v[1] && !json_is_true(v[1])) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "resume",
+					  "resume can only be true");
+		goto out;
+	}
+	if (v[1] && v[0]) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "seconds",
+					  "send seconds or resume, not both");
+		goto out;
+	}
+	if (!v[1]) {
+		json_int_t s = v[0] ? json_integer_value(v[0]) : -1;
+		if (s < 0 || s > PAUSE_MAX_S) {
+			rc = nx_admin_reply_error(req, 400, "bad_request", "seconds",
+						  "seconds must be from 0 (resume) to %d",
+						  PAUSE_MAX_S);
+			goto out;
+		}
+		until = s ? nx_now_wall_ms() + (int64_t)s * 1000 : 0;
+	}
+	rc = h->pause(h->ud, until);
+	if (rc) {
+		goto out;
+	}
+	nx_log(NX_LOG_INFO, "admin", "filtering %s through the API", until ? "paused" : "resumed");
+	rc = pause_view(req);
+out:
+	json_decref(body);
+	return rc;
+}
+
+/* ---- lookup ---------------------------------------------------------------------------------- */
+
+int nx_admin_handle_lookup(struct nx_admin_req *req)
+{
+	const struct nx_admin_hooks *h = &req->admin->hooks;
+	const char *name = nx_admin_req_arg(req, "name");
+	const char *client = nx_admin_req_arg(req, "client");
+	if (!name || !*name) {
+		return nx_admin_reply_error(req, 400, "bad_request", "name", "name is required");
+	}
+	if (client && !*client) {
+		client = NULL;
+	}
+	if (!h->lookup) {
+		return no_hook(req, "lookup");
+	}
+	const char *err = NULL;
+	json_t *out = h->lookup(h->ud, name, client, &err);
+	if (!out) {
+		bool about_client = client && err && strstr(err, "client");
+		return nx_admin_reply_error(req, 400, "bad_request",
+					    about_client ? "client" : "name", "%s",
+					    err ? err : "the name cannot be looked up");
+	}
+	return nx_admin_reply_json(req, 200, out);
+}
