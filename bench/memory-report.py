@@ -72,7 +72,16 @@ owners = sorted(((k.split('"')[1], v) for k, v in M.items()
 allocs = {k.split('"')[1]: v for k, v in M.items() if k.startswith("nxdns_memory_owner_allocations{")}
 ledger = sum(v for _, v in owners)
 rss_b = steady["rss"] * 1024 if steady else 0
-unexpl = rss_b - ledger
+# The daemon's own definition (GET /api/memory, nxdns memory): RSS minus the heap owners, the
+# snapshot's resident pages and code (executable + libraries, from smaps). Older builds without
+# nxdns_process_code_bytes fall back to RSS minus the whole ledger.
+owner_map = dict(owners)
+if "nxdns_process_code_bytes" in M:
+    snap_charge = owner_map.get("snapshot_map", 0)
+    snap_res = M.get("nxdns_process_snapshot_resident_bytes", snap_charge)
+    unexpl = rss_b - (ledger - snap_charge + snap_res + M["nxdns_process_code_bytes"])
+else:
+    unexpl = rss_b - ledger
 share = unexpl / rss_b if rss_b else float("nan")
 sg = S.get("gauges", {})
 peak_rss_b = max((sg.get("proc_VmRSS", {}).get("max", 0), 0))
@@ -130,7 +139,7 @@ if steady and boot:
           f"({what}: {exp}) | {tv} |")
     sv = "met" if share <= TARGET["unexplained"] else \
         f"**missed by {(share - TARGET['unexplained']) * 100:.0f} points ({(unexpl - TARGET['unexplained'] * rss_b) / MiB:.1f} MiB)**"
-    print(f"| unexplained remainder (VmRSS − ledger) | {unexpl / MiB:.1f} MiB = {share * 100:.0f}% "
+    print(f"| unexplained remainder (VmRSS − heap owners − snapshot resident − code) | {unexpl / MiB:.1f} MiB = {share * 100:.0f}% "
           f"| not measurable | ≤ 10% of RSS | {sv} |")
     print(f"| snapshot | {int(M.get('nxdns_filter_snapshot_entries', 0)):,} entries, "
           f"{M.get('nxdns_filter_snapshot_bytes', 0) / MiB:.1f} MiB | {BASE['entries']} entries, 71 MiB | | |")

@@ -188,6 +188,9 @@ struct nx_process_figures {
 	int64_t threads;	   /* Threads */
 	int64_t heap_in_use_bytes; /* mallinfo2: uordblks + hblkhd (allocated, incl. mmapped) */
 	int64_t heap_free_bytes;   /* mallinfo2: fordblks (free but retained by malloc) */
+	int64_t code_bytes;        /* /proc/self/smaps: resident pages of file mappings other than
+				    * the blocklist snapshot: the executable and shared libraries */
+	int64_t snapshot_resident_bytes; /* resident pages of the mapped snapshot (*.nxs) */
 };
 
 /* Fill *out (fields that could not be read are -1). 0, or -errno when /proc is unreadable. */

@@ -26,19 +26,30 @@ json_t *nx_admin_memory_json(void)
 	}
 	struct nx_process_figures pf;
 	nx_admin_read_process(&pf);
-	/* The snapshot mapping is file-backed (RssFile); everything else the ledger names is heap
-	 * (RssAnon). What RSS holds beyond the ledger: allocator overhead and retained free heap,
-	 * libraries' own allocations, thread stacks, code. */
-	int64_t unexplained = pf.vmrss_bytes >= 0 ? pf.vmrss_bytes - total : -1;
-	return json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:I, s:f}",
+	/*
+	 * What RSS holds, by who explains it: the ledger's heap owners (everything but the
+	 * snapshot mapping, which the ledger charges at its full size) plus the snapshot's resident
+	 * pages plus code (the executable and libraries, file-backed, owned by no allocation).
+	 * The rest is unexplained: allocator overhead and retained free heap, libraries' own
+	 * allocations, thread stacks. Printed, not hidden.
+	 */
+	int64_t snap_charge = rows[NX_OWNER_snapshot_map].bytes;
+	int64_t snap_res = pf.snapshot_resident_bytes >= 0 ? pf.snapshot_resident_bytes : snap_charge;
+	int64_t code = pf.code_bytes >= 0 ? pf.code_bytes : 0;
+	int64_t explained = (total - snap_charge) + snap_res + code;
+	int64_t unexplained = pf.vmrss_bytes >= 0 ? pf.vmrss_bytes - explained : -1;
+	json_t *doc = json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:I, s:f}",
 			 "owners", owners, "ledger_bytes", (json_int_t)total, "process", "vmrss",
 			 (json_int_t)pf.vmrss_bytes, "rssanon", (json_int_t)pf.rssanon_bytes,
 			 "rssfile", (json_int_t)pf.rssfile_bytes, "vmhwm",
-			 (json_int_t)pf.vmhwm_bytes, "threads", (json_int_t)pf.threads, "heap",
-			 "in_use", (json_int_t)pf.heap_in_use_bytes, "free_retained",
+			 (json_int_t)pf.vmhwm_bytes, "threads", (json_int_t)pf.threads, "code",
+			 (json_int_t)pf.code_bytes, "snapshot_resident",
+			 (json_int_t)pf.snapshot_resident_bytes, "heap", "in_use",
+			 (json_int_t)pf.heap_in_use_bytes, "free_retained",
 			 (json_int_t)pf.heap_free_bytes, "unexplained_bytes",
 			 (json_int_t)unexplained, "unexplained_share",
 			 pf.vmrss_bytes > 0 ? (double)unexplained / (double)pf.vmrss_bytes : 0.0);
+	return doc;
 }
 
 int nx_admin_handle_memory(struct nx_admin_req *req);

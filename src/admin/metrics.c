@@ -509,6 +509,12 @@ static void render_process(struct nx_metrics_buf *mb)
 	gauge1(mb, "nxdns_heap_free_bytes",
 	       "malloc heap bytes free but retained by the allocator (mallinfo2 fordblks)",
 	       p.heap_free_bytes);
+	gauge1(mb, "nxdns_process_code_bytes",
+	       "Resident pages of the executable and shared libraries (smaps; no ledger owner)",
+	       p.code_bytes);
+	gauge1(mb, "nxdns_process_snapshot_resident_bytes",
+	       "Resident pages of the mapped blocklist snapshot (smaps)",
+	       p.snapshot_resident_bytes);
 }
 
 static void render_server(struct nx_admin *a, struct nx_metrics_buf *mb)

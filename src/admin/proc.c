@@ -33,6 +33,48 @@ static int64_t field(const char *text, const char *key)
 	return -1;
 }
 
+/*
+ * Walk /proc/self/smaps: resident bytes of file mappings, split into the blocklist snapshot
+ * (*.nxs, owned by the ledger's snapshot_map) and everything else file-backed (code and data of
+ * the executable and its libraries, which no allocation owns). A few hundred lines: read on a
+ * scrape, not on a hot path.
+ */
+static void read_smaps(struct nx_process_figures *out)
+{
+	out->code_bytes = out->snapshot_resident_bytes = -1;
+	FILE *fp = fopen("/proc/self/smaps", "re");
+	if (!fp) {
+		return;
+	}
+	int64_t code = 0, snap = 0;
+	int kind = 0; /* 0 anonymous/special, 1 file, 2 snapshot */
+	char line[512];
+	while (fgets(line, sizeof(line), fp)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ')) {
+			/* a mapping header: "lo-hi perms offset dev inode [path]" */
+			const char *path = strchr(line, '/');
+			kind = 0;
+			if (path) {
+				size_t pl = strcspn(path, "\n");
+				kind = (pl > 4 && memcmp(path + pl - 4, ".nxs", 4) == 0) ? 2 : 1;
+			}
+			continue;
+		}
+		long kb;
+		if (kind && sscanf(line, "Rss: %ld kB", &kb) == 1) {
+			if (kind == 2) {
+				snap += (int64_t)kb * 1024;
+			} else {
+				code += (int64_t)kb * 1024;
+			}
+		}
+	}
+	fclose(fp);
+	out->code_bytes = code;
+	out->snapshot_resident_bytes = snap;
+}
+
 int nx_admin_read_process(struct nx_process_figures *out)
 {
 	out->vmrss_bytes = out->rssanon_bytes = out->rssfile_bytes = -1;
@@ -68,5 +110,6 @@ int nx_admin_read_process(struct nx_process_figures *out)
 	out->rssfile_bytes = field(buf, "RssFile");
 	out->vmhwm_bytes = field(buf, "VmHWM");
 	out->threads = field(buf, "Threads");
+	read_smaps(out);
 	return 0;
 }

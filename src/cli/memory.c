@@ -129,11 +129,15 @@ int nx_cli_memory(int argc, char **argv)
 	printf("%-18s %9.2f MiB\n", "  RssAnon", mib(json_integer_value(json_object_get(p, "rssanon"))));
 	printf("%-18s %9.2f MiB\n", "  RssFile", mib(json_integer_value(json_object_get(p, "rssfile"))));
 	printf("%-18s %9.2f MiB\n", "VmHWM", mib(json_integer_value(json_object_get(p, "vmhwm"))));
+	printf("%-18s %9.2f MiB\n", "code (exe+libs)", mib(json_integer_value(json_object_get(p, "code"))));
+	printf("%-18s %9.2f MiB\n", "snapshot resident",
+	       mib(json_integer_value(json_object_get(p, "snapshot_resident"))));
 	printf("%-18s %9lld\n", "threads", (long long)json_integer_value(json_object_get(p, "threads")));
 	printf("%-18s %9.2f MiB\n", "heap in use", mib(json_integer_value(json_object_get(hp, "in_use"))));
 	printf("%-18s %9.2f MiB\n", "heap free kept",
 	       mib(json_integer_value(json_object_get(hp, "free_retained"))));
-	printf("%-18s %9.2f MiB (%.0f%% of RSS)\n", "unexplained",
+	printf("%-18s %9.2f MiB (%.0f%% of RSS: RSS - heap owners - snapshot resident - code)\n",
+	       "unexplained",
 	       mib(json_integer_value(json_object_get(j, "unexplained_bytes"))),
 	       100.0 * json_real_value(json_object_get(j, "unexplained_share")));
 	json_decref(j);
