@@ -9,6 +9,9 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,9 +129,19 @@ int nx_cli_compile(int argc, char **argv)
 	o.name = name;
 	o.origin = pos[0];
 	struct nx_filter_compile_report rep;
+	memset(&rep, 0, sizeof(rep));
+	if (mkdir(pos[1], 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "nxdns compile: cannot create %s: %s\n", pos[1], strerror(errno));
+		return 1;
+	}
+	if (access(pos[0], R_OK) < 0) {
+		fprintf(stderr, "nxdns compile: %s: %s\n", pos[0], strerror(errno));
+		return 1;
+	}
 	int rc = nx_filter_compile_file(pos[0], pos[1], &o, &rep);
 	if (rc != 0) {
-		fprintf(stderr, "nxdns compile: %s: %s\n", pos[0], nx_strerror(rc));
+		/* the input was readable: a failure now is about the output or the content */
+		fprintf(stderr, "nxdns compile: %s -> %s: %s\n", pos[0], pos[1], nx_strerror(rc));
 		return 1;
 	}
 	if (json) {

@@ -146,7 +146,7 @@ static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
 	}
 	cache_families(mb, d->cache);
 	nx_metrics_family(mb, "nxdns_workers", NX_METRIC_GAUGE,
-			  "Worker threads (listener.workers); process threads = workers + 1");
+			  "Worker threads (listener.workers); process threads = workers + 2 (control, query-log writer) or + 1 without the query log");
 	nx_metrics_sample_u64(mb, "nxdns_workers", d->n_workers, NULL);
 	nx_metrics_family(mb, "nxdns_query_permits", NX_METRIC_GAUGE,
 			  "Configured query permits (query_budget.permits)");

@@ -128,8 +128,13 @@ static bool read_meta(const char *dir, const char *name, char input_sha[65],
 	st->n_list = (uint64_t)json_integer_value(json_object_get(src, "list"));
 	st->n_wild = (uint64_t)json_integer_value(json_object_get(src, "wild"));
 	st->n_allow = (uint64_t)json_integer_value(json_object_get(src, "allow"));
+	st->skipped = (uint64_t)json_integer_value(json_object_get(j, "skipped_total"));
+	st->lines = (uint64_t)json_integer_value(json_object_get(j, "lines"));
 	json_t *fetch = json_object_get(j, "fetch");
-	if (fetch) {
+	/* The validators of the last download: the meta's only when they are newer than what
+	 * this process already knows (a download since the last compile is newer than the meta). */
+	if (fetch && (st->fetched_at == 0 ||
+		      json_integer_value(json_object_get(fetch, "fetched_at")) > st->fetched_at)) {
 		const char *e = json_string_value(json_object_get(fetch, "etag"));
 		const char *lm = json_string_value(json_object_get(fetch, "last_modified"));
 		snprintf(st->etag, sizeof(st->etag), "%s", e ? e : "");
@@ -288,11 +293,14 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 			}
 		}
 		/* A disabled source stays in the snapshot as an empty slot, so snapshot indexes are
-		 * config indexes (the eligibility masks' bits). */
+		 * config indexes (the eligibility masks' bits). Its identity is the sha of empty
+		 * bodies, as the builder records it, so an unchanged config never rebuilds. */
+		if (!st->enabled) {
+			srcs[i].dir = l->state_dir; /* no bodies there: empty */
+		}
 		if (!st->enabled || nx_filter_meta_bodies_sha256(dirs[i], s->name, shas[i]) < 0) {
-			memset(shas[i], 0, 32);
-			if (!st->enabled) {
-				srcs[i].dir = l->state_dir; /* no bodies there: empty */
+			if (nx_filter_bodies_sha256(srcs[i].dir, s->name, shas[i]) < 0) {
+				memset(shas[i], 0, 32);
 			}
 		}
 	}

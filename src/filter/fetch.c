@@ -559,7 +559,7 @@ static int on_curl_socket(CURL *e, curl_socket_t s, int what, void *arg, void *s
 static void fetcher_closed(uv_handle_t *h)
 {
 	struct nx_fetcher *f = h->data;
-	nx_mem_free(NX_OWNER_filter_build, f, sizeof(*f));
+	nx_mem_free(NX_OWNER_misc, f, sizeof(*f));
 }
 
 int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out)
@@ -568,14 +568,14 @@ int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out)
 	if (rc != 0) {
 		return rc;
 	}
-	struct nx_fetcher *f = nx_mem_calloc(NX_OWNER_filter_build, 1, sizeof(*f));
+	struct nx_fetcher *f = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*f)); /* long-lived */
 	if (!f) {
 		return -ENOMEM;
 	}
 	f->loop = loop;
 	f->multi = curl_multi_init();
 	if (!f->multi) {
-		nx_mem_free(NX_OWNER_filter_build, f, sizeof(*f));
+		nx_mem_free(NX_OWNER_misc, f, sizeof(*f));
 		return -EIO;
 	}
 	int bad = 0;
@@ -585,7 +585,7 @@ int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out)
 	bad |= curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f) != CURLM_OK;
 	if (bad) {
 		curl_multi_cleanup(f->multi);
-		nx_mem_free(NX_OWNER_filter_build, f, sizeof(*f));
+		nx_mem_free(NX_OWNER_misc, f, sizeof(*f));
 		return -EIO;
 	}
 	uv_timer_init(loop,

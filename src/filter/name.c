@@ -120,6 +120,11 @@ enum nx_filter_skip nx_filter_name_norm(const char *in, size_t len,
 		if (len > NX_FILTER_LINE_MAX) {
 			return NX_FILTER_SKIP_invalid_name;
 		}
+		/* libidn2 reads a C string: a NUL inside the token would silently cut the name
+		 * (widening nothing the line said into something else is the rule). */
+		if (memchr(in, '\0', len)) {
+			return NX_FILTER_SKIP_invalid_name;
+		}
 		memcpy(tmp, in, len);
 		tmp[len] = '\0';
 		char *ace = NULL;

@@ -166,3 +166,16 @@ def make_nxdns(request, tmp_path, make_upstream, _binary_present):
 @pytest.fixture
 def nxdns(upstream, make_nxdns) -> Nxdns:
     return make_nxdns([upstream])
+
+
+@pytest.fixture
+def make_upstream_cls(request, make_upstream):
+    """make_upstream_cls(cls, **kw): like make_upstream for a FakeUpstream subclass (the same
+    teardown and failure logs: it joins make_upstream's list)."""
+
+    def make(cls, **kw):
+        up = cls(**kw).start()
+        request.node._nx_upstreams.append(up)
+        return up
+
+    return make
