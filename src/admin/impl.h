@@ -128,6 +128,7 @@ enum nx_admin_via {
 #define NX_ADMIN_LIVE_HANDOFF 256
 #define NX_ADMIN_LIVE_CHUNK 32		 /* records formatted per lock hold, then MHD sends */
 #define NX_ADMIN_LIVE_KEEPALIVE_MS 15000 /* ": keepalive" to idle subscribers (proxies, NATs) */
+#define NX_ADMIN_LIVE_SNDBUF (32 * 1024) /* kernel send buffer per live stream: the ring is the bound */
 #define NX_ADMIN_LIVE_RETRY_MS 3000	 /* "retry:" sent first: EventSource reconnect delay */
 #define NX_ADMIN_LIVE_EVENT_MAX 8192	 /* bytes of one formatted event (a record is < 4 KiB) */
 #define NX_ADMIN_LIVE_CUTOFF_TIMEOUT_S 1 /* a cut-off client that does not read is closed after */

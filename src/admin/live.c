@@ -23,8 +23,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "admin/impl.h"
+#include "upstream/upstream.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
@@ -248,9 +250,16 @@ static void broadcast(struct nx_admin *a, const char *data, size_t n)
 
 static void broadcast_rec(struct nx_admin *a, const struct nx_qlog_rec *rec)
 {
-	char up[16];
-	snprintf(up, sizeof(up), "#%d", rec->upstream);
-	json_t *j = nx_qlog_rec_to_json(rec, up);
+	/* The same upstream name the query log stores (the tap carries the stats index). */
+	char up[sizeof(((struct nx_up_stats_row *)0)->name)] = "";
+	if (rec->upstream >= 0 && rec->upstream < nx_up_stats_count()) {
+		struct nx_up_stats_row row;
+		nx_up_stats_read(rec->upstream, &row);
+		memcpy(up, row.name, sizeof(up));
+	} else if (rec->upstream >= 0) {
+		snprintf(up, sizeof(up), "#%d", rec->upstream);
+	}
+	json_t *j = nx_qlog_rec_to_json(rec, up[0] ? up : NULL);
 	if (!j) {
 		return; /* no memory: this record is not shown */
 	}
@@ -356,6 +365,15 @@ int nx_admin_handle_live(struct nx_admin_req *req)
 		    req, 503,
 		    "{\"error\":\"no_memory\",\"message\":\"no memory for a "
 		    "live stream subscriber\"}\n");
+	}
+	/* The subscriber's ring is the bound on how far it may fall behind: keep the kernel's
+	 * send buffer small and fixed so autotuning (up to MiBs per socket, owned by no ledger
+	 * line) does not hide a reader that stopped reading. */
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci) {
+		int sndbuf = NX_ADMIN_LIVE_SNDBUF;
+		setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	}
 	s->admin = a;
 	s->conn = req->conn;
