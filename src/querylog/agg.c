@@ -1,39 +1,61 @@
 /*
- * Per-minute aggregates of one batch: counters per minute and counts per (kind, minute, key),
- * combined in memory (a bounded open-addressing table whose keys point into the batch) and
- * upserted inside the batch's transaction, so statistics never scan the log.
+ * Per-minute aggregates: counters per minute and counts per (kind, minute, key), kept in memory
+ * for the current minute and upserted inside each transaction for the keys its records touched
+ * only, so statistics never scan the log and a busy minute costs one row per key, not one
+ * upsert per record.
+ *
+ * The table holds the keys of the newest minute (and of a few earlier minutes whose records
+ * arrive late from a slower ring). A minute admits NX_QLOG_AGG_KEYS_MAX keys per kind; later
+ * new keys of that minute are counted under "(other)". Every count in the table belongs to the
+ * open transaction: nx_qlog_agg_write() upserts and zeroes them, nx_qlog_agg_end() zeroes what
+ * a failed transaction left (its batch is retried and counted again). When a newer minute
+ * starts, the counts so far are upserted and the whole table is cleared: a minute's keys are
+ * bounded in memory, and in the database up to the few late records of an earlier minute.
  */
 #include "querylog/querylog.h"
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/err.h"
 #include "base/ledger.h"
 #include "querylog/impl.h"
 
-int nx_qlog_agg_init(struct nx_qlog_agg *a, unsigned batch_max, size_t *bytes)
+#define SLOT_MASK (NX_QLOG_AGG_SLOTS - 1)
+static_assert((NX_QLOG_AGG_SLOTS & SLOT_MASK) == 0, "slots: a power of two");
+static_assert(NX_QLOG_AGG_POOL_BYTES < (1u << 28), "pool offsets fit ref");
+
+int nx_qlog_agg_init(struct nx_qlog_agg *a)
 {
-	/* up to 3 keys per record; keep the load factor <= 3/4 for a full batch of distinct keys */
-	unsigned cap = 64;
-	while (cap < batch_max * 4u) {
-		cap <<= 1;
-	}
 	memset(a, 0, sizeof(*a));
-	*bytes = (size_t)cap * sizeof(*a->keys);
-	a->keys = nx_mem_calloc(NX_OWNER_querylog_queue, cap, sizeof(*a->keys));
-	if (!a->keys) {
-		*bytes = 0;
+	a->keys = nx_mem_calloc(NX_OWNER_querylog_queue, NX_QLOG_AGG_SLOTS, sizeof(*a->keys));
+	a->pool = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_AGG_POOL_BYTES);
+	if (!a->keys || !a->pool) {
+		nx_qlog_agg_deinit(a);
 		return -ENOMEM;
 	}
-	a->cap = cap;
+	a->pool_used = 1;
 	return 0;
 }
 
-void nx_qlog_agg_deinit(struct nx_qlog_agg *a, size_t bytes)
+void nx_qlog_agg_deinit(struct nx_qlog_agg *a)
 {
-	nx_mem_free(NX_OWNER_querylog_queue, a->keys, bytes);
+	nx_mem_free(NX_OWNER_querylog_queue, a->keys,
+		    a->keys ? NX_QLOG_AGG_SLOTS * sizeof(*a->keys) : 0);
+	nx_mem_free(NX_OWNER_querylog_queue, a->pool, a->pool ? NX_QLOG_AGG_POOL_BYTES : 0);
 	a->keys = NULL;
+	a->pool = NULL;
+}
+
+void nx_qlog_agg_clear(struct nx_qlog_agg *a)
+{
+	memset(a->keys, 0, NX_QLOG_AGG_SLOTS * sizeof(*a->keys));
+	memset(a->min, 0, sizeof(a->min));
+	a->n_min = 0;
+	a->pool_used = 1;
+	a->live = 0;
+	a->dirty = 0;
 }
 
 static int64_t minute_of(int64_t ts_ms)
@@ -42,164 +64,240 @@ static int64_t minute_of(int64_t ts_ms)
 	return (ts_ms % 60000 < 0) ? m - 1 : m;
 }
 
-static uint32_t fnv1a(uint32_t h, const void *p, size_t n)
+/* FNV-1a over the key bytes (a name is hashed once for its two kinds). */
+static uint32_t bytes_hash(const void *k, unsigned len)
 {
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++) {
+	const uint8_t *b = k;
+	uint32_t h = 2166136261u;
+	for (unsigned i = 0; i < len; i++) {
 		h ^= b[i];
 		h *= 16777619u;
 	}
 	return h;
 }
 
-static uint32_t key_hash(const struct nx_qlog_rec *r, uint8_t kind, int64_t minute)
+/* The slot hash: the bytes' hash with the minute index and kind, mixed for the mask. */
+static uint32_t key_hash(uint32_t bh, unsigned tag)
 {
-	uint32_t h = fnv1a(2166136261u, &kind, 1);
-	h = fnv1a(h, &minute, sizeof(minute));
-	if (kind == AGG_CLIENT) {
-		h = fnv1a(h, &r->family, 1);
-		return fnv1a(h, r->client, sizeof(r->client));
-	}
-	return fnv1a(h, r->name, strlen(r->name));
+	uint32_t h = bh ^ (tag * 0x9e3779b9u);
+	h ^= h >> 16;
+	h *= 0x7feb352du;
+	h ^= h >> 15;
+	h *= 0x846ca68bu;
+	h ^= h >> 16;
+	return h;
 }
 
-static bool key_eq(const struct nx_qlog_rec *a, const struct nx_qlog_rec *b, uint8_t kind)
+/*
+ * Count one key of minute index mi (bh: bytes_hash of key). share: pool offset of the same bytes
+ * already stored (a blocked name shares its name key), 0 = none. Returns the key's pool offset, or
+ * 0 when it was folded into "(other)".
+ */
+static uint32_t count_key(struct nx_qlog_agg *a, unsigned mi, unsigned kind, const void *key,
+			  unsigned len, uint32_t bh, uint32_t share)
 {
-	if (kind == AGG_CLIENT) {
-		return a->family == b->family && memcmp(a->client, b->client, sizeof(a->client)) == 0;
+	struct nx_qlog_agg_minute *m = &a->min[mi];
+	unsigned tag = mi << 2 | kind;
+	uint32_t h = key_hash(bh, tag);
+	struct nx_qlog_agg_key *e;
+	for (uint32_t j = h & SLOT_MASK;; j = (j + 1) & SLOT_MASK) {
+		e = &a->keys[j];
+		if (!e->ref) {
+			break;
+		}
+		uint32_t off = e->ref >> 4;
+		if (e->hash == h && (e->ref & 15) == tag && a->pool[off] == len &&
+		    memcmp(a->pool + off + 1, key, len) == 0) {
+			if (!e->n++) {
+				a->dirty++;
+			}
+			return off;
+		}
 	}
-	return strcmp(a->name, b->name) == 0;
+	/* a new key: admitted while the minute and the table have room */
+	uint32_t off = share;
+	if (m->keys[kind] >= NX_QLOG_AGG_KEYS_MAX || a->live >= NX_QLOG_AGG_LIVE_MAX) {
+		goto fold;
+	}
+	if (!off) {
+		if (a->pool_used + 1 + len > NX_QLOG_AGG_POOL_BYTES) {
+			goto fold;
+		}
+		off = a->pool_used;
+		a->pool[off] = (uint8_t)len;
+		memcpy(a->pool + off + 1, key, len);
+		a->pool_used += 1 + len;
+	}
+	*e = (struct nx_qlog_agg_key){.hash = h, .n = 1, .ref = off << 4 | tag};
+	a->live++;
+	a->dirty++;
+	m->keys[kind]++;
+	return off;
+fold:
+	m->other[kind]++;
+	a->folded++;
+	return 0;
 }
 
-static int flush_minutes(struct nx_qlog *q)
+static int upsert_minute(sqlite3_stmt *s, const struct nx_qlog_agg_minute *m)
+{
+	sqlite3_bind_int64(s, 1, m->minute);
+	sqlite3_bind_int64(s, 2, m->queries);
+	sqlite3_bind_int64(s, 3, m->blocked);
+	sqlite3_bind_int64(s, 4, m->cached);
+	sqlite3_bind_int64(s, 5, m->forwarded);
+	sqlite3_bind_int64(s, 6, m->local);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int upsert_key(sqlite3_stmt *s, unsigned kind, int64_t minute, const char *key, int len,
+		      uint32_t n)
+{
+	sqlite3_bind_int(s, 1, (int)kind);
+	sqlite3_bind_int64(s, 2, minute);
+	sqlite3_bind_text(s, 3, key, len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, n);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int nx_qlog_agg_write(struct nx_qlog *q)
 {
 	struct nx_qlog_agg *a = &q->agg;
-	sqlite3_stmt *s = q->st.minute_upsert;
+	sqlite3_stmt *top = q->st.top_upsert;
 	int rc = SQLITE_OK;
 	for (unsigned i = 0; i < a->n_min && rc == SQLITE_OK; i++) {
-		const struct nx_qlog_agg_minute *m = &a->min[i];
-		sqlite3_bind_int64(s, 1, m->minute);
-		sqlite3_bind_int64(s, 2, m->queries);
-		sqlite3_bind_int64(s, 3, m->blocked);
-		sqlite3_bind_int64(s, 4, m->cached);
-		sqlite3_bind_int64(s, 5, m->forwarded);
-		sqlite3_bind_int64(s, 6, m->local);
-		rc = sqlite3_step(s);
-		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-		sqlite3_reset(s);
-	}
-	a->n_min = 0;
-	return rc;
-}
-
-static int flush_keys(struct nx_qlog *q, const struct nx_qlog_rec *recs)
-{
-	struct nx_qlog_agg *a = &q->agg;
-	sqlite3_stmt *s = q->st.top_upsert;
-	int rc = SQLITE_OK;
-	for (unsigned i = 0; i < a->cap && a->used; i++) {
-		struct nx_qlog_agg_key *k = &a->keys[i];
-		if (!k->n) {
-			continue;
+		struct nx_qlog_agg_minute *m = &a->min[i];
+		if (m->queries) {
+			rc = upsert_minute(q->st.minute_upsert, m);
 		}
-		if (rc == SQLITE_OK) {
-			char client[64];
-			const char *key = recs[k->rec].name;
-			if (k->kind == AGG_CLIENT) {
-				nx_qlog_client_text(&recs[k->rec], client, sizeof(client));
-				key = client;
+		for (unsigned k = 0; k < AGG__KINDS && rc == SQLITE_OK; k++) {
+			if (m->other[k]) {
+				rc = upsert_key(top, k, m->minute, NX_QLOG_AGG_OTHER, -1,
+						m->other[k]);
 			}
-			sqlite3_bind_int(s, 1, k->kind);
-			sqlite3_bind_int64(s, 2, k->minute);
-			sqlite3_bind_text(s, 3, key, -1, SQLITE_TRANSIENT);
-			sqlite3_bind_int64(s, 4, k->n);
-			rc = sqlite3_step(s);
-			rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-			sqlite3_reset(s);
 		}
-		k->n = 0;
-		a->used--;
-	}
-	a->used = 0;
-	return rc;
-}
-
-static int add_key(struct nx_qlog *q, const struct nx_qlog_rec *recs, uint16_t i, uint8_t kind,
-		   int64_t minute)
-{
-	struct nx_qlog_agg *a = &q->agg;
-	if ((a->used + 1) * 4 > a->cap * 3) {
-		int rc = flush_keys(q, recs);
 		if (rc != SQLITE_OK) {
 			return rc;
 		}
+		m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
+		memset(m->other, 0, sizeof(m->other));
 	}
-	uint32_t h = key_hash(&recs[i], kind, minute);
-	for (unsigned j = h & (a->cap - 1);; j = (j + 1) & (a->cap - 1)) {
-		struct nx_qlog_agg_key *k = &a->keys[j];
-		if (!k->n) {
-			*k = (struct nx_qlog_agg_key){
-				.minute = minute, .hash = h, .n = 1, .rec = i, .kind = kind};
-			a->used++;
-			return SQLITE_OK;
+	for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && a->dirty && rc == SQLITE_OK; j++) {
+		struct nx_qlog_agg_key *e = &a->keys[j];
+		if (!e->n) {
+			continue;
 		}
-		if (k->hash == h && k->kind == kind && k->minute == minute &&
-		    key_eq(&recs[k->rec], &recs[i], kind)) {
-			k->n++;
-			return SQLITE_OK;
+		unsigned kind = e->ref & 3, mi = (e->ref >> 2) & 3;
+		const uint8_t *k = a->pool + (e->ref >> 4);
+		char client[64];
+		if (kind == AGG_CLIENT) {
+			/* key bytes: family, then 4 or 16 address bytes */
+			int len = nx_qlog_addr_text(k[1], k + 2, client, sizeof(client));
+			rc = upsert_key(top, kind, a->min[mi].minute, client, len, e->n);
+		} else {
+			rc = upsert_key(top, kind, a->min[mi].minute, (const char *)k + 1, k[0],
+					e->n);
 		}
-	}
-}
-
-int nx_qlog_agg_write(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n,
-		      unsigned privacy)
-{
-	struct nx_qlog_agg *a = &q->agg;
-	int rc = SQLITE_OK;
-	a->n_min = 0;
-	for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
-		const struct nx_qlog_rec *r = &recs[i];
-		int64_t minute = minute_of(r->ts_ms);
-		struct nx_qlog_agg_minute *m = NULL;
-		for (unsigned j = 0; j < a->n_min; j++) {
-			if (a->min[j].minute == minute) {
-				m = &a->min[j];
-				break;
-			}
-		}
-		if (!m) {
-			if (a->n_min == NX_QLOG_AGG_MINUTES) {
-				rc = flush_minutes(q);
-				if (rc != SQLITE_OK) {
-					break;
-				}
-			}
-			m = &a->min[a->n_min++];
-			*m = (struct nx_qlog_agg_minute){.minute = minute};
-		}
-		bool blocked = r->action == NX_QLOG_ACT_BLOCK;
-		bool local = r->action == NX_QLOG_ACT_LOCAL;
-		m->queries++;
-		m->blocked += blocked;
-		m->local += local;
-		m->cached += r->cached != 0;
-		m->forwarded += !blocked && !local && !r->cached;
-
-		if (privacy < 1) {
-			rc = add_key(q, recs, (uint16_t)i, AGG_NAME, minute);
-			if (rc == SQLITE_OK && blocked) {
-				rc = add_key(q, recs, (uint16_t)i, AGG_BLOCKED, minute);
-			}
-		}
-		if (rc == SQLITE_OK && privacy < 2) {
-			rc = add_key(q, recs, (uint16_t)i, AGG_CLIENT, minute);
-		}
-	}
-	/* both flushes always run: they also reset the tables for the next batch */
-	int rc2 = flush_minutes(q);
-	int rc3 = flush_keys(q, recs);
-	if (rc == SQLITE_OK) {
-		rc = rc2 != SQLITE_OK ? rc2 : rc3;
+		e->n = 0;
+		a->dirty--;
 	}
 	return rc;
+}
+
+void nx_qlog_agg_end(struct nx_qlog *q, bool ok)
+{
+	struct nx_qlog_agg *a = &q->agg;
+	if (ok) {
+		if (a->folded) {
+			atomic_fetch_add_explicit(&q->agg_other, a->folded, memory_order_relaxed);
+		}
+	} else {
+		/* rolled back: the batch will be counted again when it is retried */
+		for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && a->dirty; j++) {
+			if (a->keys[j].n) {
+				a->keys[j].n = 0;
+				a->dirty--;
+			}
+		}
+		for (unsigned i = 0; i < a->n_min; i++) {
+			struct nx_qlog_agg_minute *m = &a->min[i];
+			m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
+			memset(m->other, 0, sizeof(m->other));
+		}
+	}
+	a->dirty = 0;
+	a->folded = 0;
+}
+
+/* Index of the minute's counters; a newer minute (or no free entry) writes and clears first. */
+static int minute_index(struct nx_qlog *q, int64_t minute, unsigned *mi)
+{
+	struct nx_qlog_agg *a = &q->agg;
+	if (a->n_min && minute <= a->newest) {
+		for (unsigned i = 0; i < a->n_min; i++) {
+			if (a->min[i].minute == minute) {
+				*mi = i;
+				return SQLITE_OK;
+			}
+		}
+	}
+	if (a->n_min && (minute > a->newest || a->n_min == NX_QLOG_AGG_MINUTES)) {
+		int rc = nx_qlog_agg_write(q);
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+		nx_qlog_agg_clear(a);
+	}
+	if (!a->n_min || minute > a->newest) {
+		a->newest = minute;
+	}
+	*mi = a->n_min++;
+	a->min[*mi] = (struct nx_qlog_agg_minute){.minute = minute};
+	return SQLITE_OK;
+}
+
+int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned privacy)
+{
+	struct nx_qlog_agg *a = &q->agg;
+	const struct nx_qlog_pk *r = v->pk;
+	unsigned mi;
+	int rc = minute_index(q, minute_of(r->ts_ms), &mi);
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	struct nx_qlog_agg_minute *m = &a->min[mi];
+	bool blocked = r->action == NX_QLOG_ACT_BLOCK;
+	bool local = r->action == NX_QLOG_ACT_LOCAL;
+	m->queries++;
+	m->blocked += blocked;
+	m->local += local;
+	m->cached += r->cached != 0;
+	m->forwarded += !blocked && !local && !r->cached;
+
+	if (privacy < 1) {
+		unsigned len = v->pk->name_len;
+		uint32_t bh = bytes_hash(v->name, len);
+		uint32_t off = count_key(a, mi, AGG_NAME, v->name, len, bh, 0);
+		if (blocked) {
+			count_key(a, mi, AGG_BLOCKED, v->name, len, bh, off);
+		}
+	}
+	if (privacy < 2) {
+		uint8_t k[17];
+		unsigned len = 1;
+		k[0] = r->family;
+		if (r->family == AF_INET) {
+			memcpy(k + 1, r->client, 4);
+			len += 4;
+		} else if (r->family == AF_INET6) {
+			memcpy(k + 1, r->client, 16);
+			len += 16;
+		}
+		count_key(a, mi, AGG_CLIENT, k, len, bytes_hash(k, len), 0);
+	}
+	return SQLITE_OK;
 }

@@ -38,32 +38,80 @@ enum {
 	WAKE_URGENT = 1u << 1,	 /* a ring reached half full: write now */
 };
 
-/* ---- per-batch aggregation (agg.c) ---- */
+/* ---- packed records (writer.c): the writer's batch ---- */
 
-#define NX_QLOG_AGG_MINUTES 8 /* distinct minutes combined before an upsert round */
+/*
+ * A record as held in the writer's batch between the drain and the commit: the fixed fields,
+ * then name, matched, source and answer bytes without NULs, the whole rounded up to 8 bytes.
+ * A blocked record's matched name is usually its query name: stored once (PK_MATCHED_NAME).
+ */
+struct nx_qlog_pk {
+	int64_t ts_ms;
+	uint32_t duration_us;
+	int16_t upstream;
+	uint16_t qtype;
+	uint8_t client[16];
+	uint8_t family, proto, rcode, action, reason, cached;
+	uint8_t name_len, matched_len, source_len, answer_len;
+};
+static_assert(sizeof(struct nx_qlog_pk) == 48, "packed record header");
+#define PK_MATCHED_NAME 0xff /* matched_len: same text as the name */
+/* Largest packed record: header + 253 + 253 + 63 + 63, rounded to 8. */
+#define PK_MAX ((sizeof(struct nx_qlog_pk) + 2 * (NX_QLOG_NAME_MAX - 1) +                   \
+		 (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1) + 7) & ~(size_t)7)
 
-enum nx_qlog_agg_kind { AGG_NAME = 0, AGG_BLOCKED = 1, AGG_CLIENT = 2 };
+/* A packed record read back: pointers into the batch, lengths in pk. */
+struct nx_qlog_view {
+	const struct nx_qlog_pk *pk;
+	const char *name, *matched, *source, *answer;
+	unsigned matched_len; /* resolved PK_MATCHED_NAME */
+};
 
+/* ---- per-minute aggregation (agg.c) ---- */
+
+enum nx_qlog_agg_kind { AGG_NAME = 0, AGG_BLOCKED = 1, AGG_CLIENT = 2, AGG__KINDS = 3 };
+
+/* Minutes held at once: the newest and stragglers of earlier minutes from a slower ring. */
+#define NX_QLOG_AGG_MINUTES 4
+/* Live keys over all minutes and kinds: 3 kinds x NX_QLOG_AGG_KEYS_MAX. */
+#define NX_QLOG_AGG_LIVE_MAX (AGG__KINDS * NX_QLOG_AGG_KEYS_MAX)
+static_assert(NX_QLOG_AGG_LIVE_MAX * 4 <= NX_QLOG_AGG_SLOTS * 3, "aggregate table load");
+
+/* One minute's counters: keys admitted (whole minute), counts of the open transaction. */
 struct nx_qlog_agg_minute {
-	int64_t minute; /* ts_ms / 60000 */
+	int64_t minute;	/* ts_ms / 60000 (floor) */
 	uint32_t queries, blocked, cached, forwarded, local;
+	uint32_t keys[AGG__KINDS];  /* keys admitted for this minute, <= NX_QLOG_AGG_KEYS_MAX */
+	uint32_t other[AGG__KINDS]; /* counts folded into "(other)" in the open transaction */
 };
 
+/* One key: its bytes live in the pool; n counts the open transaction. 12 bytes. */
 struct nx_qlog_agg_key {
-	int64_t minute;
 	uint32_t hash;
-	uint32_t n;   /* 0 = free slot */
-	uint16_t rec; /* index of the first record with this key in the batch */
-	uint8_t kind; /* enum nx_qlog_agg_kind */
+	uint32_t n;
+	uint32_t ref; /* 0 = free; else pool offset << 4 | minute index << 2 | kind */
 };
+static_assert(sizeof(struct nx_qlog_agg_key) == 12, "aggregate slot size");
+static_assert(NX_QLOG_AGG_BYTES ==
+		  NX_QLOG_AGG_SLOTS * sizeof(struct nx_qlog_agg_key) + NX_QLOG_AGG_POOL_BYTES,
+	      "aggregate memory as documented");
 
-/* Write-combining table for one batch: keys point into the batch records. */
+/*
+ * The aggregates of the current minute(s), kept across transactions so that a minute's keys
+ * are bounded (NX_QLOG_AGG_KEYS_MAX per kind; more fold into "(other)"), and combined in
+ * memory: each transaction upserts only the keys its records touched. The table is cleared
+ * when a newer minute starts (its counts are always written by then).
+ */
 struct nx_qlog_agg {
 	struct nx_qlog_agg_minute min[NX_QLOG_AGG_MINUTES];
 	unsigned n_min;
-	struct nx_qlog_agg_key *keys; /* owned (querylog_queue), cap slots, power of two */
-	unsigned cap;
-	unsigned used;
+	int64_t newest;		      /* newest minute seen since the last clear */
+	struct nx_qlog_agg_key *keys; /* owned (querylog_queue), NX_QLOG_AGG_SLOTS */
+	uint8_t *pool;		      /* owned (querylog_queue), NX_QLOG_AGG_POOL_BYTES: len, bytes */
+	uint32_t pool_used;	      /* offset 0 is never used (ref 0 = free) */
+	uint32_t live;		      /* keys in the table */
+	uint32_t dirty;		      /* keys with n > 0 */
+	uint64_t folded;	      /* counts folded into "(other)" in the open transaction */
 };
 
 /* ---- database (db.c) ---- */
@@ -95,9 +143,13 @@ int nx_qlog_db_migrate_conn(sqlite3 *db, int target);
 
 /* ---- the query log ---- */
 
+/* Rows per multi-row INSERT: one statement step (cursor opens, VDBE setup) for many rows. */
+#define NX_QLOG_ROWS_PER_INSERT 16
+
 /* Prepared statements of the writer connection. */
 struct nx_qlog_stmts {
 	sqlite3_stmt *insert;
+	sqlite3_stmt *insert_many; /* NX_QLOG_ROWS_PER_INSERT rows */
 	sqlite3_stmt *minute_upsert;
 	sqlite3_stmt *top_upsert;
 	sqlite3_stmt *begin;
@@ -116,8 +168,10 @@ struct nx_qlog {
 	uint32_t ring_cap;
 	struct nx_qlog_ring *rings;    /* owned, n_rings */
 	struct nx_qlog_rec *slots;     /* owned, n_rings * ring_cap */
-	struct nx_qlog_rec *batch;     /* owned, batch_max: the writer's drained copies */
-	unsigned batch_max;
+	struct nx_qlog_rec *chunk;     /* owned, NX_QLOG_DRAIN_CHUNK: one drain, before packing */
+	uint8_t *batch;		       /* owned, batch_bytes: packed records of a transaction */
+	size_t batch_bytes;
+	unsigned batch_max;	       /* records per transaction */
 	unsigned writer_cache_kib;
 	unsigned flush_ms;
 	nx_qlog_now_cb now_ms;
@@ -154,13 +208,17 @@ struct nx_qlog {
 	struct nx_qlog_stmts st;
 	bool reopen;		/* close and reopen before the next attempt */
 	struct nx_qlog_agg agg;
-	size_t agg_bytes;
+	size_t batch_used;	/* bytes of packed records in batch */
+	struct nx_qlog_up_cache {
+		int idx;	/* upstream index, -1 = empty */
+		char name[64];
+	} up_cache[8];		/* upstream names of the current transaction */
 	unsigned rr;		/* ring to start the next drain at */
 	uint64_t last_errlog_ms; /* mono ms of the last logged write error */
 	uint64_t errs_unlogged;
 
 	/* stats written by the writer, read anywhere */
-	_Atomic uint64_t written, batches, retention_deleted, dropped_unwritten;
+	_Atomic uint64_t written, batches, retention_deleted, dropped_unwritten, agg_other;
 	_Atomic uint64_t errors[ERR__COUNT];
 	_Atomic uint64_t queue_peak;
 	_Atomic uint64_t writer_ok;
@@ -189,15 +247,26 @@ size_t nx_qlog_rings_drain(struct nx_qlog *q, struct nx_qlog_rec *out, size_t ma
 void nx_qlog_rings_count(struct nx_qlog *q, uint64_t *now, uint64_t *pushed, uint64_t *dropped);
 
 /* agg.c */
-int nx_qlog_agg_init(struct nx_qlog_agg *a, unsigned batch_max, size_t *bytes);
-void nx_qlog_agg_deinit(struct nx_qlog_agg *a, size_t bytes);
-/* Aggregate recs (privacy already applied) and upsert into the open transaction. SQLite code. */
-int nx_qlog_agg_write(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n,
-		      unsigned privacy);
+int nx_qlog_agg_init(struct nx_qlog_agg *a);
+void nx_qlog_agg_deinit(struct nx_qlog_agg *a);
+/*
+ * Count one record (privacy already applied) in the open transaction. May upsert and clear
+ * the table when a newer minute starts. SQLite code.
+ */
+int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned privacy);
+/* Upsert the open transaction's counts (minute counters, touched keys, "(other)"). */
+int nx_qlog_agg_write(struct nx_qlog *q);
+/* After COMMIT (ok) or ROLLBACK (!ok): zero the transaction's counts; keys stay admitted. */
+void nx_qlog_agg_end(struct nx_qlog *q, bool ok);
+/* Drop every key and minute (their counts must have been written). */
+void nx_qlog_agg_clear(struct nx_qlog_agg *a);
 
 /* writer.c */
 void *nx_qlog_writer_main(void *arg);
-/* Text of a record's client (inet_ntop), "hidden" for family 0. */
+/* Text of an address (family AF_INET/AF_INET6, else "hidden" for 0 and "unknown"); returns
+ * its length. */
+int nx_qlog_addr_text(unsigned family, const uint8_t *addr, char *buf, size_t cap);
+/* Text of a record's client (nx_qlog_addr_text). */
 void nx_qlog_client_text(const struct nx_qlog_rec *rec, char *buf, size_t cap);
 
 /* Ledger sync of SQLite memory (db.c). */

@@ -9,13 +9,15 @@
  * waits on the disk. nx_qlog_push() allocates nothing and makes no system call, except the
  * coalesced wake of the writer when its ring turns non-empty or reaches half full.
  *
- * Writer: drains every ring into a batch (<= batch_max records), applies logging.privacy to the
- * batch, hands it to the live tap, then stores it in ONE transaction (prepared INSERT reused +
- * aggregate upserts). A failed transaction is rolled back, counted by kind (full, readonly,
- * busy, ioerr, cantopen, other), logged at most once a minute and retried with exponential
- * backoff (NX_QLOG_BACKOFF_MIN_MS .. NX_QLOG_BACKOFF_MAX_MS); after every failure but busy/full
- * the connection is reopened before the retry, so a database fixed by the operator (made
- * writable again, a directory removed) is picked up. While it retries, the rings keep taking
+ * Writer: drains the rings in chunks of NX_QLOG_DRAIN_CHUNK, applies logging.privacy to each
+ * chunk, hands it to the live tap and packs it into the batch (<= batch_max records), then
+ * stores the batch in ONE transaction (prepared INSERT reused + upserts of the aggregate keys
+ * the batch touched; the aggregates of the current minute are kept in memory). A failed
+ * transaction is rolled back, counted by kind (full, readonly, busy, ioerr, cantopen, other),
+ * logged at most once a minute and retried with exponential backoff (NX_QLOG_BACKOFF_MIN_MS ..
+ * NX_QLOG_BACKOFF_MAX_MS); after every failure but busy/full the connection is reopened before
+ * the retry, so a database fixed by the operator (made writable again, a directory removed) is
+ * picked up. While it retries, the rings keep taking
  * records and drop their oldest. Retention runs on the writer thread in statements of
  * NX_QLOG_RETENTION_ROWS rows, draining the rings between statements.
  *
@@ -23,7 +25,8 @@
  * connection-role pragmas (journal_mode, synchronous, cache_size); each role reads its
  * cache_size back. Tables: queries (one row per record, privacy < 3), agg_minute (per-minute
  * counters), agg_top (per-minute counts keyed (minute, kind, key): names, blocked names,
- * clients). Statistics read only the aggregates.
+ * clients; at most NX_QLOG_AGG_KEYS_MAX keys per kind and minute, the rest under "(other)").
+ * Statistics read only the aggregates; they are committed with the rows that made them.
  *
  * Privacy (logging.privacy), applied by the writer to rows, aggregates and the live tap alike:
  *   0 everything; 1 names hidden: name/matched/answer stored as "hidden", user-rule text in
@@ -35,8 +38,9 @@
  * nx_qlog_set_*() and nx_qlog_flush() from any thread; new/start/stop/free from one control
  * thread. A reader (nx_qlog_reader_*) is one SQLite connection: one thread at a time.
  *
- * Memory: rings, the writer's batch and its aggregate table are allocated in nx_qlog_new and
- * charged to NX_OWNER_querylog_queue; nothing is allocated per record. SQLite's own heap
+ * Memory: rings, the writer's packed batch, its drain scratch and the per-minute aggregate
+ * table are allocated in nx_qlog_new and charged to NX_OWNER_querylog_queue; nothing is
+ * allocated per record. SQLite's own heap
  * (page caches of every connection, schemas, statements) is process-wide and charged to
  * NX_OWNER_sqlite from sqlite3_memory_used() by nx_qlog_sqlite_memory() (the writer syncs
  * it after each batch).
@@ -110,13 +114,20 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_BUFFER_MAX (1u << 20) /* 680 MiB: far beyond any sane setting */
 #define NX_QLOG_PRODUCERS_MAX 256     /* rings; listener.workers is capped far lower */
 /*
- * Records per transaction. 256 x 680 B = 170 KiB writer batch. At 1000 q/s one flush tick is
- * ~250 records, so one transaction per tick; a backlog drains in back-to-back batches.
+ * Records per transaction. The writer's batch holds packed records (fixed fields + the text
+ * actually used, ~80-120 B for typical names) in batch_max x NX_QLOG_BATCH_REC_BYTES bytes
+ * plus one worst-case record: 1024 -> 128 KiB. A batch ends at batch_max records or when the
+ * bytes run out (long names), whichever comes first. At 50k q/s the writer wakes about every
+ * 20 ms (a ring half full) and takes the whole backlog (~1000 records) in one transaction;
+ * at 1000 q/s one transaction per flush tick.
  */
-#define NX_QLOG_BATCH_DEFAULT 256
+#define NX_QLOG_BATCH_DEFAULT 1024
+#define NX_QLOG_BATCH_REC_BYTES 128
 #define NX_QLOG_BATCH_MAX 4096
 #define NX_QLOG_FLUSH_MS 250	       /* longest a record waits in a ring before the writer runs */
-#define NX_QLOG_DRAIN_CHUNK 64	       /* records copied per ring-lock hold (~43 KiB memcpy) */
+/* Records copied per ring-lock hold (~43 KiB memcpy); also the writer's unpacked scratch and
+ * the largest tap call. */
+#define NX_QLOG_DRAIN_CHUNK 64
 #define NX_QLOG_BACKOFF_MIN_MS 100     /* first retry after a failed transaction */
 #define NX_QLOG_BACKOFF_MAX_MS 10000   /* retry interval cap (doubling) */
 #define NX_QLOG_STOP_ATTEMPTS 3	       /* final write attempts at stop before records are dropped */
@@ -127,6 +138,20 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_RETENTION_ROWS 1000		/* rows deleted per statement */
 #define NX_QLOG_RETENTION_INTERVAL_MS 600000	/* retention job every 10 minutes */
 #define NX_QLOG_PRIVACY_MAX 3
+/*
+ * Per-minute aggregates are combined in memory for the whole minute: at most
+ * NX_QLOG_AGG_KEYS_MAX keys per kind (domains, blocked, clients) per minute; further keys of
+ * that minute are counted under the key NX_QLOG_AGG_OTHER ("(other)") and in agg_other. A
+ * household (hundreds of names a minute) never reaches it; a random-subdomain or blocklist
+ * burst (200k names a minute) is cut to 4096 rows a minute instead of one per name. Key text
+ * lives in a pool of NX_QLOG_AGG_POOL_BYTES (4096 names of ~40 B + 4096 clients; a full pool
+ * also folds into "(other)"). Memory: 16384 slots x 12 B + the pool = 384 KiB.
+ */
+#define NX_QLOG_AGG_KEYS_MAX 4096
+#define NX_QLOG_AGG_OTHER "(other)" /* the key of folded counts, as nx_qlog_top returns it */
+#define NX_QLOG_AGG_POOL_BYTES (192 * 1024)
+#define NX_QLOG_AGG_SLOTS 16384 /* hash slots: 3 x 4096 keys at a load <= 3/4 */
+#define NX_QLOG_AGG_BYTES (NX_QLOG_AGG_SLOTS * 12 + NX_QLOG_AGG_POOL_BYTES) /* 12 B a slot */
 /* cache_size per connection role (KiB). SQLite's default is 2 MiB per connection. */
 #define NX_QLOG_WRITER_CACHE_KIB 512
 #define NX_QLOG_READER_CACHE_KIB 256
@@ -199,6 +224,8 @@ struct nx_qlog_params {
 	X(err_other, counter, "nxdns_querylog_write_errors_total", "kind=\"other\"", "")           \
 	X(batches, counter, "nxdns_querylog_batches_total", "",                                    \
 	  "Query-log transactions committed")                                                      \
+	X(agg_other, counter, "nxdns_querylog_aggregate_other_total", "",                          \
+	  "Aggregate counts stored under the key \"(other)\": a minute's key table was full")     \
 	X(retention_deleted, counter, "nxdns_querylog_retention_deleted_total", "",                \
 	  "Query-log rows and aggregate rows deleted by retention")                                \
 	X(queue_now, gauge, "nxdns_querylog_queue_records", "",                                    \
@@ -222,7 +249,7 @@ struct nx_qlog_stats {
 #undef NX_QLOG_STAT_FIELD
 };
 
-/* Defaults: producers 1, buffer 2048, retention 7, privacy 0, batch 256, writer cache 512 KiB,
+/* Defaults: producers 1, buffer 2048, retention 7, privacy 0, batch 1024, writer cache 512 KiB,
  * soft heap 4 MiB, flush 250 ms, no tap, wall clock, no upstream names. path stays NULL. */
 void nx_qlog_params_default(struct nx_qlog_params *p);
 
@@ -281,6 +308,10 @@ int nx_qlog_set_retention(struct nx_qlog *q, unsigned days);
 /* Replace the live tap (NULL = none). When this returns the previous tap is not running and
  * will not be called again. */
 void nx_qlog_set_tap(struct nx_qlog *q, nx_qlog_tap_cb tap, void *ud);
+
+/* Bytes of the writer's packed batch for batch_max records (NX_QLOG_BATCH_REC_BYTES each on
+ * average, plus one worst-case record). */
+size_t nx_qlog_batch_bytes(unsigned batch_max);
 
 /* Capacity in records over all rings (producers x ceil(buffer_max / producers)). */
 unsigned nx_qlog_capacity(const struct nx_qlog *q);
@@ -385,7 +416,8 @@ int nx_qlog_top_kind_parse(const char *s, enum nx_qlog_top_kind *out);
 
 /*
  * Most frequent keys over [from_ms, to_ms) (0 = unbounded): {"kind","items":[{"key","count"}]},
- * by count desc then key. limit 1..NX_QLOG_TOP_LIMIT_MAX, 0 = default. -EINVAL (*bad_field
+ * by count desc then key. Counts of keys beyond a minute's NX_QLOG_AGG_KEYS_MAX appear under
+ * the key NX_QLOG_AGG_OTHER. limit 1..NX_QLOG_TOP_LIMIT_MAX, 0 = default. -EINVAL (*bad_field
  * "limit"/"kind"), -EIO, -ENOMEM.
  */
 int nx_qlog_top(struct nx_qlog_reader *r, enum nx_qlog_top_kind kind, int64_t from_ms,

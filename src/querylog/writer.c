@@ -1,7 +1,7 @@
 /*
  * The query log's life cycle and its writer thread: drain the rings, apply privacy, feed the
- * tap, write one transaction per batch with backoff on failure, run retention in small
- * statements, answer flush requests.
+ * tap, pack the records into the batch, write one transaction per batch with backoff on
+ * failure, run retention in small statements, answer flush requests.
  */
 #include "querylog/querylog.h"
 
@@ -20,6 +20,8 @@
 #include "querylog/impl.h"
 
 #define DAY_MS (86400 * (int64_t)1000)
+#define ROW_COLS 14	   /* values per queries row */
+#define CLIENT_TEXT_MAX 48 /* INET6_ADDRSTRLEN (46) rounded up */
 
 static const char *const errkind_names[] = {
 #define NX_QLOG_ERRKIND_NAME(k) #k,
@@ -39,6 +41,11 @@ void nx_qlog_params_default(struct nx_qlog_params *p)
 		.sqlite_soft_heap_kib = NX_QLOG_SQLITE_SOFT_HEAP_KIB,
 		.flush_ms = NX_QLOG_FLUSH_MS,
 	};
+}
+
+size_t nx_qlog_batch_bytes(unsigned batch_max)
+{
+	return (size_t)batch_max * NX_QLOG_BATCH_REC_BYTES + PK_MAX;
 }
 
 /* ---- records ---- */
@@ -76,14 +83,43 @@ void nx_qlog_apply_privacy(struct nx_qlog_rec *r, unsigned privacy)
 	}
 }
 
+/* One octet in decimal at p; returns the end. */
+static char *octet(char *p, unsigned v)
+{
+	if (v >= 100) {
+		*p++ = (char)('0' + v / 100);
+		v %= 100;
+		*p++ = (char)('0' + v / 10);
+		v %= 10;
+	} else if (v >= 10) {
+		*p++ = (char)('0' + v / 10);
+		v %= 10;
+	}
+	*p++ = (char)('0' + v);
+	return p;
+}
+
+int nx_qlog_addr_text(unsigned family, const uint8_t *addr, char *buf, size_t cap)
+{
+	if (family == AF_INET && cap >= INET_ADDRSTRLEN) {
+		/* every record needs it: inet_ntop formats IPv4 through sprintf */
+		char *p = buf;
+		for (int i = 0; i < 4; i++) {
+			p = octet(p, addr[i]);
+			*p++ = '.';
+		}
+		p[-1] = '\0';
+		return (int)(p - 1 - buf);
+	}
+	if (family == AF_INET6 && inet_ntop(AF_INET6, addr, buf, (socklen_t)cap)) {
+		return (int)strlen(buf);
+	}
+	return snprintf(buf, cap, "%s", family == 0 ? "hidden" : "unknown");
+}
+
 void nx_qlog_client_text(const struct nx_qlog_rec *rec, char *buf, size_t cap)
 {
-	if (rec->family == AF_INET || rec->family == AF_INET6) {
-		if (inet_ntop(rec->family, rec->client, buf, (socklen_t)cap)) {
-			return;
-		}
-	}
-	snprintf(buf, cap, "%s", rec->family == 0 ? "hidden" : "unknown");
+	nx_qlog_addr_text(rec->family, rec->client, buf, cap);
 }
 
 /* ---- writer connection ---- */
@@ -103,9 +139,11 @@ static int stmts_prepare(struct nx_qlog *q)
 		size_t off;
 		const char *sql;
 	} list[] = {
+		/* OR FAIL: a multi-row INSERT then needs no statement journal (which spills to
+		 * a temp file past 64 KiB); any failure rolls the whole transaction back. */
 		{offsetof(struct nx_qlog_stmts, insert),
-		 "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action, reason,"
-		 " cached, upstream, name, matched, source, answer)"
+		 "INSERT OR FAIL INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		 " reason, cached, upstream, name, matched, source, answer)"
 		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
 		{offsetof(struct nx_qlog_stmts, minute_upsert),
 		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local)"
@@ -130,10 +168,26 @@ static int stmts_prepare(struct nx_qlog *q)
 		 " (SELECT kind, minute, key FROM agg_top WHERE kind = ?1 AND minute < ?2"
 		 " ORDER BY minute LIMIT ?3)"},
 	};
+	/* the multi-row INSERT: the single-row one with more VALUES groups */
+	char many[2048];
+	size_t len = (size_t)snprintf(many, sizeof(many), "%s", list[0].sql);
+	for (int r = 1; r < NX_QLOG_ROWS_PER_INSERT; r++) {
+		for (int c = 1; c <= ROW_COLS; c++) {
+			len += (size_t)snprintf(many + len, sizeof(many) - len, "%s?%d",
+						c == 1 ? ", (" : ", ", r * ROW_COLS + c);
+		}
+		len += (size_t)snprintf(many + len, sizeof(many) - len, ")");
+	}
+	nx_require(len < sizeof(many));
+	int rc = sqlite3_prepare_v3(q->db, many, -1, SQLITE_PREPARE_PERSISTENT, &q->st.insert_many,
+				    NULL);
+	if (rc != SQLITE_OK) {
+		nx_log(NX_LOG_ERR, "querylog", "prepare: %s", sqlite3_errmsg(q->db));
+		return rc;
+	}
 	for (size_t i = 0; i < NX_ARRAY_LEN(list); i++) {
 		sqlite3_stmt **s = (sqlite3_stmt **)((char *)&q->st + list[i].off);
-		int rc = sqlite3_prepare_v3(q->db, list[i].sql, -1, SQLITE_PREPARE_PERSISTENT, s,
-					    NULL);
+		rc = sqlite3_prepare_v3(q->db, list[i].sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL);
 		if (rc != SQLITE_OK) {
 			nx_log(NX_LOG_ERR, "querylog", "prepare: %s", sqlite3_errmsg(q->db));
 			stmts_finalize(q);
@@ -213,69 +267,169 @@ static int step_done(sqlite3_stmt *s)
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-static int insert_rows(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n)
+/* ---- packed records ---- */
+
+/* Pack one privacy-applied (terminated) record at dst; returns its size (multiple of 8). */
+static size_t pack(uint8_t *dst, const struct nx_qlog_rec *r)
 {
-	sqlite3_stmt *s = q->st.insert;
-	for (size_t i = 0; i < n; i++) {
-		const struct nx_qlog_rec *r = &recs[i];
-		char client[64];
-		char up[64];
-		nx_qlog_client_text(r, client, sizeof(client));
-		sqlite3_bind_int64(s, 1, r->ts_ms);
-		sqlite3_bind_int64(s, 2, r->duration_us);
-		sqlite3_bind_text(s, 3, client, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int(s, 4, r->proto);
-		sqlite3_bind_int(s, 5, r->qtype);
-		sqlite3_bind_int(s, 6, r->rcode);
-		sqlite3_bind_int(s, 7, r->action);
-		sqlite3_bind_int(s, 8, r->reason);
-		sqlite3_bind_int(s, 9, r->cached != 0);
-		if (r->upstream < 0) {
-			sqlite3_bind_null(s, 10);
-		} else {
-			if (!q->upstream_name ||
-			    q->upstream_name(q->upstream_ud, r->upstream, up, sizeof(up)) < 0) {
-				snprintf(up, sizeof(up), "#%d", r->upstream);
-			}
-			sqlite3_bind_text(s, 10, up, -1, SQLITE_TRANSIENT);
-		}
-		sqlite3_bind_text(s, 11, r->name, -1, SQLITE_STATIC);
-		const char *opt[3] = {r->matched, r->source, r->answer};
-		for (int j = 0; j < 3; j++) {
-			if (opt[j][0]) {
-				sqlite3_bind_text(s, 12 + j, opt[j], -1, SQLITE_STATIC);
-			} else {
-				sqlite3_bind_null(s, 12 + j);
-			}
-		}
-		int rc = step_done(s);
-		if (rc != SQLITE_OK) {
-			return rc;
-		}
+	struct nx_qlog_pk *pk = (struct nx_qlog_pk *)dst;
+	size_t nl = strlen(r->name), ml = strlen(r->matched);
+	size_t sl = strlen(r->source), al = strlen(r->answer);
+	*pk = (struct nx_qlog_pk){
+		.ts_ms = r->ts_ms,
+		.duration_us = r->duration_us,
+		.upstream = r->upstream,
+		.qtype = r->qtype,
+		.family = r->family,
+		.proto = r->proto,
+		.rcode = r->rcode,
+		.action = r->action,
+		.reason = r->reason,
+		.cached = r->cached,
+		.name_len = (uint8_t)nl,
+		.matched_len = (uint8_t)ml,
+		.source_len = (uint8_t)sl,
+		.answer_len = (uint8_t)al,
+	};
+	memcpy(pk->client, r->client, sizeof(pk->client));
+	char *p = (char *)(pk + 1);
+	memcpy(p, r->name, nl);
+	p += nl;
+	if (ml && ml == nl && memcmp(r->matched, r->name, nl) == 0) {
+		pk->matched_len = PK_MATCHED_NAME;
+	} else {
+		memcpy(p, r->matched, ml);
+		p += ml;
 	}
-	return SQLITE_OK;
+	memcpy(p, r->source, sl);
+	p += sl;
+	memcpy(p, r->answer, al);
+	p += al;
+	return ((size_t)(p - (char *)dst) + 7) & ~(size_t)7;
 }
 
-/* One transaction: rows (privacy < 3) + aggregates. Rolled back on any failure. */
-static int write_batch(struct nx_qlog *q, const struct nx_qlog_rec *recs, size_t n,
-		       unsigned privacy)
+/* Read the packed record at src into *v; returns its size. */
+static size_t unpack(const uint8_t *src, struct nx_qlog_view *v)
+{
+	const struct nx_qlog_pk *pk = (const struct nx_qlog_pk *)src;
+	const char *p = (const char *)(pk + 1);
+	v->pk = pk;
+	v->name = p;
+	p += pk->name_len;
+	if (pk->matched_len == PK_MATCHED_NAME) {
+		v->matched = v->name;
+		v->matched_len = pk->name_len;
+	} else {
+		v->matched = p;
+		v->matched_len = pk->matched_len;
+		p += pk->matched_len;
+	}
+	v->source = p;
+	p += pk->source_len;
+	v->answer = p;
+	p += pk->answer_len;
+	return ((size_t)(p - (const char *)src) + 7) & ~(size_t)7;
+}
+
+/* ---- one transaction ---- */
+
+/* Upstream name of index idx, from a small per-transaction cache in front of the callback. */
+static const char *upstream_text(struct nx_qlog *q, int idx)
+{
+	struct nx_qlog_up_cache *c = &q->up_cache[(unsigned)idx % NX_ARRAY_LEN(q->up_cache)];
+	if (c->idx != idx) {
+		if (!q->upstream_name ||
+		    q->upstream_name(q->upstream_ud, idx, c->name, sizeof(c->name)) < 0) {
+			snprintf(c->name, sizeof(c->name), "#%d", idx);
+		}
+		c->name[sizeof(c->name) - 1] = '\0';
+		c->idx = idx;
+	}
+	return c->name;
+}
+
+static void bind_opt(sqlite3_stmt *s, int i, const char *t, unsigned len)
+{
+	if (len) {
+		sqlite3_bind_text(s, i, t, (int)len, SQLITE_STATIC);
+	} else {
+		sqlite3_bind_null(s, i);
+	}
+}
+
+/* Bind one row's 14 values from parameter base + 1 on. Text is bound in place (the batch, the
+ * caller's client buffer) except the upstream name. */
+static void bind_row(struct nx_qlog *q, sqlite3_stmt *s, int base, const struct nx_qlog_view *v,
+		     char *client)
+{
+	const struct nx_qlog_pk *r = v->pk;
+	int client_len = nx_qlog_addr_text(r->family, r->client, client, CLIENT_TEXT_MAX);
+	sqlite3_bind_int64(s, base + 1, r->ts_ms);
+	sqlite3_bind_int64(s, base + 2, r->duration_us);
+	sqlite3_bind_text(s, base + 3, client, client_len, SQLITE_STATIC);
+	sqlite3_bind_int(s, base + 4, r->proto);
+	sqlite3_bind_int(s, base + 5, r->qtype);
+	sqlite3_bind_int(s, base + 6, r->rcode);
+	sqlite3_bind_int(s, base + 7, r->action);
+	sqlite3_bind_int(s, base + 8, r->reason);
+	sqlite3_bind_int(s, base + 9, r->cached != 0);
+	if (r->upstream < 0) {
+		sqlite3_bind_null(s, base + 10);
+	} else {
+		/* copied: another index may take this cache slot before the step */
+		sqlite3_bind_text(s, base + 10, upstream_text(q, r->upstream), -1,
+				  SQLITE_TRANSIENT);
+	}
+	sqlite3_bind_text(s, base + 11, v->name, r->name_len, SQLITE_STATIC);
+	bind_opt(s, base + 12, v->matched, v->matched_len);
+	bind_opt(s, base + 13, v->source, r->source_len);
+	bind_opt(s, base + 14, v->answer, r->answer_len);
+}
+
+/* Insert n (1 or NX_QLOG_ROWS_PER_INSERT) rows. */
+static int insert_rows(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned n)
+{
+	char client[NX_QLOG_ROWS_PER_INSERT][CLIENT_TEXT_MAX];
+	sqlite3_stmt *s = n == 1 ? q->st.insert : q->st.insert_many;
+	for (unsigned i = 0; i < n; i++) {
+		bind_row(q, s, (int)i * ROW_COLS, &v[i], client[i]);
+	}
+	return step_done(s);
+}
+
+/* One transaction: rows (privacy < 3) + the aggregates they touch. Rolled back on failure. */
+static int write_batch(struct nx_qlog *q, const struct wstate *w)
 {
 	int rc = step_done(q->st.begin);
-	if (rc != SQLITE_OK) {
-		return rc;
+	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
+		q->up_cache[i].idx = -1;
 	}
-	if (privacy < 3) {
-		rc = insert_rows(q, recs, n);
+	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
+	struct nx_qlog_view v[NX_QLOG_ROWS_PER_INSERT];
+	unsigned nv = 0;
+	while (rc == SQLITE_OK && p < end) {
+		p += unpack(p, &v[nv]);
+		rc = nx_qlog_agg_add(q, &v[nv], w->privacy);
+		if (w->privacy < 3 && ++nv == NX_QLOG_ROWS_PER_INSERT) {
+			if (rc == SQLITE_OK) {
+				rc = insert_rows(q, v, nv);
+			}
+			nv = 0;
+		}
+	}
+	for (unsigned i = 0; i < nv && rc == SQLITE_OK; i++) {
+		rc = insert_rows(q, &v[i], 1);
 	}
 	if (rc == SQLITE_OK) {
-		rc = nx_qlog_agg_write(q, recs, n, privacy);
+		rc = nx_qlog_agg_write(q);
 	}
 	if (rc == SQLITE_OK) {
 		rc = step_done(q->st.commit);
 	}
-	if (rc != SQLITE_OK && !sqlite3_get_autocommit(q->db)) {
+	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
 		step_done(q->st.rollback);
 	}
+	nx_qlog_agg_end(q, rc == SQLITE_OK);
 	return rc;
 }
 
@@ -288,7 +442,7 @@ static void attempt(struct nx_qlog *q, struct wstate *w)
 		rc = conn_open(q);
 	}
 	if (rc == SQLITE_OK) {
-		rc = write_batch(q, q->batch, w->n, w->privacy);
+		rc = write_batch(q, w);
 	}
 	nx_qlog_sqlite_sync();
 	if (rc != SQLITE_OK) {
@@ -310,26 +464,42 @@ static void attempt(struct nx_qlog *q, struct wstate *w)
 	w->n = 0;
 }
 
-/* Drain one batch, apply privacy, hand it to the tap; it is then held until written. */
+/*
+ * Drain one batch: chunks of records out of the rings, privacy applied, handed to the tap,
+ * packed into q->batch until batch_max records or the bytes are used up. It is then held
+ * until written.
+ */
 static size_t take_batch(struct nx_qlog *q, struct wstate *w)
 {
-	size_t n = nx_qlog_rings_drain(q, q->batch, q->batch_max, &w->more);
-	if (!n) {
-		return 0;
-	}
 	unsigned privacy = atomic_load(&q->privacy);
-	for (size_t i = 0; i < n; i++) {
-		nx_qlog_apply_privacy(&q->batch[i], privacy);
-	}
-	if (privacy < 3) {
-		pthread_mutex_lock(&q->tap_mu);
-		if (q->tap) {
-			q->tap(q->tap_ud, q->batch, n);
+	size_t n = 0, used = 0;
+	bool more = true;
+	while (more) {
+		size_t fit = NX_MIN((size_t)NX_QLOG_DRAIN_CHUNK, q->batch_max - n);
+		fit = NX_MIN(fit, (q->batch_bytes - used) / PK_MAX);
+		size_t got = nx_qlog_rings_drain(q, q->chunk, fit, &more);
+		if (!got) {
+			break;
 		}
-		pthread_mutex_unlock(&q->tap_mu);
+		for (size_t i = 0; i < got; i++) {
+			nx_qlog_apply_privacy(&q->chunk[i], privacy);
+		}
+		if (privacy < 3) {
+			pthread_mutex_lock(&q->tap_mu);
+			if (q->tap) {
+				q->tap(q->tap_ud, q->chunk, got);
+			}
+			pthread_mutex_unlock(&q->tap_mu);
+		}
+		for (size_t i = 0; i < got; i++) {
+			used += pack(q->batch + used, &q->chunk[i]);
+		}
+		n += got;
 	}
+	w->more = more;
 	w->n = n;
 	w->privacy = privacy;
+	q->batch_used = used;
 	return n;
 }
 
@@ -600,11 +770,13 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
 		goto fail;
 	}
 	err = -ENOMEM;
-	q->batch = nx_mem_alloc(NX_OWNER_querylog_queue, q->batch_max * sizeof(*q->batch));
-	if (!q->batch) {
+	q->chunk = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk));
+	q->batch_bytes = nx_qlog_batch_bytes(q->batch_max);
+	q->batch = nx_mem_alloc(NX_OWNER_querylog_queue, q->batch_bytes);
+	if (!q->chunk || !q->batch) {
 		goto fail;
 	}
-	err = nx_qlog_agg_init(&q->agg, q->batch_max, &q->agg_bytes);
+	err = nx_qlog_agg_init(&q->agg);
 	if (err) {
 		goto fail;
 	}
@@ -726,8 +898,10 @@ void nx_qlog_free(struct nx_qlog *q)
 	}
 	nx_qlog_stop(q);
 	conn_close(q);
-	nx_qlog_agg_deinit(&q->agg, q->agg_bytes);
-	nx_mem_free(NX_OWNER_querylog_queue, q->batch, q->batch_max * sizeof(*q->batch));
+	nx_qlog_agg_deinit(&q->agg);
+	nx_mem_free(NX_OWNER_querylog_queue, q->batch, q->batch ? q->batch_bytes : 0);
+	nx_mem_free(NX_OWNER_querylog_queue, q->chunk,
+		    q->chunk ? NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk) : 0);
 	nx_qlog_rings_deinit(q);
 	nx_mem_free(NX_OWNER_querylog_queue, q->path, q->path_bytes);
 	pthread_cond_destroy(&q->wcond);
@@ -754,6 +928,7 @@ void nx_qlog_stats(struct nx_qlog *q, struct nx_qlog_stats *st)
 	st->written = atomic_load(&q->written);
 	st->dropped_unwritten = atomic_load(&q->dropped_unwritten);
 	st->batches = atomic_load(&q->batches);
+	st->agg_other = atomic_load(&q->agg_other);
 	st->retention_deleted = atomic_load(&q->retention_deleted);
 	st->writer_ok = atomic_load(&q->writer_ok);
 	st->writer_cache_kib = atomic_load(&q->cache_readback);

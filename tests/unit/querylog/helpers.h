@@ -175,6 +175,46 @@ static inline json_int_t jint(json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
+/* One integer from SQL on a separate connection. */
+static inline int64_t sql_int(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+static inline void sql_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* Top list of kind k over everything: keys and counts must be exactly these. */
+static inline void expect_top_all(const char *path, enum nx_qlog_top_kind k, unsigned limit,
+				  const char *const *keys, const int *counts, size_t n)
+{
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(path, &r), 0);
+	json_t *top = NULL;
+	assert_int_equal(nx_qlog_top(r, k, 0, 0, limit, &top, NULL), 0);
+	json_t *items = json_object_get(top, "items");
+	assert_true(json_array_size(items) >= n);
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(jstr(json_array_get(items, i), "key"), keys[i]);
+		assert_int_equal(jint(json_array_get(items, i), "count"), counts[i]);
+	}
+	json_decref(top);
+	nx_qlog_reader_close(r);
+}
+
 static inline int64_t ledger_bytes(enum nx_owner o)
 {
 	struct nx_ledger_row rows[NX_OWNER__COUNT];

@@ -433,6 +433,20 @@ static void test_error_busy(void **state)
 	nx_qlog_stats(q, &st);
 	assert_int_equal(st.written, 50);
 	assert_int_equal(count_rows(t.db), 50);
+	/* the failed attempts left nothing in the aggregates: counted once */
+	struct nx_qlog_reader *rd = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &rd), 0);
+	json_t *sum = NULL;
+	assert_int_equal(nx_qlog_summary(rd, 0, 0, &sum), 0);
+	assert_int_equal(jint(sum, "queries"), 50);
+	json_decref(sum);
+	json_t *top = NULL;
+	assert_int_equal(nx_qlog_top(rd, NX_QLOG_TOP_DOMAINS, 0, 0, 10, &top, NULL), 0);
+	json_t *items = json_object_get(top, "items");
+	assert_int_equal(json_array_size(items), 1);
+	assert_int_equal(jint(json_array_get(items, 0), "count"), 50);
+	json_decref(top);
+	nx_qlog_reader_close(rd);
 	nx_qlog_free(q);
 	tdir_remove(&t);
 }
@@ -501,6 +515,306 @@ static void test_stop_unwritten(void **state)
 	tdir_remove(&t);
 }
 
+/* ---- per-minute aggregates: bound, failures, minutes out of order ---- */
+
+static int64_t summary_int(const char *path, const char *field)
+{
+	struct nx_qlog_reader *rd = NULL;
+	assert_int_equal(nx_qlog_reader_open(path, &rd), 0);
+	json_t *sum = NULL;
+	assert_int_equal(nx_qlog_summary(rd, 0, 0, &sum), 0);
+	int64_t v = jint(sum, field);
+	json_decref(sum);
+	nx_qlog_reader_close(rd);
+	return v;
+}
+
+/* More distinct names in a minute than NX_QLOG_AGG_KEYS_MAX: the first keys of the minute are
+ * counted by name, later new ones under "(other)", across transactions; the next minute
+ * starts over. Totals stay exact. */
+static void test_agg_bound(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	test_params(&p, t.db);
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	assert_int_equal(nx_qlog_start(q), 0);
+	const int burst = 5000;
+	for (int i = 0; i < 100; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + i, 10, "popular.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	for (int i = 0; i < burst; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "n%05d.burst.example", i);
+		struct nx_qlog_rec r = mkrec(T0 + 1000 + i, 10, name);
+		mkblocked(&r, "list");
+		nx_qlog_push(q, 0, &r);
+		if (i == burst / 2) {
+			assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+		}
+	}
+	/* a name first seen after the minute's table is full */
+	for (int i = 0; i < 50; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + 50000 + i, 10, "late.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	/* the next minute admits it by name (pushed once minute 0 is written: records of a minute
+	 * that arrive after a newer one started count that minute's keys afresh) */
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	for (int i = 0; i < 10; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + MIN_MS + i, 10, "late.example");
+		nx_qlog_push(q, 1, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+
+	const int kmax = NX_QLOG_AGG_KEYS_MAX;
+	int other_names = burst - (kmax - 1) + 50; /* popular took one key */
+	int other_blocked = burst - kmax;
+	struct nx_qlog_stats st;
+	nx_qlog_stats(q, &st);
+	assert_int_equal(st.written, 100 + burst + 60);
+	assert_int_equal(st.agg_other, other_names + other_blocked);
+	assert_int_equal(count_rows(t.db), 100 + burst + 60);
+	assert_int_equal(summary_int(t.db, "queries"), 100 + burst + 60);
+	assert_int_equal(summary_int(t.db, "blocked"), burst);
+	assert_int_equal(summary_int(t.db, "clients"), 1);
+
+	char sql[160];
+	int64_t m0 = T0 / MIN_MS;
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM agg_top WHERE kind = 0 AND minute = %lld",
+		 (long long)m0);
+	assert_int_equal(sql_int(t.db, sql), kmax + 1);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM agg_top WHERE kind = 1 AND minute = %lld",
+		 (long long)m0);
+	assert_int_equal(sql_int(t.db, sql), kmax + 1);
+	snprintf(sql, sizeof(sql), "SELECT SUM(n) FROM agg_top WHERE kind = 0 AND minute = %lld",
+		 (long long)m0);
+	assert_int_equal(sql_int(t.db, sql), 100 + burst + 50);
+
+	const char *const dom[] = {NX_QLOG_AGG_OTHER, "popular.example", "late.example",
+				   "n00000.burst.example"};
+	const int domn[] = {other_names, 100, 10, 1};
+	expect_top_all(t.db, NX_QLOG_TOP_DOMAINS, 4, dom, domn, 4);
+	const char *const blk[] = {NX_QLOG_AGG_OTHER, "n00000.burst.example"};
+	const int blkn[] = {other_blocked, 1};
+	expect_top_all(t.db, NX_QLOG_TOP_BLOCKED, 2, blk, blkn, 2);
+	const char *const cli[] = {"192.168.1.10"};
+	const int clin[] = {100 + burst + 60};
+	expect_top_all(t.db, NX_QLOG_TOP_CLIENTS, 10, cli, clin, 1);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+/*
+ * A transaction that fails after its rows and keys were counted (an injected trigger makes
+ * one aggregate upsert fail, after the batch already crossed a minute boundary): rolled back,
+ * retried, and every aggregate counted exactly once.
+ */
+static void test_agg_failure_retry(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	assert_int_equal(nx_qlog_db_migrate(t.db, -1), 0);
+	char sql[300];
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE fail(x); INSERT INTO fail VALUES (1);"
+		 "CREATE TRIGGER inject BEFORE INSERT ON agg_top WHEN NEW.minute = %lld"
+		 " AND EXISTS (SELECT 1 FROM fail) BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+		 (long long)(T0 / MIN_MS + 1));
+	sql_exec(t.db, sql);
+	struct nx_qlog_params p;
+	test_params(&p, t.db);
+	p.producers = 1;
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	/* one batch: 3 in minute 0, then 2 in minute 1 */
+	for (int i = 0; i < 3; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + i, 10, "a.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + MIN_MS + i, 11, "b.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(nx_qlog_start(q), 0);
+	assert_int_equal(nx_qlog_flush(q, 0, 400), NX_ETIMEDOUT);
+	struct nx_qlog_stats st;
+	nx_qlog_stats(q, &st);
+	assert_true(st.err_other >= 1);
+	assert_int_equal(st.written, 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries"), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_minute"), 0);
+
+	sql_exec(t.db, "DELETE FROM fail");
+	assert_int_equal(nx_qlog_flush(q, 0, 30000), 0);
+	nx_qlog_stats(q, &st);
+	assert_int_equal(st.written, 5);
+	assert_int_equal(count_rows(t.db), 5);
+	assert_int_equal(summary_int(t.db, "queries"), 5);
+	assert_int_equal(summary_int(t.db, "clients"), 2);
+	const char *const dom[] = {"a.example", "b.example"};
+	const int domn[] = {3, 2};
+	expect_top_all(t.db, NX_QLOG_TOP_DOMAINS, 10, dom, domn, 2);
+	const char *const cli[] = {"192.168.1.10", "192.168.1.11"};
+	expect_top_all(t.db, NX_QLOG_TOP_CLIENTS, 10, cli, domn, 2);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+/* Minutes out of order in one batch (a slower ring, more minutes than the table holds at
+ * once) and late records after newer minutes: every count lands in its minute. */
+static void test_agg_minutes(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	test_params(&p, t.db);
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	for (int i = 0; i < 10; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + MIN_MS + i, 1, "b.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	for (int i = 0; i < 10; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + i, 2, "a.example");
+		nx_qlog_push(q, 1, &r);
+	}
+	for (int m = 2; m < 8; m++) {
+		struct nx_qlog_rec r = mkrec(T0 + m * MIN_MS, 1, "c.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	for (int i = 0; i < 3; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + 30000 + i, 2, "a.example");
+		nx_qlog_push(q, 1, &r);
+	}
+	assert_int_equal(nx_qlog_start(q), 0);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	/* and one more for minute 1, after minute 7 was written */
+	struct nx_qlog_rec r = mkrec(T0 + MIN_MS + 59999, 2, "b.example");
+	nx_qlog_push(q, 1, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+
+	struct nx_qlog_reader *rd = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &rd), 0);
+	json_t *h = NULL;
+	assert_int_equal(nx_qlog_history(rd, T0, T0 + 8 * MIN_MS, 60, &h, NULL), 0);
+	json_t *pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 8);
+	const int want[] = {13, 11, 1, 1, 1, 1, 1, 1};
+	for (size_t i = 0; i < 8; i++) {
+		assert_int_equal(jint(json_array_get(pts, i), "queries"), want[i]);
+	}
+	json_decref(h);
+	nx_qlog_reader_close(rd);
+	const char *const dom[] = {"a.example", "b.example", "c.example"};
+	const int domn[] = {13, 11, 6};
+	expect_top_all(t.db, NX_QLOG_TOP_DOMAINS, 10, dom, domn, 3);
+	const char *const cli[] = {"192.168.1.1", "192.168.1.2"};
+	const int clin[] = {16, 14};
+	expect_top_all(t.db, NX_QLOG_TOP_CLIENTS, 10, cli, clin, 2);
+	/* one agg_top row per (kind, minute, key): minute 0 a/.2, minute 1 b/.1/.2, 2..7 c/.1 */
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_top"), 2 + 3 + 6 * 2);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+/* ---- the packed batch: every field round-trips, long records end batches by bytes ---- */
+
+static void fill_text(char *dst, size_t cap, char c, size_t len)
+{
+	memset(dst, c, len);
+	dst[len] = '\0';
+	(void)cap;
+}
+
+static void test_packed_fields(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	test_params(&p, t.db);
+	p.producers = 1;
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+
+	/* longest fields, matched == name (stored once), IPv6 client */
+	struct nx_qlog_rec big = mkrec(T0, 1, "");
+	fill_text(big.name, sizeof(big.name), 'n', NX_QLOG_NAME_MAX - 1);
+	memcpy(big.matched, big.name, sizeof(big.name));
+	fill_text(big.source, sizeof(big.source), 's', NX_QLOG_SOURCE_MAX - 1);
+	fill_text(big.answer, sizeof(big.answer), 'a', NX_QLOG_ANSWER_MAX - 1);
+	big.family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", big.client), 1);
+	big.action = NX_QLOG_ACT_BLOCK;
+	/* matched differs from name; no answer; an unterminated source is cut */
+	struct nx_qlog_rec other = mkrec(T0 + 1, 255, "x.parent.example");
+	snprintf(other.matched, sizeof(other.matched), "parent.example");
+	memset(other.source, 'z', sizeof(other.source));
+	other.answer[0] = '\0';
+	other.upstream = -1;
+	other.rcode = 3;
+	other.qtype = 65;
+	/* 700 records of the largest size: a batch ends on bytes long before batch_max */
+	const int n_big = 700;
+	for (int i = 0; i < n_big; i++) {
+		big.ts_ms = T0 + 10 + i;
+		big.upstream = (int16_t)(i % 20); /* more upstreams than the name cache slots */
+		big.name[0] = (char)('a' + i % 26);
+		big.matched[0] = big.name[0];
+		nx_qlog_push(q, 0, &big);
+	}
+	nx_qlog_push(q, 0, &other);
+	assert_int_equal(nx_qlog_start(q), 0);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	struct nx_qlog_stats st;
+	nx_qlog_stats(q, &st);
+	assert_int_equal(st.written, n_big + 1);
+	size_t per_batch = nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT) / 680;
+	assert_true(st.batches >= (uint64_t)(n_big / per_batch));
+
+	struct nx_qlog_filter f = {0};
+	json_t *all = read_all(t.db, f, 1000);
+	assert_int_equal(json_array_size(all), n_big + 1);
+	for (int i = 0; i < n_big; i++) {
+		json_t *row = json_array_get(all, (size_t)(n_big - 1 - i)); /* newest first */
+		assert_int_equal(jint(row, "ts"), T0 + 10 + i);
+		const char *name = jstr(row, "name");
+		assert_int_equal(strlen(name), NX_QLOG_NAME_MAX - 1);
+		assert_int_equal(name[0], 'a' + i % 26);
+		assert_int_equal(name[1], 'n');
+		assert_string_equal(jstr(row, "matched"), name);
+		assert_int_equal(strlen(jstr(row, "source")), NX_QLOG_SOURCE_MAX - 1);
+		assert_int_equal(strlen(jstr(row, "answer")), NX_QLOG_ANSWER_MAX - 1);
+		assert_string_equal(jstr(row, "client"), "2001:db8::1");
+		assert_string_equal(jstr(row, "action"), "block");
+		char up[32];
+		snprintf(up, sizeof(up), "upstream-%d", i % 20);
+		assert_string_equal(jstr(row, "upstream"), up);
+	}
+	/* the oldest: the short one */
+	json_t *row = json_array_get(all, n_big);
+	assert_string_equal(jstr(row, "name"), "x.parent.example");
+	assert_string_equal(jstr(row, "matched"), "parent.example");
+	assert_int_equal(strlen(jstr(row, "source")), NX_QLOG_SOURCE_MAX - 1);
+	assert_string_equal(jstr(row, "answer"), "");
+	assert_string_equal(jstr(row, "client"), "192.168.1.255");
+	assert_string_equal(jstr(row, "rcode"), "NXDOMAIN");
+	assert_true(json_is_null(json_object_get(row, "upstream")));
+	json_decref(all);
+	/* null for empty optional text, as before */
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE answer IS NULL"), 1);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
 /* ---- params, ledger, memory figures ---- */
 
 static void test_params_and_ledger(void **state)
@@ -532,10 +846,15 @@ static void test_params_and_ledger(void **state)
 	/* 3 rings of ceil(2048 / 3) = 683 records */
 	assert_int_equal(nx_qlog_capacity(q), 3 * 683);
 	int64_t rings = 3 * 683 * NX_QLOG_REC_SIZE;
-	int64_t batch = NX_QLOG_BATCH_DEFAULT * NX_QLOG_REC_SIZE;
+	/* packed batch + the drain scratch + the per-minute aggregate table */
+	int64_t batch = (int64_t)nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT) +
+			NX_QLOG_DRAIN_CHUNK * NX_QLOG_REC_SIZE;
+	assert_int_equal(nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT),
+			 NX_QLOG_BATCH_DEFAULT * NX_QLOG_BATCH_REC_BYTES + 680);
+	int64_t agg = NX_QLOG_AGG_BYTES;
 	int64_t charged = ledger_bytes(NX_OWNER_querylog_queue) - base_q;
-	assert_true(charged >= rings + batch);
-	assert_true(charged <= rings + batch + 64 * 1024);
+	assert_true(charged >= rings + batch + agg);
+	assert_true(charged <= rings + batch + agg + 16 * 1024);
 	struct nx_qlog_reader *rd = NULL;
 	assert_int_equal(nx_qlog_reader_open(t.db, &rd), 0);
 	struct nx_qlog_stats st;
@@ -544,10 +863,11 @@ static void test_params_and_ledger(void **state)
 	assert_int_equal(nx_qlog_reader_cache_kib(rd), NX_QLOG_READER_CACHE_KIB);
 	assert_int_equal(ledger_count(NX_OWNER_sqlite) - base_sn, 2); /* 2 connections */
 	assert_int_equal(ledger_bytes(NX_OWNER_sqlite), (int64_t)st.sqlite_mem_used);
-	printf("# memory: record %d B, default rings (1 producer) %d B, querylog_queue charged "
-	       "%lld B for 3 producers; sqlite heap with writer+reader open %llu B (high-water "
-	       "%llu B)\n",
-	       NX_QLOG_REC_SIZE, NX_QLOG_BUFFER_DEFAULT * NX_QLOG_REC_SIZE, (long long)charged,
+	printf("# memory: record %d B, default rings (1 producer) %d B, batch + scratch %lld B, "
+	       "aggregates %lld B, querylog_queue charged %lld B for 3 producers; sqlite heap with "
+	       "writer+reader open %llu B (high-water %llu B)\n",
+	       NX_QLOG_REC_SIZE, NX_QLOG_BUFFER_DEFAULT * NX_QLOG_REC_SIZE, (long long)batch,
+	       (long long)agg, (long long)charged,
 	       (unsigned long long)st.sqlite_mem_used,
 	       (unsigned long long)st.sqlite_mem_highwater);
 	nx_qlog_reader_close(rd);
@@ -582,6 +902,10 @@ int main(void)
 		cmocka_unit_test(test_error_busy),
 		cmocka_unit_test(test_error_readonly),
 		cmocka_unit_test(test_stop_unwritten),
+		cmocka_unit_test(test_agg_bound),
+		cmocka_unit_test(test_agg_failure_retry),
+		cmocka_unit_test(test_agg_minutes),
+		cmocka_unit_test(test_packed_fields),
 		cmocka_unit_test(test_params_and_ledger),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,27 +14,6 @@ static struct nx_qlog *start_log(const char *path)
 	return q;
 }
 
-static int64_t sql_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	sqlite3_stmt *s = NULL;
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	int64_t v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return v;
-}
-
-static void sql_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-}
-
 #define HAS_TABLE(path, t)                                                                         \
 	sql_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '" t "'")
 
@@ -422,6 +401,28 @@ static void test_rec_json(void **state)
 	assert_string_equal(jstr(o, "client"), "hidden");
 	assert_string_equal(jstr(o, "name"), "hidden");
 	assert_string_equal(jstr(o, "upstream"), "9.9.9.9");
+	json_decref(o);
+	/* client text: IPv4 is formatted without inet_ntop; it must say the same */
+	static const uint8_t v4[][4] = {{0, 0, 0, 0}, {255, 255, 255, 255}, {10, 0, 100, 9},
+					{1, 20, 199, 200}, {192, 168, 1, 10}, {100, 99, 9, 10}};
+	for (size_t i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
+		struct nx_qlog_rec c = mkrec(T0, 1, "a.example");
+		memcpy(c.client, v4[i], 4);
+		char want[INET_ADDRSTRLEN];
+		assert_non_null(inet_ntop(AF_INET, v4[i], want, sizeof(want)));
+		o = nx_qlog_rec_to_json(&c, NULL);
+		assert_string_equal(jstr(o, "client"), want);
+		json_decref(o);
+	}
+	struct nx_qlog_rec c6 = mkrec(T0, 1, "a.example");
+	c6.family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "fd00::1:2", c6.client), 1);
+	o = nx_qlog_rec_to_json(&c6, NULL);
+	assert_string_equal(jstr(o, "client"), "fd00::1:2");
+	json_decref(o);
+	c6.family = 7;
+	o = nx_qlog_rec_to_json(&c6, NULL);
+	assert_string_equal(jstr(o, "client"), "unknown");
 	json_decref(o);
 	/* an unterminated name is cut, never over-read */
 	memset(r.name, 'a', sizeof(r.name));
