@@ -276,7 +276,9 @@ int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned pr
 	m->blocked += blocked;
 	m->local += local;
 	m->cached += r->cached != 0;
-	m->forwarded += !blocked && !local && !r->cached;
+	/* forwarded: an upstream produced the answer (REFUSED, FORMERR or a deadline SERVFAIL that
+	 * nxdns made itself is none of blocked, local, cached or forwarded) */
+	m->forwarded += !blocked && !local && !r->cached && r->upstream >= 0;
 
 	if (privacy < 1) {
 		unsigned len = v->pk->name_len;

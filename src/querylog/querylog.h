@@ -356,7 +356,7 @@ unsigned nx_qlog_reader_cache_kib(const struct nx_qlog_reader *r);
 	X(BLOCKED, "blocked")	  /* action block */                                               \
 	X(ALLOWED, "allowed")	  /* everything not blocked (resolved, local, cached) */           \
 	X(CACHED, "cached")	  /* answered from the cache */                                    \
-	X(FORWARDED, "forwarded") /* not blocked, not local, not cached: went upstream */          \
+	X(FORWARDED, "forwarded") /* answered by an upstream (not blocked, local or cached) */          \
 	X(LOCAL, "local")	  /* answered from local records */
 
 enum nx_qlog_status {

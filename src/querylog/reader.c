@@ -258,7 +258,8 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 		[NX_QLOG_STATUS_BLOCKED] = " AND action = 2",
 		[NX_QLOG_STATUS_ALLOWED] = " AND action <> 2",
 		[NX_QLOG_STATUS_CACHED] = " AND cached = 1",
-		[NX_QLOG_STATUS_FORWARDED] = " AND action NOT IN (2, 3) AND cached = 0",
+		[NX_QLOG_STATUS_FORWARDED] =
+		    " AND action NOT IN (2, 3) AND cached = 0 AND upstream IS NOT NULL",
 		[NX_QLOG_STATUS_LOCAL] = " AND action = 3",
 	};
 	char sql[768];
