@@ -180,6 +180,8 @@ static inline int64_t sql_int(const char *path, const char *sql)
 {
 	sqlite3 *db = NULL;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	/* The writer or a checkpoint may hold a lock for a moment (longer under sanitizers). */
+	sqlite3_busy_timeout(db, 5000);
 	sqlite3_stmt *s = NULL;
 	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
@@ -193,6 +195,7 @@ static inline void sql_exec(const char *path, const char *sql)
 {
 	sqlite3 *db = NULL;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
 	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 }

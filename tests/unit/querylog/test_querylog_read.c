@@ -51,6 +51,7 @@ static void test_migrations(void **state)
 	assert_int_equal(count_rows(t.db), 1);
 	sqlite3 *db = NULL;
 	assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
 	sqlite3_stmt *s = NULL;
 	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
