@@ -284,12 +284,16 @@ def wait_written(nx: Nxdns, at_least: float, timeout: float = 8.0) -> float:
     return v
 
 
-def wait_pushed_and_written(nx: Nxdns, timeout: float = 8.0) -> float:
-    """Wait until every pushed record is written (nothing dropped in between)."""
+def wait_pushed_and_written(nx: Nxdns, timeout: float = 8.0, allow_drops: bool = False) -> float:
+    """Wait until every pushed record is written; with allow_drops, written or dropped-and-counted
+    (the rings drop the oldest under a burst)."""
     def done():
         m = nx.metrics()
         p = m.get("nxdns_querylog_pushed_total")
-        return p if p > 0 and m.get("nxdns_querylog_written_total") >= p else None
+        w = m.get("nxdns_querylog_written_total")
+        if allow_drops:
+            w += m.get("nxdns_querylog_dropped_total", reason="oldest")
+        return p if p > 0 and w >= p else None
     v = wait_until(done, timeout, 0.05)
     assert v, f"query log not caught up within {timeout}s"
     return v

@@ -215,7 +215,7 @@ def test_slow_subscriber_is_cut_off_and_counted(make_upstream, make_nxdns):
         # the server ends the slow stream: reading now drains what was buffered, then EOF
         assert slow.wait_closed(15), "the cut-off connection was not closed"
         # the reading subscriber kept its stream and got the burst (bar hub handoff drops)
-        wait_pushed_and_written(nx, timeout=15)
+        wait_pushed_and_written(nx, timeout=15, allow_drops=True)
         nx.udp(make_query("final.blocked.test"))
         assert wait_until(lambda: "final.blocked.test" in reader.names, 5), \
             "the subscriber that reads lost its stream"
