@@ -138,8 +138,9 @@ static struct fy_node *later(struct nx_conf_ld *ld, struct fy_node *a, struct fy
 }
 
 static int source_one(struct nx_conf_ld *ld, const char *label, struct fy_node *item,
-		      struct fy_node *key, struct nx_conf_source *all, size_t i)
+		      struct fy_node *key, void *all_, size_t i)
 {
+	struct nx_conf_source *all = all_;
 	struct nx_conf_source *s = &all[i];
 	struct fy_node *v[S__COUNT], *k[S__COUNT];
 	s->enabled = true;
@@ -240,27 +241,7 @@ static int sources_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, str
 			 struct fy_node *key)
 {
 	size_t cnt;
-	int rc = nx_conf_list_count(ld, k->path, val, key, k->min, k->max, true, &cnt);
-	if (rc || cnt == 0) {
-		return rc;
-	}
-	struct nx_conf_source *a = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(*a));
-	if (!a) {
-		return nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
-	}
-	*NX_CONF_FIELD(ld->c, k, struct nx_conf_source *) = a;
-	*NX_CONF_COUNT(ld->c, k) = cnt;
-	void *it = NULL;
-	struct fy_node *item;
-	char label[LABEL_MAX];
-	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
-		nx_conf_label(label, sizeof(label), "%s[%zu]", k->path, i);
-		rc = source_one(ld, label, item, key, a, i);
-		if (rc) {
-			return rc;
-		}
-	}
-	return 0;
+	return nx_conf_parse_items(ld, k, val, key, sizeof(struct nx_conf_source), source_one, &cnt);
 }
 
 static void free_str(char *s)

@@ -165,6 +165,17 @@ int nx_conf_string_node(struct nx_conf_ld *ld, const char *label, struct fy_node
 int nx_conf_list_count(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
 		       struct fy_node *key, long long min, long long max, bool null_empty,
 		       size_t *n);
+
+/* Fills element i of `all` from one list item; `label` is "<path>[i]". 0 or an error. */
+typedef int (*nx_conf_item_cb)(struct nx_conf_ld *ld, const char *label, struct fy_node *item,
+			       struct fy_node *key, void *all, size_t i);
+/*
+ * A list of mappings (k->min..k->max items, null = empty) into a new zeroed array of `size`-byte
+ * elements stored in k's field and count (NX_OWNER_config; the key's release frees it), each
+ * item filled by `one`. *n gets the item count. 0 or the first error.
+ */
+int nx_conf_parse_items(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			struct fy_node *key, size_t size, nx_conf_item_cb one, size_t *n);
 /*
  * The named fields of a mapping (an item of a list of maps, a group): vals[i] / keys[i] for
  * names[i] (NULL-terminated; NULL when absent). Unknown and duplicate keys are errors named

@@ -143,8 +143,9 @@ static int conflicts(struct nx_conf_ld *ld, const char *label, struct fy_node *a
 }
 
 static int local_one(struct nx_conf_ld *ld, const char *label, struct fy_node *item,
-		     struct fy_node *key, struct nx_conf_local *all, size_t i)
+		     struct fy_node *key, void *all_, size_t i)
 {
+	struct nx_conf_local *all = all_;
 	struct nx_conf_local *r = &all[i];
 	if (nx_conf_is_null(item) || !fy_node_is_mapping(item)) {
 		return nx_conf_fail(ld, item, key,
@@ -263,28 +264,11 @@ static int locals_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, stru
 			struct fy_node *key)
 {
 	size_t cnt;
-	int rc = nx_conf_list_count(ld, k->path, val, key, k->min, k->max, true, &cnt);
+	int rc = nx_conf_parse_items(ld, k, val, key, sizeof(struct nx_conf_local), local_one, &cnt);
 	if (rc || cnt == 0) {
 		return rc;
 	}
-	struct nx_conf_local *a = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(*a));
-	if (!a) {
-		return nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
-	}
-	struct nx_conf_local **f = NX_CONF_FIELD(ld->c, k, struct nx_conf_local *);
-	*f = a;
-	*NX_CONF_COUNT(ld->c, k) = cnt;
-	void *it = NULL;
-	struct fy_node *item;
-	char label[LABEL_MAX];
-	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
-		nx_conf_label(label, sizeof(label), "%s[%zu]", k->path, i);
-		rc = local_one(ld, label, item, key, a, i);
-		if (rc) {
-			return rc;
-		}
-	}
-	return sort_locals(ld, val, key, f, cnt);
+	return sort_locals(ld, val, key, NX_CONF_FIELD(ld->c, k, struct nx_conf_local *), cnt);
 }
 
 static void locals_release(const struct nx_conf_key *k, struct nx_conf *c)

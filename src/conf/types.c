@@ -672,3 +672,34 @@ void nx_conf_free_strv(char **v, size_t n)
 	}
 	nx_mem_free(NX_OWNER_config, v, n * sizeof(*v));
 }
+
+#define ITEM_LABEL_MAX 320 /* "filter.sources[12]": path plus index */
+
+int nx_conf_parse_items(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			struct fy_node *key, size_t size, nx_conf_item_cb one, size_t *n)
+{
+	size_t cnt;
+	*n = 0;
+	int rc = nx_conf_list_count(ld, k->path, val, key, k->min, k->max, true, &cnt);
+	if (rc || cnt == 0) {
+		return rc;
+	}
+	void *all = nx_mem_calloc(NX_OWNER_config, cnt, size);
+	if (!all) {
+		return nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+	}
+	*NX_CONF_FIELD(ld->c, k, void *) = all;
+	*NX_CONF_COUNT(ld->c, k) = cnt;
+	*n = cnt;
+	void *it = NULL;
+	struct fy_node *item;
+	char label[ITEM_LABEL_MAX];
+	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
+		nx_conf_label(label, sizeof(label), "%s[%zu]", k->path, i);
+		rc = one(ld, label, item, key, all, i);
+		if (rc) {
+			return rc;
+		}
+	}
+	return 0;
+}
