@@ -156,11 +156,6 @@ static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
 	nx_metrics_sample_u64(mb, "nxdns_config_generation", d->cur->gen, NULL);
 }
 
-static bool ready(void *ud)
-{
-	return true;
-}
-
 static const struct nx_conf *current_conf(void *ud)
 {
 	struct nx_daemon *d = ud;
@@ -297,7 +292,7 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 	}
 	struct nx_admin_hooks hooks = {
 		.metrics_extra = metrics_extra,
-		.ready = ready,
+		/* no .ready: listeners and admin start only once the first snapshot is mapped */
 		.conf = current_conf,
 		.reload = reload_hook,
 		.sources_status = sources_status,

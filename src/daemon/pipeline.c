@@ -176,20 +176,18 @@ static void count_block(const struct nx_filter_result *r, bool cname)
 
 /* An answer whose CNAME chain reaches a blocked name is answered as blocked (CNAME cloaking).
  * Returns the block answer's length, or 0 when the answer may go out as it is. */
-static int cname_block(struct nx_worker *w, const struct nx_client_policy *pol,
+static int cname_block(const struct nx_decide_ctx *d, const struct nx_client_policy *pol,
 		       const uint8_t *buf, const struct nx_dns_msg *m,
 		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap,
 		       struct nx_filter_result *r, uint8_t matched[NX_DNS_NAME_MAX], uint8_t *mlen)
 {
-	struct nx_decide_ctx d;
-	decide_ctx(w, &d);
 	size_t ml = 0;
-	if (!nx_decide_cname(&d, pol, buf, m, r, matched, &ml)) {
+	if (!nx_decide_cname(d, pol, buf, m, r, matched, &ml)) {
 		return 0;
 	}
 	*mlen = (uint8_t)ml;
 	count_block(r, true);
-	int n = nx_decide_block_answer(&d, out, cap, ctx, r);
+	int n = nx_decide_block_answer(d, out, cap, ctx, r);
 	return n > 0 ? n : 0;
 }
 
@@ -401,6 +399,8 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	bool stale = res != NX_UP_ANSWER && list &&
 		     nx_cache_lookup(w->cache, &key, now, NX_CACHE_LOOKUP_STALE, w->cbuf,
 				     sizeof(w->cbuf), &stale_m, &stale_hit) == 0;
+	struct nx_decide_ctx dc; /* one per completion, shared by its waiters' CNAME checks */
+	decide_ctx(w, &dc);
 	int up_stats = -1;
 	if (res == NX_UP_ANSWER && server >= 0) {
 		const struct nx_up_server *sv = p->zone >= 0 ? p->cref->zone_servers[p->zone]
@@ -431,7 +431,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			}
 			nx_stat_inc(NX_STAT_R_CACHED);
 		} else if (res == NX_UP_ANSWER &&
-			   (rlen = cname_block(w, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx), &lfr,
+			   (rlen = cname_block(&dc, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx), &lfr,
 					       cmatched, &cmlen)) > 0) {
 			/* blocked: rlen holds the block answer */
 		} else if (res == NX_UP_ANSWER) {
@@ -780,7 +780,7 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 				.max_size = NX_MIN(limit, cap),
 			};
 			o->cached = true;
-			int bn = cname_block(w, &pol, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
+			int bn = cname_block(&dc, &pol, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
 					     &o->matched_len);
 			if (bn > 0) {
 				return (size_t)bn;
