@@ -136,7 +136,7 @@ static struct pending *pending_get(struct nx_worker *w, unsigned cap)
 
 static bool permit_acquire(struct nx_worker *w, unsigned permits)
 {
-	int n = atomic_fetch_add_explicit(&w->d->permits_used, 1, memory_order_relaxed);
+	int n = atomic_fetch_add_explicit(&w->d->permits_used, 1, memory_order_acquire);
 	if (n >= (int)permits) {
 		atomic_fetch_sub_explicit(&w->d->permits_used, 1, memory_order_relaxed);
 		return false;
@@ -147,7 +147,7 @@ static bool permit_acquire(struct nx_worker *w, unsigned permits)
 
 static void permit_release(struct nx_worker *w)
 {
-	atomic_fetch_sub_explicit(&w->d->permits_used, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&w->d->permits_used, 1, memory_order_release);
 	nx_gauge_add(NX_GAUGE_PERMITS_USED, -1);
 }
 
@@ -381,6 +381,11 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	struct waiter *list = p->waiters;
 	p->waiters = NULL;
 	pthread_mutex_unlock(&sh->lock);
+	/* The upstream work is over: give the permit back BEFORE any client hears of it. A client
+	 * that has its answer may ask again at once, and its next query can land on another
+	 * worker; released after the replies, that query could find the permit still taken and be
+	 * dropped (a real race, seen under load with one permit). */
+	permit_release(w);
 	uint64_t now = uv_now(&w->loop);
 	struct nx_cache_key key = {
 		.name = p->name,
@@ -468,7 +473,6 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		waiter_put(w, x);
 		x = next;
 	}
-	permit_release(w);
 	nx_confref_release(p->cref);
 	p->cref = NULL;
 	p->next_free = w->free_pending;
