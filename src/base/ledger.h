@@ -20,6 +20,7 @@
 	X(tcp_conns, "TCP client connections: handles and read buffers")                    \
 	X(tcp_writes, "queued TCP response copies awaiting the socket")                     \
 	X(upstream_tcp, "upstream TCP fallback connections and buffers")                    \
+	X(upstream_udp, "upstream UDP socket pool (random ports) and its receive batch")    \
 	X(cache_slots, "DNS cache entry slots")                                             \
 	X(cache_responses, "DNS cache stored response bytes")                               \
 	X(snapshot_map, "blocklist snapshot mapping (file-backed)")                         \

@@ -53,6 +53,7 @@
 	X(UP_WRONG_ID, "nxdns_upstream_rejected_total", "reason=\"wrong_id\"", "")             \
 	X(UP_WRONG_QUESTION, "nxdns_upstream_rejected_total", "reason=\"wrong_question\"", "") \
 	X(UP_WRONG_SOURCE, "nxdns_upstream_rejected_total", "reason=\"wrong_source\"", "")     \
+	X(UP_LATE, "nxdns_upstream_rejected_total", "reason=\"late\"", "")                     \
 	X(F_OK, "nxdns_filter_downloads_total", "result=\"ok\"",                                \
 	  "Blocklist downloads, by result (errors keep the last good list)")                     \
 	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \

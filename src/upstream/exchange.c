@@ -1,3 +1,20 @@
+/*
+ * The engine: libuv time, a pool of random-port UDP sockets, TCP fallback, and the operations'
+ * race logic (race.c) wired to them through nx_race_io.
+ *
+ * UDP socket pool (RFC 5452 without a socket per query): each address family has up to
+ * NX_UP_POOL sockets, each bound to its own random port. An attempt goes out on a socket drawn
+ * at random, with a random transaction id unique on that socket. A socket carries at most
+ * NX_UP_SOCK_USES exchanges (or lives NX_UP_SOCK_AGE_MS) and is then retired: it takes no new
+ * queries, closes once its last exchange ended, and a fresh random port takes its place. So a
+ * query's port is one of the pool's unknown random ports, and a port an observer learns is good
+ * for a few dozen exchanges at most. Replies are read in batches (recvmmsg) and matched by
+ * (socket, id), then by source address and question.
+ *
+ * A datagram whose id was used on the socket but whose exchange has ended (a race loser's
+ * answer, an answer after the deadline) is a late reply: ignored and counted apart from spoofing
+ * guesses (reason "late" vs "wrong_id").
+ */
 #include "upstream/upstream.h"
 
 #include <errno.h>
@@ -12,50 +29,69 @@
 #include "base/rand.h"
 #include "base/stats.h"
 #include "dns/wire.h"
+#include "upstream/race.h"
 
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 
-#define PORT_TRIES 8 /* random source ports tried before letting the kernel pick one */
-#define NX_UP_SPARE_OPS 8 /* operations allowed beyond 2 x max_ops while handles close */
+#define PORT_TRIES 8            /* random source ports tried before the kernel picks one */
+#define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
+#define NX_UP_POOL 16           /* UDP sockets per address family and engine */
+#define NX_UP_SOCK_USES 32      /* exchanges one socket carries before it retires */
+#define NX_UP_SOCK_AGE_MS 60000 /* a socket older than this retires at its next draw */
+#define RX_BATCH 16             /* datagrams per recvmmsg */
+#define RX_SLOT NX_DNS_EDNS_OUR_SIZE /* we advertise this size: larger replies come as MSG_TRUNC */
 
-enum att_state { ATT_FREE, ATT_UDP, ATT_TCP, ATT_CLOSING };
+enum { FAM_V4, FAM_V6, FAM__COUNT };
+
+struct attempt;
+
+struct up_sock {
+	uv_poll_t poll;
+	struct nx_upstream *u;
+	struct up_sock *next;       /* free list */
+	int fd;
+	uint8_t fam;
+	uint8_t pool_slot;          /* index in u->pool[fam] while pooled */
+	uint8_t uses;               /* exchanges sent on it (ids[0..uses)) */
+	uint8_t outstanding;        /* of those, still waiting */
+	bool pooled;                /* in u->pool: takes new exchanges */
+	bool closing;
+	uint64_t born_ms;
+	uint16_t ids[NX_UP_SOCK_USES];
+	struct attempt *att[NX_UP_SOCK_USES]; /* NULL once that exchange ended */
+};
 
 struct up_tcp {
 	uv_tcp_t h;
 	uv_connect_t creq;
 	uv_write_t wreq;
 	struct attempt *a;
+	struct op *op;
 	size_t rlen;
 	uint8_t wbuf[2 + NX_UP_QUERY_MAX];
 	uint8_t rbuf[2 + NX_DNS_MSG_MAX];
 };
 
 struct attempt {
-	struct op *op;         /* back pointer (the op outlives its attempts) */
-	enum att_state state;
-	uint8_t server;        /* index into op->servers */
+	struct op *op;         /* back pointer, set when the op is created */
+	struct up_sock *sock;  /* UDP: the socket the query went out on (slot `slot`) */
+	uint8_t slot;
 	uint16_t id;           /* transaction id sent */
-	int fd;                /* UDP socket, owned while ATT_UDP */
-	uv_poll_t poll;        /* on fd */
-	struct up_tcp *tcp;    /* owned while ATT_TCP (NX_OWNER_upstream_tcp) */
+	struct up_tcp *tcp;    /* TCP retry in progress (NX_OWNER_upstream_tcp) */
 	uint64_t sent_us;
 };
 
 struct op {
+	struct nx_race race;
 	struct nx_upstream *u;
 	struct op *next_free;
 	bool running;            /* between start and the done callback */
-	unsigned handles;        /* libuv handles still open (attempts closing) */
+	unsigned handles;        /* TCP handles still closing (+ the timer at shutdown) */
 	const struct nx_up_server *servers; /* borrowed (request) */
-	uint8_t n_servers;
-	uint8_t next_server;     /* next server not yet tried */
-	uint8_t race;
-	unsigned stagger_ms;
 	struct nx_dns_question q;
 	uint16_t qlen;
 	uint8_t query[NX_UP_QUERY_MAX];
-	uv_timer_t deadline;
-	uv_timer_t stagger;
+	uv_timer_t timer;        /* the race's next wake-up (deadline or stagger) */
 	nx_up_done_cb cb;
 	void *ud;
 	struct attempt att[NX_UP_MAX_ATTEMPTS];
@@ -70,25 +106,34 @@ struct nx_upstream {
 	struct op **all;         /* every allocated op, for shutdown */
 	unsigned all_cap;
 	bool shutting_down;
-	uint8_t rx[NX_DNS_MSG_MAX]; /* one receive buffer per engine (per worker) */
+	struct up_sock *pool[FAM__COUNT][NX_UP_POOL];
+	struct up_sock *free_socks;
+	unsigned n_socks;        /* allocated up_sock structs (open, closing or free) */
+	/* the answer being delivered (set just before nx_race_answer) */
+	const uint8_t *cur_msg;
+	size_t cur_len;
+	const struct nx_dns_msg *cur_m;
+	uint8_t (*rxb)[RX_SLOT]; /* RX_BATCH receive slots (NX_OWNER_upstream_udp) */
+	uint8_t rx[NX_DNS_MSG_MAX]; /* a TCP answer, copied out of its connection */
 };
 
-static void launch_next(struct op *op);
-static void finish(struct op *op, enum nx_up_result res, const uint8_t *msg, size_t len,
-		   const struct nx_dns_msg *m, int server);
+static const struct nx_race_io g_io;
 
-static int active_attempts(const struct op *op)
+static struct op *op_of(struct nx_race *r)
 {
-	int n = 0;
-	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
-		n += op->att[i].state == ATT_UDP || op->att[i].state == ATT_TCP;
-	}
-	return n;
+	return NX_CONTAINER_OF(r, struct op, race);
 }
+
+static int att_index(const struct op *op, const struct attempt *a)
+{
+	return (int)(a - op->att);
+}
+
+/* ---- operation pool ---- */
 
 static void maybe_recycle(struct op *op)
 {
-	if (op->running || op->handles > 0) {
+	if (op->running || op->handles > 0 || op->u->shutting_down) {
 		return;
 	}
 	op->next_free = op->u->free;
@@ -107,175 +152,46 @@ static void op_handle_closed(struct op *op)
 	maybe_recycle(op);
 }
 
-static void on_att_closed(uv_handle_t *h)
-{
-	struct attempt *a = h->data;
-	struct op *op = a->op;
-	if (h == (uv_handle_t *)&a->poll) {
-		close(a->fd);
-		a->fd = -1;
-	} else {
-		nx_mem_free(NX_OWNER_upstream_tcp, a->tcp, sizeof(*a->tcp));
-		a->tcp = NULL;
-	}
-	a->state = ATT_FREE;
-	op_handle_closed(op);
-}
+/* ---- UDP socket pool ---- */
 
-/* Stop an attempt; its slot frees when libuv has closed the handle. */
-static void att_stop(struct attempt *a, enum nx_up_outcome outcome)
+static void on_sock_closed(uv_handle_t *h)
 {
-	if (a->state != ATT_UDP && a->state != ATT_TCP) {
+	struct up_sock *s = h->data;
+	struct nx_upstream *u = s->u;
+	close(s->fd);
+	s->fd = -1;
+	if (u->shutting_down) {
+		u->n_socks--;
+		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
 		return;
 	}
-	nx_up_stats_outcome(a->op->servers[a->server].stats, outcome, 0);
-	if (a->state == ATT_UDP) {
-		uv_poll_stop(&a->poll);
-		uv_close((uv_handle_t *)&a->poll, on_att_closed);
-	} else {
-		uv_close((uv_handle_t *)&a->tcp->h, on_att_closed);
-	}
-	a->state = ATT_CLOSING;
+	s->next = u->free_socks;
+	u->free_socks = s;
 }
 
-static void finish(struct op *op, enum nx_up_result res, const uint8_t *msg, size_t len,
-		   const struct nx_dns_msg *m, int server)
+static void sock_close(struct up_sock *s)
 {
-	if (!op->running) {
+	if (s->closing) {
 		return;
 	}
-	uv_timer_stop(&op->deadline);
-	uv_timer_stop(&op->stagger);
-	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
-		att_stop(&op->att[i], res == NX_UP_TIMEOUT ? NX_UP_O_TIMEOUT : NX_UP_O_CANCELLED);
-	}
-	op->running = false;
-	op->u->running--;
-	op->cb(op->ud, res, msg, len, m, server);
-	maybe_recycle(op);
+	s->closing = true;
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, on_sock_closed);
 }
 
-/* An attempt failed (error or unusable rcode): count it and move on to the next server. */
-static void att_failed(struct attempt *a)
+/* Take a socket out of the pool: no new exchanges; it closes when its last one ends. */
+static void sock_retire(struct up_sock *s)
 {
-	struct op *op = a->op;
-	att_stop(a, NX_UP_O_ERROR);
-	if (op->next_server < op->n_servers) {
-		launch_next(op);
+	if (s->pooled) {
+		s->pooled = false;
+		s->u->pool[s->fam][s->pool_slot] = NULL;
 	}
-	if (op->running && active_attempts(op) == 0 && op->next_server >= op->n_servers) {
-		finish(op, NX_UP_FAILED, NULL, 0, NULL, -1);
+	if (s->outstanding == 0) {
+		sock_close(s);
 	}
 }
 
-static bool question_matches(const struct op *op, const struct nx_dns_msg *m)
-{
-	return m->has_question && m->qdcount == 1 && m->q.qtype == op->q.qtype &&
-	       m->q.qclass == op->q.qclass &&
-	       nx_dns_name_eq(m->q.name, m->q.name_len, op->q.name, op->q.name_len);
-}
-
-static void start_tcp(struct attempt *a);
-
-/* Validate a reply for attempt a (buffer u->rx); returns after acting on it. */
-static void on_reply(struct attempt *a, const uint8_t *buf, size_t len, bool via_tcp)
-{
-	struct op *op = a->op;
-	struct nx_dns_msg m;
-	/* Over UDP a bad datagram may be a spoofer's: ignore it and keep listening. Over TCP the
-	 * one reply has arrived and reading stopped: a bad one fails the attempt. */
-	if (nx_dns_hdr_parse(buf, len, &m) < 0) {
-		nx_stat_inc(NX_STAT_UP_BAD_REPLY);
-		if (via_tcp) {
-			att_failed(a);
-		}
-		return;
-	}
-	if (m.id != a->id) {
-		nx_stat_inc(NX_STAT_UP_WRONG_ID);
-		if (via_tcp) {
-			att_failed(a);
-		}
-		return;
-	}
-	if (!(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0 ||
-	    nx_dns_msg_parse(buf, len, &m) < 0) {
-		nx_stat_inc(NX_STAT_UP_BAD_REPLY);
-		if (via_tcp) {
-			att_failed(a);
-		}
-		return;
-	}
-	if (!question_matches(op, &m)) {
-		nx_stat_inc(NX_STAT_UP_WRONG_QUESTION);
-		if (via_tcp) {
-			att_failed(a);
-		}
-		return;
-	}
-	if ((m.flags & NX_DNS_F_TC) && !via_tcp) {
-		start_tcp(a);
-		return;
-	}
-	int rcode = NX_DNS_RCODE(m.flags);
-	if (rcode == NX_DNS_SERVFAIL || rcode == NX_DNS_REFUSED || rcode == NX_DNS_NOTIMP ||
-	    rcode == NX_DNS_FORMERR) {
-		att_failed(a);
-		return;
-	}
-	uint64_t lat = nx_now_mono_us() - a->sent_us;
-	int server = a->server;
-	/* Count the winner as an answer before finish() cancels the rest. */
-	nx_up_stats_outcome(op->servers[server].stats, NX_UP_O_ANSWER, lat);
-	if (a->state == ATT_UDP) {
-		uv_poll_stop(&a->poll);
-		uv_close((uv_handle_t *)&a->poll, on_att_closed);
-	} else {
-		uv_close((uv_handle_t *)&a->tcp->h, on_att_closed);
-	}
-	a->state = ATT_CLOSING;
-	finish(op, NX_UP_ANSWER, buf, len, &m, server);
-}
-
-static void on_udp_readable(uv_poll_t *h, int status, int events)
-{
-	struct attempt *a = h->data;
-	struct nx_upstream *u = a->op->u;
-	if (status < 0) {
-		att_failed(a);
-		return;
-	}
-	/* Drain: a spoofer may have queued junk before the real answer. */
-	for (int i = 0; i < 16 && a->state == ATT_UDP; i++) {
-		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
-		ssize_t n = recvfrom(a->fd, u->rx, sizeof(u->rx), MSG_DONTWAIT,
-				     (struct sockaddr *)&from, &flen);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-				return;
-			}
-			att_failed(a);
-			return;
-		}
-		const struct nx_up_server *sv = &a->op->servers[a->server];
-		const struct sockaddr *to = (const struct sockaddr *)&sv->ss;
-		bool same = from.ss_family == to->sa_family;
-		if (same && to->sa_family == AF_INET) {
-			const struct sockaddr_in *x = (const void *)&from, *y = (const void *)to;
-			same = x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-		} else if (same) {
-			const struct sockaddr_in6 *x = (const void *)&from, *y = (const void *)to;
-			same = x->sin6_port == y->sin6_port &&
-			       memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
-		}
-		if (!same) {
-			nx_stat_inc(NX_STAT_UP_WRONG_SOURCE);
-			continue;
-		}
-		on_reply(a, u->rx, (size_t)n, false);
-	}
-}
+static void on_sock_readable(uv_poll_t *h, int status, int events);
 
 /* A UDP socket on a random source port (RFC 5452). */
 static int open_udp(int family)
@@ -303,104 +219,282 @@ static int open_udp(int family)
 			return fd;
 		}
 	}
-	return fd; /* unbound: the kernel picks an ephemeral port at send */
+	return fd; /* unbound: the kernel picks a (randomised) ephemeral port at send */
 }
 
-static struct attempt *free_attempt(struct op *op)
+static struct up_sock *sock_open(struct nx_upstream *u, int fam, int slot)
 {
-	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
-		if (op->att[i].state == ATT_FREE) {
-			return &op->att[i];
-		}
+	int fd = open_udp(fam == FAM_V4 ? AF_INET : AF_INET6);
+	if (fd < 0) {
+		return NULL;
 	}
-	return NULL;
-}
-
-/* Start the next untried server. Returns false when none could be started. */
-static bool launch_one(struct op *op)
-{
-	while (op->next_server < op->n_servers) {
-		struct attempt *a = free_attempt(op);
-		if (!a) {
-			return false;
-		}
-		uint8_t si = op->next_server++;
-		const struct nx_up_server *sv = &op->servers[si];
-		int fd = open_udp(sv->ss.ss_family);
-		if (fd < 0) {
-			nx_up_stats_outcome(sv->stats, NX_UP_O_ERROR, 0);
-			continue;
-		}
-		a->id = (uint16_t)nx_rand_u32();
-		op->query[0] = (uint8_t)(a->id >> 8);
-		op->query[1] = (uint8_t)a->id;
-		if (sendto(fd, op->query, op->qlen, MSG_DONTWAIT, (const struct sockaddr *)&sv->ss,
-			   sv->len) < 0) {
+	struct up_sock *s = u->free_socks;
+	if (s) {
+		u->free_socks = s->next;
+	} else {
+		s = nx_mem_alloc(NX_OWNER_upstream_udp, sizeof(*s));
+		if (!s) {
 			close(fd);
-			nx_up_stats_outcome(sv->stats, NX_UP_O_ERROR, 0);
-			continue;
+			return NULL;
 		}
-		a->fd = fd;
-		a->server = si;
-		a->sent_us = nx_now_mono_us();
-		uv_poll_init(op->u->loop, &a->poll, fd);
-		a->poll.data = a;
-		op->handles++;
-		uv_poll_start(&a->poll, UV_READABLE, on_udp_readable);
-		a->state = ATT_UDP;
-		return true;
+		u->n_socks++;
 	}
-	return false;
+	memset(s, 0, sizeof(*s));
+	s->u = u;
+	s->fd = fd;
+	s->fam = (uint8_t)fam;
+	s->pool_slot = (uint8_t)slot;
+	s->pooled = true;
+	s->born_ms = uv_now(u->loop);
+	if (uv_poll_init(u->loop, &s->poll, fd) != 0) {
+		close(fd);
+		s->next = u->free_socks;
+		u->free_socks = s;
+		return NULL;
+	}
+	s->poll.data = s;
+	uv_poll_start(&s->poll, UV_READABLE, on_sock_readable);
+	u->pool[fam][slot] = s;
+	return s;
 }
 
-static void on_stagger(uv_timer_t *t)
+/* A socket drawn at random from the family's pool (opened or renewed as needed). */
+static struct up_sock *sock_draw(struct nx_upstream *u, int family)
 {
-	struct op *op = t->data;
-	launch_next(op);
+	int fam = family == AF_INET ? FAM_V4 : FAM_V6;
+	int slot = (int)nx_rand_uniform(NX_UP_POOL);
+	struct up_sock *s = u->pool[fam][slot];
+	if (s && uv_now(u->loop) - s->born_ms > NX_UP_SOCK_AGE_MS) {
+		sock_retire(s);
+		s = NULL;
+	}
+	return s ? s : sock_open(u, fam, slot);
 }
 
-/* Launch one more attempt and schedule the one after it while the race allows. */
-static void launch_next(struct op *op)
+/* Register attempt a on socket s under a fresh id unique on s; retires s at its last use. */
+static void sock_attach(struct up_sock *s, struct attempt *a)
 {
-	if (!op->running) {
+	uint16_t id;
+	bool dup;
+	do {
+		id = (uint16_t)nx_rand_u32();
+		dup = false;
+		for (unsigned i = 0; i < s->uses && !dup; i++) {
+			dup = s->ids[i] == id;
+		}
+	} while (dup);
+	unsigned j = s->uses++;
+	s->ids[j] = id;
+	s->att[j] = a;
+	s->outstanding++;
+	a->sock = s;
+	a->slot = (uint8_t)j;
+	a->id = id;
+	if (s->uses == NX_UP_SOCK_USES && s->pooled) {
+		s->pooled = false;
+		s->u->pool[s->fam][s->pool_slot] = NULL;
+	}
+}
+
+static void sock_detach(struct attempt *a)
+{
+	struct up_sock *s = a->sock;
+	if (!s) {
 		return;
 	}
-	if (active_attempts(op) < op->race) {
-		launch_one(op);
-	}
-	if (op->next_server < op->n_servers && active_attempts(op) < op->race) {
-		uv_timer_start(&op->stagger, on_stagger, op->stagger_ms, 0);
-	} else {
-		uv_timer_stop(&op->stagger);
-	}
-	if (active_attempts(op) == 0 && op->next_server >= op->n_servers) {
-		finish(op, NX_UP_FAILED, NULL, 0, NULL, -1);
+	s->att[a->slot] = NULL;
+	s->outstanding--;
+	a->sock = NULL;
+	if (!s->pooled && s->outstanding == 0) {
+		sock_close(s);
 	}
 }
 
-static void on_deadline(uv_timer_t *t)
+static bool same_addr(const struct sockaddr_storage *from, const struct nx_up_server *sv)
 {
-	struct op *op = t->data;
-	finish(op, NX_UP_TIMEOUT, NULL, 0, NULL, -1);
+	const struct sockaddr *to = (const struct sockaddr *)&sv->ss;
+	if (from->ss_family != to->sa_family) {
+		return false;
+	}
+	if (to->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)from, *y = (const void *)to;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const void *)from, *y = (const void *)to;
+	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+}
+
+/* ---- replies ---- */
+
+static bool question_matches(const struct op *op, const struct nx_dns_msg *m)
+{
+	return m->has_question && m->qdcount == 1 && m->q.qtype == op->q.qtype &&
+	       m->q.qclass == op->q.qclass &&
+	       nx_dns_name_eq(m->q.name, m->q.name_len, op->q.name, op->q.name_len);
+}
+
+/*
+ * Validate a reply for attempt a and act on it. Over UDP a bad datagram may be a spoofer's: it
+ * is ignored and the attempt keeps listening. Over TCP the one reply has arrived: a bad one
+ * fails the attempt.
+ */
+static void on_reply(struct op *op, struct attempt *a, const uint8_t *buf, size_t len,
+		     bool via_tcp)
+{
+	struct nx_upstream *u = op->u;
+	int ai = att_index(op, a);
+	uint64_t now = uv_now(u->loop);
+	struct nx_dns_msg m;
+	enum nx_stat bad = NX_STAT_UP_BAD_REPLY;
+	if (nx_dns_hdr_parse(buf, len, &m) < 0) {
+		goto reject;
+	}
+	if (m.id != a->id) {
+		bad = NX_STAT_UP_WRONG_ID;
+		goto reject;
+	}
+	if (!(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0 ||
+	    nx_dns_msg_parse(buf, len, &m) < 0) {
+		goto reject;
+	}
+	if (!question_matches(op, &m)) {
+		bad = NX_STAT_UP_WRONG_QUESTION;
+		goto reject;
+	}
+	if ((m.flags & NX_DNS_F_TC) && !via_tcp) {
+		nx_race_truncated(&op->race, ai, now);
+		return;
+	}
+	int rcode = NX_DNS_RCODE(m.flags);
+	if (rcode == NX_DNS_SERVFAIL || rcode == NX_DNS_REFUSED || rcode == NX_DNS_NOTIMP ||
+	    rcode == NX_DNS_FORMERR) {
+		nx_race_failed(&op->race, ai, now);
+		return;
+	}
+	u->cur_msg = buf;
+	u->cur_len = len;
+	u->cur_m = &m;
+	nx_race_answer(&op->race, ai);
+	u->cur_msg = NULL;
+	u->cur_m = NULL;
+	return;
+reject:
+	nx_stat_inc(bad);
+	if (via_tcp) {
+		nx_race_failed(&op->race, ai, now);
+	}
+}
+
+/* One datagram on pool socket s. */
+static void on_datagram(struct up_sock *s, const uint8_t *buf, size_t len,
+			const struct sockaddr_storage *from, bool trunc)
+{
+	if (len < NX_DNS_HDR_LEN) {
+		nx_stat_inc(NX_STAT_UP_BAD_REPLY);
+		return;
+	}
+	uint16_t id = (uint16_t)(buf[0] << 8 | buf[1]);
+	int j = -1;
+	for (unsigned i = 0; i < s->uses && j < 0; i++) {
+		if (s->ids[i] == id) {
+			j = (int)i;
+		}
+	}
+	if (j < 0) {
+		nx_stat_inc(NX_STAT_UP_WRONG_ID);
+		return;
+	}
+	struct attempt *a = s->att[j];
+	if (!a) {
+		nx_stat_inc(NX_STAT_UP_LATE);
+		return;
+	}
+	struct op *op = a->op;
+	if (!same_addr(from, &op->servers[op->race.att_server[att_index(op, a)]])) {
+		nx_stat_inc(NX_STAT_UP_WRONG_SOURCE);
+		return;
+	}
+	if (trunc) {
+		/* Larger than the size we advertised: the whole answer needs TCP. */
+		nx_race_truncated(&op->race, att_index(op, a), uv_now(s->u->loop));
+		return;
+	}
+	on_reply(op, a, buf, len, false);
+}
+
+static void on_sock_readable(uv_poll_t *h, int status, int events)
+{
+	struct up_sock *s = h->data;
+	struct nx_upstream *u = s->u;
+	(void)events;
+	if (status < 0) {
+		return; /* nothing is pending on an error we cannot attribute; deadlines cover it */
+	}
+	struct mmsghdr mm[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	struct sockaddr_storage from[RX_BATCH];
+	/* Drain in batches while the socket is open: a spoofer may have queued junk. */
+	for (int round = 0; round < 4 && !s->closing; round++) {
+		for (int i = 0; i < RX_BATCH; i++) {
+			iov[i].iov_base = u->rxb[i];
+			iov[i].iov_len = RX_SLOT;
+			mm[i].msg_hdr = (struct msghdr){
+				.msg_name = &from[i],
+				.msg_namelen = sizeof(from[i]),
+				.msg_iov = &iov[i],
+				.msg_iovlen = 1,
+			};
+			mm[i].msg_len = 0;
+		}
+		int n = recvmmsg(s->fd, mm, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0) {
+			return;
+		}
+		for (int i = 0; i < n && !s->closing; i++) {
+			on_datagram(s, u->rxb[i], mm[i].msg_len, &from[i],
+				    (mm[i].msg_hdr.msg_flags & MSG_TRUNC) != 0);
+		}
+		if (n < RX_BATCH) {
+			return;
+		}
+	}
 }
 
 /* ---- TCP retry after a truncated UDP answer ---- */
 
+static void on_tcp_closed(uv_handle_t *h)
+{
+	struct up_tcp *t = h->data;
+	struct op *op = t->op;
+	nx_mem_free(NX_OWNER_upstream_tcp, t, sizeof(*t));
+	op_handle_closed(op);
+}
+
+/* The attempt's current TCP connection, or NULL when t is no longer it. */
+static struct attempt *tcp_owner(struct up_tcp *t)
+{
+	struct attempt *a = t->a;
+	return a && a->tcp == t ? a : NULL;
+}
+
 static void tcp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
-	struct up_tcp *t = h->data == NULL ? NULL : ((struct attempt *)h->data)->tcp;
+	struct up_tcp *t = h->data;
+	(void)hint;
 	*buf = uv_buf_init((char *)t->rbuf + t->rlen, (unsigned)(sizeof(t->rbuf) - t->rlen));
 }
 
 static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
-	struct attempt *a = st->data;
-	if (a->state != ATT_TCP) {
+	struct up_tcp *t = st->data;
+	struct attempt *a = tcp_owner(t);
+	(void)buf;
+	if (!a) {
 		return;
 	}
-	struct up_tcp *t = a->tcp;
+	struct op *op = a->op;
 	if (n < 0) {
-		att_failed(a);
+		nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
 		return;
 	}
 	t->rlen += (size_t)n;
@@ -410,79 +504,152 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	size_t mlen = ((size_t)t->rbuf[0] << 8) | t->rbuf[1];
 	if (t->rlen < 2 + mlen) {
 		if (t->rlen == sizeof(t->rbuf)) {
-			att_failed(a);
+			nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
 		}
 		return;
 	}
 	uv_read_stop(st);
-	/* Copy into the engine buffer: the callback chain may close this handle. */
-	memcpy(a->op->u->rx, t->rbuf + 2, mlen);
-	on_reply(a, a->op->u->rx, mlen, true);
+	/* Copy into the engine buffer: the callback chain closes this connection. */
+	memcpy(op->u->rx, t->rbuf + 2, mlen);
+	on_reply(op, a, op->u->rx, mlen, true);
 }
 
 static void tcp_written(uv_write_t *req, int status)
 {
-	struct attempt *a = req->data;
-	if (status < 0 && a->state == ATT_TCP) {
-		att_failed(a);
+	struct up_tcp *t = req->data;
+	struct attempt *a = tcp_owner(t);
+	if (status < 0 && a) {
+		nx_race_failed(&a->op->race, att_index(a->op, a), uv_now(a->op->u->loop));
 	}
 }
 
 static void tcp_connected(uv_connect_t *req, int status)
 {
-	struct attempt *a = req->data;
-	if (a->state != ATT_TCP) {
+	struct up_tcp *t = req->data;
+	struct attempt *a = tcp_owner(t);
+	if (!a) {
 		return;
 	}
-	if (status < 0) {
-		att_failed(a);
-		return;
-	}
-	struct up_tcp *t = a->tcp;
 	struct op *op = a->op;
+	if (status < 0) {
+		nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
+		return;
+	}
 	t->wbuf[0] = (uint8_t)(op->qlen >> 8);
 	t->wbuf[1] = (uint8_t)op->qlen;
 	memcpy(t->wbuf + 2, op->query, op->qlen);
 	t->wbuf[2] = (uint8_t)(a->id >> 8);
 	t->wbuf[3] = (uint8_t)a->id;
 	uv_buf_t b = uv_buf_init((char *)t->wbuf, 2u + op->qlen);
-	t->wreq.data = a;
+	t->wreq.data = t;
 	if (uv_write(&t->wreq, (uv_stream_t *)&t->h, &b, 1, tcp_written) < 0 ||
 	    uv_read_start((uv_stream_t *)&t->h, tcp_alloc, tcp_read) < 0) {
-		att_failed(a);
+		nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
 	}
 }
 
-static void start_tcp(struct attempt *a)
+/* ---- the race's transport (nx_race_io) ---- */
+
+static int io_send_udp(struct nx_race *r, int att, int srv)
 {
-	struct op *op = a->op;
-	/* Close the UDP side; the slot moves to TCP once it is closed... keep it simple: the UDP
-	 * handle closes now and the TCP handle lives in its own allocation. */
+	struct op *op = op_of(r);
+	struct attempt *a = &op->att[att];
+	const struct nx_up_server *sv = &op->servers[srv];
+	struct up_sock *s = sock_draw(op->u, sv->ss.ss_family);
+	if (!s) {
+		return -EMFILE;
+	}
+	sock_attach(s, a);
+	op->query[0] = (uint8_t)(a->id >> 8);
+	op->query[1] = (uint8_t)a->id;
+	if (sendto(s->fd, op->query, op->qlen, MSG_DONTWAIT, (const struct sockaddr *)&sv->ss,
+		   sv->len) < 0) {
+		int err = -errno;
+		sock_detach(a);
+		return err;
+	}
+	a->sent_us = nx_now_mono_us();
+	return 0;
+}
+
+static int io_send_tcp(struct nx_race *r, int att, int srv)
+{
+	struct op *op = op_of(r);
+	struct attempt *a = &op->att[att];
+	/* The UDP exchange is over: its id stays known to the socket (a late copy is "late"). */
+	sock_detach(a);
 	struct up_tcp *t = nx_mem_calloc(NX_OWNER_upstream_tcp, 1, sizeof(*t));
 	if (!t) {
-		att_failed(a);
-		return;
+		return -ENOMEM;
 	}
-	uv_poll_stop(&a->poll);
-	/* The UDP handle's close callback must not free the slot: detach it by closing through
-	 * a no-op path. We account the TCP handle as a second handle of the op. */
-	int fd = a->fd;
-	a->fd = -1;
-	uv_close((uv_handle_t *)&a->poll, NULL);
-	close(fd);
-	op->handles--; /* the poll handle is gone (closing with no callback) */
-	a->tcp = t;
 	t->a = a;
+	t->op = op;
 	uv_tcp_init(op->u->loop, &t->h);
-	t->h.data = a;
+	t->h.data = t;
 	op->handles++;
-	a->state = ATT_TCP;
-	t->creq.data = a;
-	const struct nx_up_server *sv = &op->servers[a->server];
+	a->tcp = t;
+	t->creq.data = t;
+	const struct nx_up_server *sv = &op->servers[srv];
 	if (uv_tcp_connect(&t->creq, &t->h, (const struct sockaddr *)&sv->ss, tcp_connected) < 0) {
-		att_failed(a);
+		return -ECONNREFUSED; /* the race stops the attempt, which closes t */
+	}
+	return 0;
+}
+
+static void io_stop(struct nx_race *r, int att, int srv, enum nx_up_outcome o)
+{
+	struct op *op = op_of(r);
+	struct attempt *a = &op->att[att];
+	uint64_t lat = o == NX_UP_O_ANSWER ? nx_now_mono_us() - a->sent_us : 0;
+	nx_up_stats_outcome(op->servers[srv].stats, o, lat);
+	sock_detach(a);
+	if (a->tcp) {
+		struct up_tcp *t = a->tcp;
+		a->tcp = NULL;
+		t->a = NULL;
+		uv_close((uv_handle_t *)&t->h, on_tcp_closed);
 	}
 }
+
+static void on_op_timer(uv_timer_t *t)
+{
+	struct op *op = t->data;
+	nx_race_tick(&op->race, uv_now(op->u->loop));
+}
+
+static void io_arm(struct nx_race *r, uint64_t at)
+{
+	struct op *op = op_of(r);
+	if (at == UINT64_MAX) {
+		uv_timer_stop(&op->timer);
+		return;
+	}
+	uint64_t now = uv_now(op->u->loop);
+	uv_timer_start(&op->timer, on_op_timer, at > now ? at - now : 0, 0);
+}
+
+static void io_done(struct nx_race *r, enum nx_up_result res, int att, int srv)
+{
+	struct op *op = op_of(r);
+	struct nx_upstream *u = op->u;
+	(void)att;
+	op->running = false;
+	u->running--;
+	if (res == NX_UP_ANSWER) {
+		op->cb(op->ud, res, u->cur_msg, u->cur_len, u->cur_m, srv);
+	} else {
+		op->cb(op->ud, res, NULL, 0, NULL, -1);
+	}
+	maybe_recycle(op);
+}
+
+static const struct nx_race_io g_io = {
+	.send_udp = io_send_udp,
+	.send_tcp = io_send_tcp,
+	.stop = io_stop,
+	.arm = io_arm,
+	.done = io_done,
+};
 
 /* ---- engine ---- */
 
@@ -490,6 +657,11 @@ int nx_upstream_new(uv_loop_t *loop, unsigned max_ops, struct nx_upstream **out)
 {
 	struct nx_upstream *u = nx_mem_calloc(NX_OWNER_worker_buffers, 1, sizeof(*u));
 	if (!u) {
+		return -ENOMEM;
+	}
+	u->rxb = nx_mem_alloc(NX_OWNER_upstream_udp, (size_t)RX_BATCH * RX_SLOT);
+	if (!u->rxb) {
+		nx_mem_free(NX_OWNER_worker_buffers, u, sizeof(*u));
 		return -ENOMEM;
 	}
 	u->loop = loop;
@@ -510,9 +682,9 @@ static struct op *get_op(struct nx_upstream *u)
 		u->free = op->next_free;
 		return op;
 	}
-	/* Finished operations rejoin the free list only once their handles have closed (next loop
-	 * turn), so allow that many more than the running bound: running <= max_ops is checked by
-	 * the caller; this caps the total at twice that. */
+	/* An operation with a TCP retry rejoins the free list only once that connection has
+	 * closed (next loop turn), so allow that many more than the running bound: running <=
+	 * max_ops is checked by the caller; this caps the total at twice that. */
 	if (u->n_ops >= 2 * u->max_ops + NX_UP_SPARE_OPS || u->shutting_down) {
 		return NULL;
 	}
@@ -531,13 +703,10 @@ static struct op *get_op(struct nx_upstream *u)
 		return NULL;
 	}
 	op->u = u;
-	uv_timer_init(u->loop, &op->deadline);
-	uv_timer_init(u->loop, &op->stagger);
-	op->deadline.data = op;
-	op->stagger.data = op;
+	uv_timer_init(u->loop, &op->timer);
+	op->timer.data = op;
 	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
 		op->att[i].op = op;
-		op->att[i].fd = -1;
 	}
 	u->all[u->n_ops++] = op;
 	return op;
@@ -562,16 +731,13 @@ int nx_upstream_start(struct nx_upstream *u, const struct nx_up_req *req, nx_up_
 	op->qlen = (uint16_t)qlen;
 	op->q = *req->q;
 	op->servers = req->servers;
-	op->n_servers = (uint8_t)NX_MIN(req->n_servers, 255);
-	op->next_server = 0;
-	op->race = (uint8_t)NX_MAX(1, NX_MIN(req->race, NX_UP_MAX_ATTEMPTS));
-	op->stagger_ms = req->stagger_ms;
 	op->cb = cb;
 	op->ud = ud;
 	op->running = true;
 	u->running++;
-	uv_timer_start(&op->deadline, on_deadline, req->timeout_ms, 0);
-	launch_next(op);
+	/* May complete at once (every server failed to send): cb has then run. */
+	nx_race_start(&op->race, &g_io, uv_now(u->loop), (unsigned)NX_MIN(req->n_servers, 255),
+		      req->race, req->stagger_ms, req->timeout_ms);
 	return 0;
 }
 
@@ -585,10 +751,28 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 	u->shutting_down = true;
 	for (unsigned i = 0; i < u->n_ops; i++) {
 		struct op *op = u->all[i];
-		finish(op, NX_UP_FAILED, NULL, 0, NULL, -1);
-		op->handles += 2;
-		uv_close((uv_handle_t *)&op->deadline, on_timer_closed);
-		uv_close((uv_handle_t *)&op->stagger, on_timer_closed);
+		if (op->running) {
+			nx_race_abort(&op->race);
+		}
+		op->handles++;
+		uv_close((uv_handle_t *)&op->timer, on_timer_closed);
+	}
+	/* Every exchange has ended, so retired sockets are closing; close the pooled ones. */
+	for (int f = 0; f < FAM__COUNT; f++) {
+		for (int i = 0; i < NX_UP_POOL; i++) {
+			struct up_sock *s = u->pool[f][i];
+			if (s) {
+				s->pooled = false;
+				u->pool[f][i] = NULL;
+				sock_close(s);
+			}
+		}
+	}
+	while (u->free_socks) {
+		struct up_sock *s = u->free_socks;
+		u->free_socks = s->next;
+		u->n_socks--;
+		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
 	}
 	u->free = NULL;
 	nx_mem_free(NX_OWNER_exchange_pool, u->all, u->all_cap * sizeof(*u->all));
@@ -602,5 +786,6 @@ void nx_upstream_free(struct nx_upstream *u)
 	if (!u) {
 		return;
 	}
+	nx_mem_free(NX_OWNER_upstream_udp, u->rxb, (size_t)RX_BATCH * RX_SLOT);
 	nx_mem_free(NX_OWNER_worker_buffers, u, sizeof(*u));
 }

@@ -7,14 +7,21 @@
  * a TCP retry after a truncated UDP answer. A failed attempt (send error, ICMP refusal, upstream
  * SERVFAIL/REFUSED) moves on to the next server at once.
  *
- * Anti-spoofing: every attempt uses a fresh UDP socket bound to a random source port and a random
- * transaction id (libsodium); a reply counts only when it comes from the address the query went
- * to, with the same id and the same question. Everything else is ignored and counted.
+ * Anti-spoofing (RFC 5452): an attempt goes out on a socket drawn at random from a small pool
+ * of UDP sockets, each bound to its own random source port and retired after a few dozen
+ * exchanges (then replaced by a fresh random port), with a random transaction id (libsodium)
+ * unique on that socket; a reply counts only when it comes from the address the query went to,
+ * with the same id and the same question. Everything else is ignored and counted, a late answer
+ * to an exchange that has ended apart from spoofing guesses. See exchange.c for the pool.
+ *
+ * The race, deadline and retry rules live in race.c behind a transport + clock interface
+ * (race.h); this engine supplies libuv time and the sockets.
  *
  * Threading: an engine and its operations belong to one worker loop. Memory: operations come
  * from a free list that grows up to `max_ops` (the process-wide permit count bounds it) and is
- * reused, so steady-state forwarding allocates nothing; TCP fallback buffers are allocated on
- * demand (NX_OWNER_upstream_tcp) since truncation is rare.
+ * reused, so steady-state forwarding allocates nothing; pool sockets are reused structs
+ * (NX_OWNER_upstream_udp, with the recvmmsg batch buffers); TCP fallback buffers are allocated
+ * on demand (NX_OWNER_upstream_tcp) since truncation is rare.
  */
 #pragma once
 

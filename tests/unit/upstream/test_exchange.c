@@ -303,6 +303,7 @@ static void test_race_fast_second_wins(void **state)
 	struct fake *f1 = add_fake(c, FAKE_ANSWER, false);
 	f0->delay_ms = 300;
 	struct done *d = &c->d[0];
+	uint64_t late0 = nx_stat_read(NX_STAT_UP_LATE), wid0 = nx_stat_read(NX_STAT_UP_WRONG_ID);
 	assert_int_equal(start_op(c, d, 2, 2, 20, 2000), 0);
 	run_until(c, 1, 3000);
 	assert_int_equal(d->calls, 1);
@@ -318,9 +319,12 @@ static void test_race_fast_second_wins(void **state)
 	assert_int_equal(r0.count, 0);
 	assert_int_equal(r1.outcome[NX_UP_O_ANSWER], 1);
 	assert_int_equal(r1.count, 1);
-	/* server 0's late answer (300 ms) must not produce a second callback */
+	/* server 0's late answer (300 ms) must not produce a second callback; it reaches the
+	 * pooled socket and is counted as late, not as a spoofing guess */
 	run_for(c, 350);
 	assert_int_equal(d->calls, 1);
+	assert_int_equal(nx_stat_read(NX_STAT_UP_LATE) - late0, 1);
+	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_ID) - wid0, 0);
 }
 
 /* race 1: only server 0 is asked while it has not failed; the deadline ends it. */
@@ -630,6 +634,24 @@ static int distinct_u16(const uint16_t *v, unsigned n)
 	return d;
 }
 
+/* How often the most used value in v[0..n) occurs. */
+static unsigned max_repeat_u16(const uint16_t *v, unsigned n)
+{
+	unsigned best = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = 0;
+		for (unsigned j = 0; j < n; j++) {
+			k += v[j] == v[i];
+		}
+		best = k > best ? k : best;
+	}
+	return best;
+}
+
+/*
+ * Concurrent exchanges: random ids, random source ports >= 1024 drawn from the pool (several
+ * sockets, none carrying more than NX_UP_SOCK_USES = 32 exchanges).
+ */
 static void test_random_ids_and_ports(void **state)
 {
 	struct tctx *c = *state;
@@ -645,15 +667,36 @@ static void test_random_ids_and_ports(void **state)
 		assert_int_equal(c->d[i].res, NX_UP_ANSWER);
 	}
 	assert_int_equal(f->n_udp, N);
-	/* 50 draws from 2^16 ids / ~64k ports: a handful of repeats at most */
+	/* 50 draws from 2^16 ids: a handful of repeats at most */
 	int ids = distinct_u16(f->ids, N), ports = distinct_u16(f->sports, N);
-	assert_true(ids > 1);
-	assert_true(ports > 1);
 	assert_true(ids >= N - 5);
-	assert_true(ports >= N - 5);
+	/* 50 draws over a pool of 16 sockets: certainly more than a few distinct ports */
+	assert_true(ports >= 4);
+	assert_true(max_repeat_u16(f->sports, N) <= 32);
 	for (int i = 0; i < N; i++) {
 		assert_true(f->sports[i] >= 1024);
 	}
+}
+
+/*
+ * Sequential exchanges: sockets retire after 32 exchanges, so ports keep changing: 120
+ * exchanges use at least 4 different ports and no port more than 32 times.
+ */
+static void test_ports_rotate(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_ANSWER, false);
+	enum { N = 120 };
+	static struct done d[N];
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(start_op(c, &d[i], 1, 1, 20, 2000), 0);
+		run_until(c, i + 1, 2000);
+		assert_int_equal(d[i].res, NX_UP_ANSWER);
+	}
+	assert_int_equal(f->n_udp, N);
+	assert_true(distinct_u16(f->sports, N) >= N / 32);
+	assert_true(max_repeat_u16(f->sports, N) <= 32);
 }
 
 /* ---- max_ops, slot reuse, shutdown ---- */
@@ -808,6 +851,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tc_tcp_refused_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tc_tcp_wrong_id_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_random_ids_and_ports, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ports_rotate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_ops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ops_reused, setup, teardown),

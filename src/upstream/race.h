@@ -1,0 +1,70 @@
+/*
+ * The race, deadline and retry logic of one upstream operation, with no sockets, loop or clock
+ * of its own: the engine (exchange.c) drives it with libuv time and real sockets, unit tests
+ * drive it with a fake transport and a hand-moved clock (tests/unit/upstream/test_race.c).
+ *
+ * Rules: the first server is asked at once, the next every `stagger_ms` while fewer than `race`
+ * attempts run; the first usable answer wins and every other attempt is stopped (cancelled); a
+ * failed attempt (send error, unusable rcode, broken TCP) moves on to the next untried server at
+ * once; a truncated UDP answer re-asks the same server over TCP in the same attempt; ONE
+ * deadline, `timeout_ms` after the start, covers everything. When no attempt runs and no
+ * server is left untried, the operation has failed.
+ *
+ * Events come in through nx_race_* calls; effects go out through nx_race_io. Times are
+ * milliseconds on the caller's monotonic clock. Threading: one race belongs to one thread; the
+ * io callbacks run inside the nx_race_* call that caused them. The done callback is called
+ * exactly once per started race, and may release the race (no field is touched after it).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "upstream/upstream.h"
+
+enum nx_race_att { NX_RACE_ATT_IDLE, NX_RACE_ATT_UDP, NX_RACE_ATT_TCP };
+
+struct nx_race;
+
+struct nx_race_io {
+	/* Ask server `srv` over UDP as attempt `att`. 0, or < 0: the attempt failed at once. */
+	int (*send_udp)(struct nx_race *r, int att, int srv);
+	/* Re-ask the attempt's server over TCP (after TC). 0, or < 0: the attempt failed. */
+	int (*send_tcp)(struct nx_race *r, int att, int srv);
+	/* Release an attempt's transport state; `o` is its outcome for the per-server stats. */
+	void (*stop)(struct nx_race *r, int att, int srv, enum nx_up_outcome o);
+	/* Wake the race (nx_race_tick) at `at_ms`; replaces the previous request. UINT64_MAX:
+	 * no wake-up is needed. */
+	void (*arm)(struct nx_race *r, uint64_t at_ms);
+	/* The operation ended: the answer of attempt `att` (NX_UP_ANSWER), or -1. */
+	void (*done)(struct nx_race *r, enum nx_up_result res, int att, int srv);
+};
+
+struct nx_race {
+	const struct nx_race_io *io;
+	bool running;
+	uint8_t n_servers;
+	uint8_t next_server;   /* next server not yet tried */
+	uint8_t race;          /* attempts at once, 1..NX_UP_MAX_ATTEMPTS */
+	uint32_t stagger_ms;
+	uint64_t deadline_at;
+	uint64_t stagger_at;   /* next staggered launch, UINT64_MAX when none is due */
+	uint8_t att_state[NX_UP_MAX_ATTEMPTS];  /* enum nx_race_att */
+	uint8_t att_server[NX_UP_MAX_ATTEMPTS];
+};
+
+/* Start: asks the first server (and fails at once when every server fails to send). */
+void nx_race_start(struct nx_race *r, const struct nx_race_io *io, uint64_t now,
+		   unsigned n_servers, unsigned race, unsigned stagger_ms, unsigned timeout_ms);
+/* The armed time has come (a spurious early call is harmless). */
+void nx_race_tick(struct nx_race *r, uint64_t now);
+/* A validated, usable answer for attempt `att`: it wins. */
+void nx_race_answer(struct nx_race *r, int att);
+/* Attempt `att` failed (error, unusable rcode or reply over TCP): the next server is asked. */
+void nx_race_failed(struct nx_race *r, int att, uint64_t now);
+/* A truncated UDP answer for attempt `att`: the same server is asked over TCP. */
+void nx_race_truncated(struct nx_race *r, int att, uint64_t now);
+/* End a running race as NX_UP_FAILED (engine shutdown). */
+void nx_race_abort(struct nx_race *r);
+
+int nx_race_active(const struct nx_race *r);
