@@ -1,6 +1,7 @@
 /*
  * Randomness for anti-spoofing (transaction ids, source ports) and jitter: libsodium's CSPRNG.
- * Thread-safe after nx_rand_init() (call once at start, before threads).
+ * Thread-safe after nx_rand_init() (call once at start, before threads): each thread draws from
+ * its own 256-byte buffer of getrandom() output (one system call per 64 values).
  */
 #pragma once
 

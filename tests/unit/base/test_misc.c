@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -314,6 +315,15 @@ static void test_log_long_subsys_bounded(void **state)
 
 /* ---- randomness ---- */
 
+static void *draw8(void *out)
+{
+	uint32_t *v = out;
+	for (int i = 0; i < 8; i++) {
+		v[i] = nx_rand_u32();
+	}
+	return NULL;
+}
+
 static void test_rand(void **state)
 {
 	(void)state;
@@ -344,6 +354,22 @@ static void test_rand(void **state)
 	assert_true(differs);
 	assert_true(or_bits & 0x80000000u); /* the top bit shows up in 64 draws */
 	assert_true((or_bits & 0xffffu) == 0xffffu);
+	/* Values are buffered per thread, 64 at a time: successive buffers must differ (a refill
+	 * that reused its bytes would repeat the block), and another thread's stream differs. */
+	uint32_t blk[3][64];
+	for (int b = 0; b < 3; b++) {
+		for (int i = 0; i < 64; i++) {
+			blk[b][i] = nx_rand_u32();
+		}
+	}
+	assert_true(memcmp(blk[0], blk[1], sizeof(blk[0])) != 0);
+	assert_true(memcmp(blk[1], blk[2], sizeof(blk[0])) != 0);
+	pthread_t th;
+	uint32_t other[8], mine[8];
+	assert_int_equal(pthread_create(&th, NULL, draw8, other), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	draw8(mine);
+	assert_true(memcmp(other, mine, sizeof(mine)) != 0);
 }
 
 /* ---- clocks ---- */
