@@ -40,6 +40,7 @@ void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 #define NX_UP_SOCK_AGE_MS 60000 /* a socket older than this retires at its next draw */
 #define RX_BATCH 16             /* datagrams per recvmmsg */
 #define RX_SLOT NX_DNS_EDNS_OUR_SIZE /* we advertise this size: larger replies come as MSG_TRUNC */
+#define TX_BATCH 32             /* queries per sendmmsg */
 
 enum { FAM_V4, FAM_V6, FAM__COUNT };
 
@@ -75,6 +76,9 @@ struct up_tcp {
 struct attempt {
 	struct op *op;         /* back pointer, set when the op is created */
 	struct up_sock *sock;  /* UDP: the socket the query went out on (slot `slot`) */
+	struct attempt *out_next; /* send queue link while in_list */
+	bool in_list;          /* linked in the engine's send queue */
+	bool queued;           /* a UDP send is wanted (cleared when the attempt stops) */
 	uint8_t slot;
 	uint16_t id;           /* transaction id sent */
 	struct up_tcp *tcp;    /* TCP retry in progress (NX_OWNER_upstream_tcp) */
@@ -107,6 +111,12 @@ struct nx_upstream {
 	unsigned all_cap;
 	bool shutting_down;
 	struct up_sock *pool[FAM__COUNT][NX_UP_POOL];
+	struct up_sock *cur[FAM__COUNT]; /* the socket of this loop turn's sends, per family */
+	/* UDP sends wait for the end of the loop turn (uv_prepare) and go out in sendmmsg
+	 * batches per socket: one system call, and one wake-up of the upstream, per batch. */
+	uv_prepare_t flush;
+	bool flush_on;
+	struct attempt *out_head, *out_tail;
 	struct up_sock *free_socks;
 	unsigned n_socks;        /* allocated up_sock structs (open, closing or free) */
 	/* the answer being delivered (set just before nx_race_answer) */
@@ -299,6 +309,7 @@ static void sock_attach(struct up_sock *s, struct attempt *a)
 static void sock_detach(struct attempt *a)
 {
 	struct up_sock *s = a->sock;
+	a->queued = false; /* a send still queued is dropped */
 	if (!s) {
 		return;
 	}
@@ -550,25 +561,120 @@ static void tcp_connected(uv_connect_t *req, int status)
 
 /* ---- the race's transport (nx_race_io) ---- */
 
+/* Send the queued queries: per socket one sendmmsg; failures reach the race afterwards. */
+static void out_flush_once(struct nx_upstream *u)
+{
+	struct attempt *take[TX_BATCH];
+	unsigned n = 0;
+	while (u->out_head && n < TX_BATCH) {
+		struct attempt *a = u->out_head;
+		u->out_head = a->out_next;
+		a->in_list = false;
+		if (a->queued && a->sock) {
+			take[n++] = a;
+		}
+	}
+	if (!u->out_head) {
+		u->out_tail = NULL;
+	}
+	struct attempt *failed[TX_BATCH];
+	unsigned n_failed = 0;
+	struct mmsghdr mm[TX_BATCH];
+	struct iovec iov[TX_BATCH][2];
+	uint8_t ids[TX_BATCH][2];
+	bool sent[TX_BATCH] = {false};
+	for (unsigned i = 0; i < n; i++) {
+		if (sent[i]) {
+			continue;
+		}
+		struct up_sock *s = take[i]->sock;
+		struct attempt *who[TX_BATCH];
+		unsigned k = 0;
+		for (unsigned j = i; j < n; j++) {
+			struct attempt *a = take[j];
+			if (sent[j] || a->sock != s) {
+				continue;
+			}
+			sent[j] = true;
+			const struct op *op = a->op;
+			const struct nx_up_server *sv = &op->servers[op->race.att_server[att_index(op, a)]];
+			ids[k][0] = (uint8_t)(a->id >> 8);
+			ids[k][1] = (uint8_t)a->id;
+			iov[k][0] = (struct iovec){ids[k], 2};
+			iov[k][1] = (struct iovec){(void *)(op->query + 2), op->qlen - 2u};
+			mm[k].msg_hdr = (struct msghdr){
+				.msg_name = (void *)&sv->ss,
+				.msg_namelen = sv->len,
+				.msg_iov = iov[k],
+				.msg_iovlen = 2,
+			};
+			who[k++] = a;
+		}
+		int done = sendmmsg(s->fd, mm, k, MSG_DONTWAIT);
+		if (done < 0) {
+			done = 0;
+		}
+		for (unsigned m = 0; m < k; m++) {
+			who[m]->queued = false;
+			if (m >= (unsigned)done) {
+				failed[n_failed++] = who[m];
+			}
+		}
+	}
+	uint64_t now = uv_now(u->loop);
+	for (unsigned i = 0; i < n_failed; i++) {
+		struct attempt *a = failed[i];
+		nx_race_failed(&a->op->race, att_index(a->op, a), now);
+	}
+}
+
+static void on_flush(uv_prepare_t *h)
+{
+	struct nx_upstream *u = h->data;
+	u->cur[FAM_V4] = u->cur[FAM_V6] = NULL; /* the next turn draws afresh */
+	while (u->out_head) {
+		out_flush_once(u); /* failures may queue sends to the next servers */
+	}
+	uv_prepare_stop(h);
+	u->flush_on = false;
+}
+
+/*
+ * Queue a query on this loop turn's socket for its family (drawn at random from the pool at
+ * the turn's first send): queries that arrive together leave together in one sendmmsg.
+ */
 static int io_send_udp(struct nx_race *r, int att, int srv)
 {
 	struct op *op = op_of(r);
+	struct nx_upstream *u = op->u;
 	struct attempt *a = &op->att[att];
 	const struct nx_up_server *sv = &op->servers[srv];
-	struct up_sock *s = sock_draw(op->u, sv->ss.ss_family);
-	if (!s) {
-		return -EMFILE;
+	int fam = sv->ss.ss_family == AF_INET ? FAM_V4 : FAM_V6;
+	struct up_sock *s = u->cur[fam];
+	if (!s || !s->pooled) {
+		s = sock_draw(u, sv->ss.ss_family);
+		if (!s) {
+			return -EMFILE;
+		}
+		u->cur[fam] = s;
 	}
 	sock_attach(s, a);
-	op->query[0] = (uint8_t)(a->id >> 8);
-	op->query[1] = (uint8_t)a->id;
-	if (sendto(s->fd, op->query, op->qlen, MSG_DONTWAIT, (const struct sockaddr *)&sv->ss,
-		   sv->len) < 0) {
-		int err = -errno;
-		sock_detach(a);
-		return err;
-	}
 	a->sent_us = nx_now_mono_us();
+	a->queued = true;
+	if (!a->in_list) {
+		a->in_list = true;
+		a->out_next = NULL;
+		if (u->out_tail) {
+			u->out_tail->out_next = a;
+		} else {
+			u->out_head = a;
+		}
+		u->out_tail = a;
+	}
+	if (!u->flush_on) {
+		u->flush_on = true;
+		uv_prepare_start(&u->flush, on_flush);
+	}
 	return 0;
 }
 
@@ -666,6 +772,8 @@ int nx_upstream_new(uv_loop_t *loop, unsigned max_ops, struct nx_upstream **out)
 	}
 	u->loop = loop;
 	u->max_ops = max_ops;
+	uv_prepare_init(loop, &u->flush);
+	u->flush.data = u;
 	*out = u;
 	return 0;
 }
@@ -774,6 +882,15 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 		u->n_socks--;
 		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
 	}
+	/* Every attempt has stopped: nothing queued is sent. */
+	while (u->out_head) {
+		struct attempt *a = u->out_head;
+		u->out_head = a->out_next;
+		a->in_list = false;
+	}
+	u->out_tail = NULL;
+	u->cur[FAM_V4] = u->cur[FAM_V6] = NULL;
+	uv_close((uv_handle_t *)&u->flush, NULL); /* u outlives the loop run that closes it */
 	u->free = NULL;
 	nx_mem_free(NX_OWNER_exchange_pool, u->all, u->all_cap * sizeof(*u->all));
 	u->all = NULL;

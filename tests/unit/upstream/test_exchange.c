@@ -649,8 +649,8 @@ static unsigned max_repeat_u16(const uint16_t *v, unsigned n)
 }
 
 /*
- * Concurrent exchanges: random ids, random source ports >= 1024 drawn from the pool (several
- * sockets, none carrying more than NX_UP_SOCK_USES = 32 exchanges).
+ * Concurrent exchanges: random ids, random source ports >= 1024 from the pool (several sockets,
+ * none carrying more than NX_UP_SOCK_USES = 32 exchanges).
  */
 static void test_random_ids_and_ports(void **state)
 {
@@ -670,8 +670,9 @@ static void test_random_ids_and_ports(void **state)
 	/* 50 draws from 2^16 ids: a handful of repeats at most */
 	int ids = distinct_u16(f->ids, N), ports = distinct_u16(f->sports, N);
 	assert_true(ids >= N - 5);
-	/* 50 draws over a pool of 16 sockets: certainly more than a few distinct ports */
-	assert_true(ports >= 4);
+	/* Started in one loop turn, they leave together on that turn's socket until it has
+	 * carried 32 exchanges: at least two sockets, none used more than 32 times. */
+	assert_true(ports >= 2);
 	assert_true(max_repeat_u16(f->sports, N) <= 32);
 	for (int i = 0; i < N; i++) {
 		assert_true(f->sports[i] >= 1024);
