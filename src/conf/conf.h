@@ -19,6 +19,9 @@
 
 #define NX_CONF_MAX_WORKERS 8     /* default = online cores capped here; more buys nothing on a Pi */
 #define NX_CONF_MAX_UPSTREAMS 16  /* per server list; racing more than a few is pointless */
+/* Attempts one query runs at once (upstream.race is clamped to it): the forwarder's
+ * NX_UP_MAX_ATTEMPTS is defined from this, so the docs and the engine cannot drift. */
+#define NX_CONF_RACE_CONCURRENT_MAX 8
 #define NX_CONF_ERR_MAX 512       /* bytes of the formatted "file:line:col: message" */
 #define NX_CONF_MAX_SOURCES 64    /* filter.sources: the matcher's eligibility mask is a uint64_t */
 #define NX_CONF_MAX_GROUPS 64     /* incl. "default": the filter's group mask is a uint64_t */

@@ -17,11 +17,9 @@
 #define MAX_CLIENTS 256 /* clients: every id is checked linearly per query */
 #define MAX_LOCALS 4096 /* local records: a LAN's hosts; checked O(n^2) for conflicts at load */
 #define DAY 86400
-/*
- * upstream.race's doc names the forwarder's concurrency cap, NX_UP_MAX_ATTEMPTS in
- * src/upstream/upstream.h; conf sits below upstream and cannot include it.
- */
-#define UP_MAX_ATTEMPTS_TEXT "8"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define UP_MAX_ATTEMPTS_TEXT STR(NX_CONF_RACE_CONCURRENT_MAX)
 
 /* Value types of the admin.* keys (admin.c). Declared here until conf/impl.h lists them. */
 extern const struct nx_conf_type nx_conf_t_pwhash;   /* "" or an argon2 string */
@@ -158,7 +156,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "Conditional forwarding: queries for a zone and every name below it go to "
 		       "that zone's servers instead of `servers` (for example local host names "
 		       "and reverse lookups to the home router). Zone names are case-insensitive; "
-		       "the most specific zone wins. Each server is `addr:port` with the port "
+		       "the most specific zone wins; a Unicode name is used in its Punycode form "
+		       "(IDNA 2008, as queries carry it). Each server is `addr:port` with the port "
 		       "defaulting to 53.",
 	},
 	{

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <idn2.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -448,6 +449,28 @@ static int zone_cmp(const void *a, const void *b)
 	return c ? c : (int)x->name_len - (int)y->name_len;
 }
 
+#define NX_EINVAL_IDN (-100000)
+
+/* A zone name in wire form; a Unicode name becomes its Punycode (IDNA 2008, as list sources). */
+static int zone_wire(const char *text, uint8_t wire[NX_DNS_NAME_MAX])
+{
+	bool ascii = true;
+	for (const char *p = text; *p && ascii; p++) {
+		ascii = (unsigned char)*p < 0x80;
+	}
+	if (ascii) {
+		return nx_dns_name_from_text(text, wire);
+	}
+	char *ace = NULL;
+	if (idn2_to_ascii_8z(text, &ace, IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL) != IDN2_OK) {
+		idn2_free(ace);
+		return NX_EINVAL_IDN;
+	}
+	int wl = nx_dns_name_from_text(ace, wire);
+	idn2_free(ace);
+	return wl;
+}
+
 static int zone_map_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 			  struct fy_node *val, struct fy_node *key)
 {
@@ -489,7 +512,11 @@ static int zone_map_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 			return rc;
 		}
 		uint8_t wire[NX_DNS_NAME_MAX];
-		int wl = nx_dns_name_from_text(text, wire);
+		int wl = zone_wire(text, wire);
+		if (wl == NX_EINVAL_IDN) {
+			return nx_conf_fail(ld, zk, key, "%s: zone name '%s' is not a valid "
+					    "internationalized name", k->path, text);
+		}
 		if (wl <= 0) {
 			return nx_conf_fail(ld, zk, key, "%s: bad zone name '%s'", k->path, text);
 		}

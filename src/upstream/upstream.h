@@ -31,9 +31,10 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "conf/conf.h"
 #include "dns/msg.h"
 
-#define NX_UP_MAX_ATTEMPTS 8   /* concurrent attempts per operation (race is clamped to this) */
+#define NX_UP_MAX_ATTEMPTS NX_CONF_RACE_CONCURRENT_MAX /* concurrent attempts per operation */
 #define NX_UP_QUERY_MAX 512    /* our upstream query: header + one question + OPT */
 #define NX_UP_STATS_MAX 64     /* distinct upstream servers with metric series */
 

@@ -225,6 +225,14 @@ static void test_forward_zones(void **state)
 	assert_v4(&c->zones[3].servers[0], "192.168.1.1", 53, "192.168.1.1");
 	assert_int_equal(c->zones[0].n_servers, 1);
 	nx_conf_free(c);
+
+	/* A Unicode zone name is matched in its Punycode form, as queries carry it. */
+	c = load_ok("upstream:\n  forward_zones:\n    \"B\xc3\xbc" "cher.example\": [192.168.1.1]\n");
+	static const uint8_t idn[] = "\x0d" "xn--bcher-kva" "\x07" "example";
+	assert_int_equal(c->n_zones, 1);
+	assert_int_equal(c->zones[0].name_len, sizeof(idn));
+	assert_memory_equal(c->zones[0].name, idn, sizeof(idn));
+	nx_conf_free(c);
 }
 
 static void test_forward_zone_errors(void **state)
@@ -234,6 +242,10 @@ static void test_forward_zone_errors(void **state)
 		 "t.yaml:4:5: upstream.forward_zones: duplicate zone 'LAN.' (same as 'lan')");
 	load_bad("upstream:\n  forward_zones:\n    a..b: [192.168.1.1]\n",
 		 "t.yaml:3:5: upstream.forward_zones: bad zone name 'a..b'");
+	/* U+2044 FRACTION SLASH is DISALLOWED in IDNA 2008 */
+	load_bad("upstream:\n  forward_zones:\n    \"a\xe2\x81\x84" "b.lan\": [192.168.1.1]\n",
+		 "t.yaml:3:5: upstream.forward_zones: zone name 'a\xe2\x81\x84" "b.lan' is not a valid "
+		 "internationalized name");
 	load_bad("upstream:\n  forward_zones:\n    lan: []\n",
 		 "t.yaml:3:10: upstream.forward_zones.lan: needs 1..16 entries, got 0");
 	load_bad("upstream:\n  forward_zones:\n    lan:\n",
