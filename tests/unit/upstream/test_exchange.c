@@ -229,7 +229,7 @@ static int teardown(void **state)
 	struct nx_ledger_row now[NX_OWNER__COUNT];
 	nx_ledger_read(now);
 	const enum nx_owner owners[] = {NX_OWNER_exchange_pool, NX_OWNER_upstream_tcp,
-					NX_OWNER_worker_buffers};
+					NX_OWNER_upstream_udp, NX_OWNER_worker_buffers};
 	int bad = rc != 0;
 	for (size_t i = 0; i < NX_ARRAY_LEN(owners); i++) {
 		enum nx_owner o = owners[i];
@@ -700,6 +700,33 @@ static void test_ports_rotate(void **state)
 	assert_true(max_repeat_u16(f->sports, N) <= 32);
 }
 
+/*
+ * A send that fails when the loop turn's batch goes out (here: to port 0, which the kernel
+ * refuses) reaches the race after the batch: the next server is asked at once, without waiting
+ * for the stagger.
+ */
+static void test_send_failure_fails_over(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f1 = add_fake(c, FAKE_ANSWER, false);
+	c->srv[1] = c->srv[0];
+	c->stats[1] = c->stats[0];
+	struct sockaddr_in *sin = (struct sockaddr_in *)&c->srv[0].ss;
+	sin->sin_port = 0; /* server 0: 127.0.0.1:0 */
+	char name[64];
+	snprintf(name, sizeof(name), "test%u#bad", g_test_seq);
+	c->stats[0] = c->srv[0].stats = nx_up_stats_index(name);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 2, 1, 1000, 2000), 0);
+	run_until(c, 1, 3000);
+	assert_int_equal(d->calls, 1);
+	assert_int_equal(d->res, NX_UP_ANSWER);
+	assert_int_equal(d->server, 1);
+	assert_true(elapsed(d) < 500); /* not after the 1000 ms stagger */
+	assert_int_equal(f1->n_udp, 1);
+	assert_int_equal(stats_of(c, 0).outcome[NX_UP_O_ERROR], 1);
+}
+
 /* ---- max_ops, slot reuse, shutdown ---- */
 
 static void test_max_ops(void **state)
@@ -853,6 +880,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tc_tcp_wrong_id_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_random_ids_and_ports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ports_rotate, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_send_failure_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_ops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ops_reused, setup, teardown),
