@@ -23,6 +23,7 @@ struct nx_filter_snap {
 	const uint64_t *ent;	       /* in mapping */
 	uint64_t seed;
 	uint64_t nent;
+	uint64_t allow_srcs; /* bit i: source i has exception (.allow) entries */
 	unsigned kbits;
 	unsigned nsrc;
 };
@@ -48,8 +49,9 @@ const char *nx_filter_reason_name(enum nx_filter_reason r)
 	return (unsigned)r < sizeof(reason_names) / sizeof(reason_names[0]) ? reason_names[r] : "?";
 }
 
-/* Everything a reader relies on is checked here, before the first match. */
-static int validate(const uint8_t *p, size_t size)
+/* Everything a reader relies on is checked here, before the first match. *allow_srcs: the
+ * sources with exception entries (the matcher stops early when no eligible source has any). */
+static int validate(const uint8_t *p, size_t size, uint64_t *allow_srcs)
 {
 	if (size < sizeof(struct nx_snap_hdr)) {
 		return NX_ECORRUPT;
@@ -87,6 +89,7 @@ static int validate(const uint8_t *p, size_t size)
 	}
 	const uint32_t *bkt = (const uint32_t *)(p + h.bkt_off);
 	const uint64_t *ent = (const uint64_t *)(p + h.ent_off);
+	uint64_t allow = 0;
 	if (bkt[0] != 0 || bkt[nb] != h.nentries) {
 		return NX_ECORRUPT;
 	}
@@ -99,6 +102,9 @@ static int validate(const uint8_t *p, size_t size)
 			if ((e & 0xf) == 0 || ((e >> NX_SNAP_SRC_SHIFT) & 63) >= h.nsources) {
 				return NX_ECORRUPT;
 			}
+			if (e & (NX_FILTER_F_ALLOW_EXACT | NX_FILTER_F_ALLOW_SUB)) {
+				allow |= 1ull << ((e >> NX_SNAP_SRC_SHIFT) & 63);
+			}
 			if (i > bkt[b] &&
 			    ent[i - 1] >> NX_SNAP_SRC_SHIFT >= e >> NX_SNAP_SRC_SHIFT) {
 				return NX_ECORRUPT; /* strictly ascending by (fingerprint, source)
@@ -106,6 +112,7 @@ static int validate(const uint8_t *p, size_t size)
 			}
 		}
 	}
+	*allow_srcs = allow;
 	return 0;
 }
 
@@ -132,7 +139,8 @@ int nx_filter_snap_open(const char *path, struct nx_filter_snap **out)
 	if (rc != 0) {
 		return rc;
 	}
-	rc = validate(m, size);
+	uint64_t allow_srcs = 0;
+	rc = validate(m, size, &allow_srcs);
 	struct nx_filter_snap *s = NULL;
 	if (rc == 0) {
 		s = nx_mem_calloc(NX_OWNER_snapshot_map, 1, sizeof(*s));
@@ -152,6 +160,7 @@ int nx_filter_snap_open(const char *path, struct nx_filter_snap **out)
 	s->nent = s->hdr->nentries;
 	s->kbits = s->hdr->bucket_bits;
 	s->nsrc = s->hdr->nsources;
+	s->allow_srcs = allow_srcs;
 	nx_ledger_charge(NX_OWNER_snapshot_map, (int64_t)size, 1);
 	*out = s;
 	return 0;
@@ -238,7 +247,12 @@ static inline void find(const struct nx_filter_snap *s, const char *name, size_t
 	*hi = j;
 }
 
-/* Levels 7-9 over the suffixes of name starting at `first` (0: the name itself counts). */
+/*
+ * Levels 7-9 over the suffixes of name starting at `first` (0: the name itself counts), longest
+ * first. An exception at any level beats a block, so the walk normally visits every suffix;
+ * when no eligible source has exceptions, the first level that blocks decides (the name itself
+ * is visited first, then the nearest parent): one lookup instead of one per label.
+ */
 static enum nx_filter_action match_from(const struct nx_filter_snap *s, const char *name,
 					size_t len, size_t first, uint64_t eligible,
 					struct nx_filter_result *out)
@@ -250,6 +264,7 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 	int exact_src = -1, wild_src = -1;
 	size_t wild_off = 0;
 	size_t pos = first;
+	bool may_except = (eligible & s->allow_srcs) != 0;
 	for (;;) {
 		uint32_t lo, hi;
 		find(s, name + pos, len - pos, &lo, &hi);
@@ -286,6 +301,9 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 					wild_off = pos;
 				}
 			}
+		}
+		if (!may_except && (exact_src >= 0 || wild_src >= 0)) {
+			break;
 		}
 		const char *dot = memchr(name + pos, '.', len - pos);
 		if (!dot) {

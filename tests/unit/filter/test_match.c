@@ -31,6 +31,8 @@ static const struct {
 #define NSRC (sizeof(sources) / sizeof(sources[0]))
 #define ALL 0x3full
 #define NO_ALLOW (ALL & ~(1ull << 4))
+/* no eligible source holds exceptions: the matcher stops at the first level that blocks */
+#define NO_EXC (ALL & ~(1ull << 4 | 1ull << 1))
 
 static struct nx_filter_snap *g_snap;
 static char *g_dir;
@@ -143,6 +145,17 @@ static const struct probe probes[] = {
     {"abp.example", 1ull << 2, NONE, NOR, NULL, -1},
     {"abp.example", 0, NONE, NOR, NULL, -1},
     {"good.abp.example", 1ull << 3, BLOCK, WILD, "abp.example", 3},
+    /* without exception sources: same ladder (exact, then the nearest parent, lowest source) */
+    {"ads.example", NO_EXC, BLOCK, DOM, "ads.example", 0},
+    {"www.ads.example", NO_EXC, BLOCK, WILD, "ads.example", 3},
+    {"sub.w.example", NO_EXC, BLOCK, DOM, "sub.w.example", 2},
+    {"a.sub.w.example", NO_EXC, BLOCK, WILD, "w.example", 2},
+    {"a.deep.n.example", NO_EXC, BLOCK, WILD, "deep.n.example", 2},
+    {"b.a.deep.n.example", NO_EXC, BLOCK, WILD, "deep.n.example", 2},
+    {"y.example", NO_EXC, BLOCK, DOM, "y.example", 2},
+    {"a.y.example", NO_EXC, BLOCK, WILD, "y.example", 2},
+    {"a.www.tracker.example", NO_EXC, NONE, NOR, NULL, -1},
+    {"x.only.abp.example", 1ull << 3, BLOCK, WILD, "abp.example", 3},
     {"", ALL, NONE, NOR, NULL, -1},
     {".", ALL, NONE, NOR, NULL, -1},
 };
