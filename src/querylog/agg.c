@@ -169,6 +169,7 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 	struct nx_qlog_agg *a = &q->agg;
 	sqlite3_stmt *top = q->st.top_upsert;
 	int rc = SQLITE_OK;
+	uint32_t dirty = a->dirty;
 	for (unsigned i = 0; i < a->n_min && rc == SQLITE_OK; i++) {
 		struct nx_qlog_agg_minute *m = &a->min[i];
 		if (m->queries) {
@@ -180,13 +181,8 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 						m->other[k]);
 			}
 		}
-		if (rc != SQLITE_OK) {
-			return rc;
-		}
-		m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
-		memset(m->other, 0, sizeof(m->other));
 	}
-	for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && a->dirty && rc == SQLITE_OK; j++) {
+	for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && dirty && rc == SQLITE_OK; j++) {
 		struct nx_qlog_agg_key *e = &a->keys[j];
 		if (!e->n) {
 			continue;
@@ -202,35 +198,41 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 			rc = upsert_key(top, kind, a->min[mi].minute, (const char *)k + 1, k[0],
 					e->n);
 		}
-		e->n = 0;
-		a->dirty--;
+		dirty--;
 	}
 	return rc;
 }
 
-void nx_qlog_agg_end(struct nx_qlog *q, bool ok)
+void nx_qlog_agg_zero(struct nx_qlog_agg *a)
 {
-	struct nx_qlog_agg *a = &q->agg;
-	if (ok) {
-		if (a->folded) {
-			atomic_fetch_add_explicit(&q->agg_other, a->folded, memory_order_relaxed);
+	for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && a->dirty; j++) {
+		if (a->keys[j].n) {
+			a->keys[j].n = 0;
+			a->dirty--;
 		}
-	} else {
-		/* rolled back: the batch will be counted again when it is retried */
-		for (uint32_t j = 0; j < NX_QLOG_AGG_SLOTS && a->dirty; j++) {
-			if (a->keys[j].n) {
-				a->keys[j].n = 0;
-				a->dirty--;
-			}
-		}
-		for (unsigned i = 0; i < a->n_min; i++) {
-			struct nx_qlog_agg_minute *m = &a->min[i];
-			m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
-			memset(m->other, 0, sizeof(m->other));
-		}
+	}
+	for (unsigned i = 0; i < a->n_min; i++) {
+		struct nx_qlog_agg_minute *m = &a->min[i];
+		m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
+		memset(m->other, 0, sizeof(m->other));
 	}
 	a->dirty = 0;
 	a->folded = 0;
+	a->pending = false;
+}
+
+bool nx_qlog_agg_would_clear(const struct nx_qlog_agg *a, int64_t ts_ms)
+{
+	int64_t minute = minute_of(ts_ms);
+	if (!a->n_min) {
+		return false;
+	}
+	for (unsigned i = 0; i < a->n_min; i++) {
+		if (a->min[i].minute == minute) {
+			return false;
+		}
+	}
+	return minute > a->newest || a->n_min == NX_QLOG_AGG_MINUTES;
 }
 
 /* Index of the minute's counters; a newer minute (or no free entry) writes and clears first. */
@@ -250,7 +252,7 @@ static int minute_index(struct nx_qlog *q, int64_t minute, unsigned *mi)
 		if (rc != SQLITE_OK) {
 			return rc;
 		}
-		nx_qlog_agg_clear(a);
+		nx_qlog_agg_clear(a); /* folded stays: counted in agg_other at the commit */
 	}
 	if (!a->n_min || minute > a->newest) {
 		a->newest = minute;
@@ -270,6 +272,7 @@ int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned pr
 		return rc;
 	}
 	struct nx_qlog_agg_minute *m = &a->min[mi];
+	a->pending = true;
 	bool blocked = r->action == NX_QLOG_ACT_BLOCK;
 	bool local = r->action == NX_QLOG_ACT_LOCAL;
 	m->queries++;

@@ -99,8 +99,10 @@ static_assert(NX_QLOG_AGG_BYTES ==
 /*
  * The aggregates of the current minute(s), kept across transactions so that a minute's keys
  * are bounded (NX_QLOG_AGG_KEYS_MAX per kind; more fold into "(other)"), and combined in
- * memory: each transaction upserts only the keys its records touched. The table is cleared
- * when a newer minute starts (its counts are always written by then).
+ * memory: the counts (n, minute counters, other) are those not yet committed; an aggregate
+ * write upserts the keys with counts, and they are zeroed once that transaction commits. The
+ * table is cleared when a newer minute starts (its counts are always written by then), only in
+ * a transaction that holds every count in the table (see writer.c write_batch).
  */
 struct nx_qlog_agg {
 	struct nx_qlog_agg_minute min[NX_QLOG_AGG_MINUTES];
@@ -111,7 +113,8 @@ struct nx_qlog_agg {
 	uint32_t pool_used;	      /* offset 0 is never used (ref 0 = free) */
 	uint32_t live;		      /* keys in the table */
 	uint32_t dirty;		      /* keys with n > 0 */
-	uint64_t folded;	      /* counts folded into "(other)" in the open transaction */
+	uint64_t folded;	      /* counts folded into "(other)" not yet committed */
+	bool pending;		      /* some count is not yet committed */
 };
 
 /* ---- database (db.c) ---- */
@@ -174,6 +177,7 @@ struct nx_qlog {
 	unsigned batch_max;	       /* records per transaction */
 	unsigned writer_cache_kib;
 	unsigned flush_ms;
+	unsigned agg_ms;
 	nx_qlog_now_cb now_ms;
 	void *now_ud;
 	nx_qlog_upstream_name_cb upstream_name;
@@ -254,10 +258,15 @@ void nx_qlog_agg_deinit(struct nx_qlog_agg *a);
  * the table when a newer minute starts. SQLite code.
  */
 int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned privacy);
-/* Upsert the open transaction's counts (minute counters, touched keys, "(other)"). */
+/* Upsert every count held (minute counters, touched keys, "(other)"); they stay held until
+ * nx_qlog_agg_zero() after the COMMIT. */
 int nx_qlog_agg_write(struct nx_qlog *q);
-/* After COMMIT (ok) or ROLLBACK (!ok): zero the transaction's counts; keys stay admitted. */
-void nx_qlog_agg_end(struct nx_qlog *q, bool ok);
+/* Zero every count (written and committed, or dropped with a rolled-back transaction that held
+ * them all); keys stay admitted. */
+void nx_qlog_agg_zero(struct nx_qlog_agg *a);
+/* Would counting a record of this minute write and clear the table (a newer minute, or no
+ * free minute entry)? */
+bool nx_qlog_agg_would_clear(const struct nx_qlog_agg *a, int64_t ts_ms);
 /* Drop every key and minute (their counts must have been written). */
 void nx_qlog_agg_clear(struct nx_qlog_agg *a);
 

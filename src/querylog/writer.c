@@ -40,6 +40,7 @@ void nx_qlog_params_default(struct nx_qlog_params *p)
 		.writer_cache_kib = NX_QLOG_WRITER_CACHE_KIB,
 		.sqlite_soft_heap_kib = NX_QLOG_SQLITE_SOFT_HEAP_KIB,
 		.flush_ms = NX_QLOG_FLUSH_MS,
+		.agg_ms = NX_QLOG_AGG_WRITE_MS,
 	};
 }
 
@@ -233,6 +234,11 @@ struct wstate {
 	int ret_stage;		 /* -1 idle; 0 queries, 1 agg_minute, 2.. agg_top kinds */
 	int64_t ret_cutoff;	 /* wall ms: rows older are deleted */
 	uint64_t failures;	 /* consecutive failed attempts (for the recovery log) */
+	bool counted;		 /* the held batch is already in the aggregates (a failed
+				  * transaction that left the counts held: do not count again) */
+	bool agg_force;		 /* write the aggregates in the next transaction (flush, stop) */
+	uint64_t agg_since;	 /* mono ms the aggregates first held an uncommitted count; 0 none */
+	uint64_t unagg;		 /* records committed whose aggregates are not yet committed */
 };
 
 #define RET_STAGES (2 + 3)
@@ -397,28 +403,37 @@ static int insert_rows(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned
 	return step_done(s);
 }
 
-/* One transaction: rows (privacy < 3) + the aggregates they touch. Rolled back on failure. */
-static int write_batch(struct nx_qlog *q, const struct wstate *w)
+/* Are the aggregates due in this transaction? */
+static bool agg_due(const struct nx_qlog *q, const struct wstate *w, uint64_t now)
 {
-	int rc = step_done(q->st.begin);
-	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
-		q->up_cache[i].idx = -1;
+	return q->agg_ms == 0 || w->agg_force || (w->agg_since && now >= w->agg_since + q->agg_ms);
+}
+
+/* The aggregates' counts are committed: the records behind them count as written. */
+static void agg_committed(struct nx_qlog *q, struct wstate *w)
+{
+	if (q->agg.folded) {
+		atomic_fetch_add_explicit(&q->agg_other, q->agg.folded, memory_order_relaxed);
 	}
-	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
-	struct nx_qlog_view v[NX_QLOG_ROWS_PER_INSERT];
-	unsigned nv = 0;
-	while (rc == SQLITE_OK && p < end) {
-		p += unpack(p, &v[nv]);
-		rc = nx_qlog_agg_add(q, &v[nv], w->privacy);
-		if (w->privacy < 3 && ++nv == NX_QLOG_ROWS_PER_INSERT) {
-			if (rc == SQLITE_OK) {
-				rc = insert_rows(q, v, nv);
-			}
-			nv = 0;
-		}
+	nx_qlog_agg_zero(&q->agg);
+	if (w->unagg) {
+		atomic_fetch_add_explicit(&q->written, w->unagg, memory_order_relaxed);
 	}
-	for (unsigned i = 0; i < nv && rc == SQLITE_OK; i++) {
-		rc = insert_rows(q, &v[i], 1);
+	w->unagg = 0;
+	w->agg_since = 0;
+	w->agg_force = false;
+}
+
+/* A transaction of the held aggregate counts alone. SQLite code; on failure they stay held. */
+static int write_aggregates(struct nx_qlog *q, struct wstate *w)
+{
+	int rc = SQLITE_OK;
+	if (q->reopen || !q->db) {
+		conn_close(q);
+		rc = conn_open(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = step_done(q->st.begin);
 	}
 	if (rc == SQLITE_OK) {
 		rc = nx_qlog_agg_write(q);
@@ -429,11 +444,94 @@ static int write_batch(struct nx_qlog *q, const struct wstate *w)
 	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
 		step_done(q->st.rollback);
 	}
-	nx_qlog_agg_end(q, rc == SQLITE_OK);
+	if (rc == SQLITE_OK) {
+		agg_committed(q, w);
+	}
 	return rc;
 }
 
-/* Try to store the held batch once. */
+/* Would counting the held batch clear the aggregate table (a new minute)? */
+static bool batch_clears_agg(const struct nx_qlog *q)
+{
+	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
+	struct nx_qlog_view v;
+	while (p < end) {
+		p += unpack(p, &v);
+		if (nx_qlog_agg_would_clear(&q->agg, v.pk->ts_ms)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * One transaction: rows (privacy < 3), counted into the aggregates, which are upserted when
+ * due. Rolled back on failure. A transaction that may clear the aggregate table (a new minute)
+ * must hold every count in it, so counts of earlier transactions are committed first; a failed
+ * transaction then drops all counts and its batch is counted again when retried. A failed
+ * transaction that could not clear leaves its counts held (w->counted: not counted again).
+ */
+static int write_batch(struct nx_qlog *q, struct wstate *w)
+{
+	int rc = SQLITE_OK;
+	if (!w->counted && q->agg.pending && batch_clears_agg(q)) {
+		rc = write_aggregates(q, w);
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+	}
+	bool clean = !q->agg.pending; /* every count in the table will be this batch's */
+	bool agg_now = agg_due(q, w, nx_now_mono_ms());
+	rc = step_done(q->st.begin);
+	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
+		q->up_cache[i].idx = -1;
+	}
+	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
+	struct nx_qlog_view v[NX_QLOG_ROWS_PER_INSERT];
+	unsigned nv = 0;
+	while (rc == SQLITE_OK && p < end) {
+		p += unpack(p, &v[nv]);
+		if (!w->counted) {
+			rc = nx_qlog_agg_add(q, &v[nv], w->privacy);
+		}
+		if (w->privacy < 3 && ++nv == NX_QLOG_ROWS_PER_INSERT) {
+			if (rc == SQLITE_OK) {
+				rc = insert_rows(q, v, nv);
+			}
+			nv = 0;
+		}
+	}
+	for (unsigned i = 0; i < nv && rc == SQLITE_OK; i++) {
+		rc = insert_rows(q, &v[i], 1);
+	}
+	if (rc == SQLITE_OK && agg_now) {
+		rc = nx_qlog_agg_write(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = step_done(q->st.commit);
+	}
+	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
+		step_done(q->st.rollback);
+	}
+	if (rc == SQLITE_OK) {
+		w->counted = false;
+		w->unagg += w->n;
+		if (agg_now) {
+			agg_committed(q, w);
+		} else if (!w->agg_since && q->agg.pending) {
+			w->agg_since = nx_now_mono_ms();
+		}
+	} else if (clean) {
+		/* rolled back holding only this batch's counts: counted again when retried */
+		nx_qlog_agg_zero(&q->agg);
+		w->counted = false;
+	} else {
+		w->counted = true;
+	}
+	return rc;
+}
+
+/* Try to store the held batch (or, with none held, the held aggregate counts) once. */
 static void attempt(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = SQLITE_OK;
@@ -442,7 +540,7 @@ static void attempt(struct nx_qlog *q, struct wstate *w)
 		rc = conn_open(q);
 	}
 	if (rc == SQLITE_OK) {
-		rc = write_batch(q, w);
+		rc = w->n ? write_batch(q, w) : write_aggregates(q, w);
 	}
 	nx_qlog_sqlite_sync();
 	if (rc != SQLITE_OK) {
@@ -452,8 +550,9 @@ static void attempt(struct nx_qlog *q, struct wstate *w)
 		w->retry_at = nx_now_mono_ms() + w->backoff_ms;
 		return;
 	}
-	atomic_fetch_add_explicit(&q->written, w->n, memory_order_relaxed);
-	atomic_fetch_add_explicit(&q->batches, 1, memory_order_relaxed);
+	if (w->n) {
+		atomic_fetch_add_explicit(&q->batches, 1, memory_order_relaxed);
+	}
 	atomic_store(&q->writer_ok, 1);
 	if (w->failures) {
 		nx_log(NX_LOG_INFO, "querylog", "writes recovered after %llu failed attempts",
@@ -597,10 +696,11 @@ static void final_flush(struct nx_qlog *q, struct wstate *w)
 {
 	unsigned failures = 0;
 	size_t budget = nx_qlog_capacity(q) + q->batch_max;
+	w->agg_force = true;
 	for (;;) {
 		if (!w->n) {
 			if (!budget || !take_batch(q, w)) {
-				return;
+				break;
 			}
 			budget -= NX_MIN(budget, w->n);
 		}
@@ -615,6 +715,17 @@ static void final_flush(struct nx_qlog *q, struct wstate *w)
 			nanosleep(&ts, NULL);
 		}
 	}
+	/* aggregates still held (the last batch was dropped, or their own write failed) */
+	for (unsigned i = 0; q->agg.pending && i < NX_QLOG_STOP_ATTEMPTS; i++) {
+		attempt(q, w);
+		if (q->agg.pending && i + 1 < NX_QLOG_STOP_ATTEMPTS) {
+			struct timespec ts = {0, NX_QLOG_BACKOFF_MIN_MS * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	/* rows that are stored even though their aggregates could not be */
+	atomic_fetch_add_explicit(&q->written, w->unagg, memory_order_relaxed);
+	w->unagg = 0;
 }
 
 void *nx_qlog_writer_main(void *arg)
@@ -646,8 +757,12 @@ void *nx_qlog_writer_main(void *arg)
 			flush = q->flush_req != q->flush_done;
 			bool go = stop;
 			uint64_t deadline = UINT64_MAX;
-			if (w.n) {
-				/* a failed batch waits for its retry time, whatever else asks */
+			if (q->agg.pending && !w.agg_since) {
+				w.agg_since = now;
+			}
+			if (w.n || (w.backoff_ms && now < w.retry_at)) {
+				/* a failed batch (or aggregate write) waits for its retry time,
+				 * whatever else asks */
 				go |= now >= w.retry_at;
 				deadline = w.retry_at;
 			} else {
@@ -659,6 +774,11 @@ void *nx_qlog_writer_main(void *arg)
 					deadline = NX_MIN(deadline, due);
 				}
 				deadline = NX_MIN(deadline, w.retention_at);
+				if (q->agg.pending) {
+					uint64_t due = w.agg_since + q->agg_ms;
+					go |= now >= due;
+					deadline = NX_MIN(deadline, due);
+				}
 			}
 			if (go) {
 				break;
@@ -683,10 +803,16 @@ void *nx_qlog_writer_main(void *arg)
 			if (due) {
 				w.urgent = false;
 				w.pending_since = 0;
+				w.agg_force |= flush;
 				if (take_batch(q, &w)) {
 					attempt(q, &w);
 				}
 				drained = true;
+			}
+			if (!w.n && q->agg.pending && now >= w.retry_at &&
+			    (flush || agg_due(q, &w, now))) {
+				w.agg_force |= flush;
+				attempt(q, &w); /* the aggregates alone */
 			}
 			if (!w.n && !w.more) {
 				if (w.ret_stage < 0 && now >= w.retention_at) {
@@ -698,7 +824,7 @@ void *nx_qlog_writer_main(void *arg)
 			}
 		}
 
-		if (flush && drained && !w.n && !w.more) {
+		if (flush && drained && !w.n && !w.more && !q->agg.pending) {
 			/* everything pushed before the request is written: answer it */
 			int err = ret_full ? retention_full(q, &w) : 0;
 			pthread_mutex_lock(&q->wmu);
@@ -727,7 +853,7 @@ static bool params_ok(const struct nx_qlog_params *p)
 	       p->retention_days <= NX_QLOG_RETENTION_MAX && p->privacy <= NX_QLOG_PRIVACY_MAX &&
 	       p->batch_max >= 1 && p->batch_max <= NX_QLOG_BATCH_MAX &&
 	       p->writer_cache_kib >= 64 && p->writer_cache_kib <= (1u << 20) &&
-	       p->flush_ms >= 1 && p->flush_ms <= 60000;
+	       p->flush_ms >= 1 && p->flush_ms <= 60000 && p->agg_ms <= 60000;
 }
 
 int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
@@ -750,6 +876,7 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
 	q->batch_max = p->batch_max;
 	q->writer_cache_kib = p->writer_cache_kib;
 	q->flush_ms = p->flush_ms;
+	q->agg_ms = p->agg_ms;
 	q->now_ms = p->now_ms;
 	q->now_ud = p->now_ud;
 	q->upstream_name = p->upstream_name;

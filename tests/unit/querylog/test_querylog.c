@@ -667,6 +667,69 @@ static void test_agg_failure_retry(void **state)
 	tdir_remove(&t);
 }
 
+/* Poll written (no flush) until it reaches n or timeout_ms passes. */
+static uint64_t wait_written(struct nx_qlog *q, uint64_t n, int timeout_ms)
+{
+	struct nx_qlog_stats st;
+	for (int i = 0;; i += 10) {
+		nx_qlog_stats(q, &st);
+		if (st.written >= n || i >= timeout_ms) {
+			return st.written;
+		}
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Aggregates are upserted at most every agg_ms (not per transaction): the rows commit first,
+ * and a record counts as written only once its aggregates are committed too. A flush writes
+ * them at once; without one, the interval does.
+ */
+static void test_agg_deferred(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	test_params(&p, t.db);
+	p.producers = 1;
+	p.flush_ms = 10;
+	p.agg_ms = 60000;
+	struct nx_qlog *q = NULL;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	assert_int_equal(nx_qlog_start(q), 0);
+	for (int i = 0; i < 5; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + i, 10, "a.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	for (int i = 0; i < 500 && count_rows(t.db) < 5; i++) {
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(count_rows(t.db), 5);
+	assert_int_equal(wait_written(q, 5, 300), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_minute"), 0);
+	assert_int_equal(nx_qlog_flush(q, 0, 30000), 0);
+	assert_int_equal(wait_written(q, 5, 0), 5);
+	assert_int_equal(summary_int(t.db, "queries"), 5);
+	nx_qlog_free(q);
+
+	/* a short interval: written without a flush, aggregates with it */
+	p.agg_ms = 50;
+	assert_int_equal(nx_qlog_new(&p, &q), 0);
+	assert_int_equal(nx_qlog_start(q), 0);
+	for (int i = 0; i < 3; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + 10 + i, 11, "b.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(wait_written(q, 3, 10000), 3);
+	assert_int_equal(summary_int(t.db, "queries"), 8);
+	assert_int_equal(summary_int(t.db, "clients"), 2);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
 /* Minutes out of order in one batch (a slower ring, more minutes than the table holds at
  * once) and late records after newer minutes: every count lands in its minute. */
 static void test_agg_minutes(void **state)
@@ -905,6 +968,7 @@ int main(void)
 		cmocka_unit_test(test_agg_bound),
 		cmocka_unit_test(test_agg_failure_retry),
 		cmocka_unit_test(test_agg_minutes),
+		cmocka_unit_test(test_agg_deferred),
 		cmocka_unit_test(test_packed_fields),
 		cmocka_unit_test(test_params_and_ledger),
 	};
