@@ -73,6 +73,7 @@ struct nx_worker {
 	uv_thread_t thread;
 	uv_loop_t loop;
 	uv_async_t wake;            /* config swap or stop */
+	uv_prepare_t flush;         /* end of each loop turn: send the queued UDP replies */
 	struct nx_confref *cref;    /* held reference: the worker's current config */
 	struct nx_snapref *snap;    /* held reference: the worker's current blocklist snapshot */
 	struct nx_udp_batch *batch; /* owned */

@@ -355,10 +355,15 @@ static void send_reply(struct nx_worker *w, struct waiter *x, const uint8_t *buf
 	if (len == 0) {
 		return;
 	}
-	/* UDP: sendmsg on the receiving worker's socket is safe from any thread (the sockets
-	 * outlive all upstream work: see the stop barrier). */
-	if (nx_udp_reply(x->to.udp.sock, (const struct sockaddr *)&x->to.udp.peer,
-			 x->to.udp.peer_len, &x->to.udp.origin, buf, len) < 0) {
+	/* UDP on our own socket: queued, the turn's replies leave in one sendmmsg (flushed by
+	 * the worker's prepare handle). On another worker's socket: sendmsg now, which is safe
+	 * from any thread (the sockets outlive all upstream work: see the stop barrier). */
+	const struct sockaddr *peer = (const struct sockaddr *)&x->to.udp.peer;
+	int rc = x->w == w ? nx_udp_reply_later(x->to.udp.sock, peer, x->to.udp.peer_len,
+						&x->to.udp.origin, buf, len)
+			   : nx_udp_reply(x->to.udp.sock, peer, x->to.udp.peer_len,
+					  &x->to.udp.origin, buf, len);
+	if (rc < 0) {
 		nx_stat_inc(NX_STAT_D_SEND);
 	}
 }

@@ -37,6 +37,10 @@ static void stop_worker(struct nx_worker *w, bool barrier)
 		uv_barrier_wait(&w->d->stop_barrier);
 	}
 	nx_pipeline_drain_inbox(w);
+	if (w->batch) {
+		nx_udp_flush_later(w->batch); /* answers of the operations shutdown just ended */
+		uv_close((uv_handle_t *)&w->flush, on_close_noop);
+	}
 	for (size_t i = 0; i < w->n_listen; i++) {
 		nx_udp_close(w->udp[i]);
 		nx_tcp_close(w->tcp[i]);
@@ -44,6 +48,12 @@ static void stop_worker(struct nx_worker *w, bool barrier)
 		w->tcp[i] = NULL;
 	}
 	uv_close((uv_handle_t *)&w->wake, on_close_noop);
+}
+
+static void on_flush(uv_prepare_t *p)
+{
+	struct nx_worker *w = p->data;
+	nx_udp_flush_later(w->batch);
 }
 
 static void on_wake(uv_async_t *a)
@@ -97,6 +107,9 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 	if (!w->batch) {
 		return -ENOMEM;
 	}
+	uv_prepare_init(&w->loop, &w->flush);
+	w->flush.data = w;
+	uv_prepare_start(&w->flush, on_flush);
 	rc = nx_upstream_new(&w->loop, c->permits, &w->up);
 	if (rc < 0) {
 		return rc;

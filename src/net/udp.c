@@ -22,6 +22,11 @@ struct nx_udp_batch {
 	struct iovec tx_iov[NX_UDP_BATCH];
 	uint8_t tx_ctl[NX_UDP_BATCH][CTL_LEN];
 	uint8_t tx[NX_UDP_BATCH][NX_UDP_TX_SLOT];
+	/* Replies queued by nx_udp_reply_later use tx*[0..n_later) between read callbacks. */
+	bool busy;                 /* a read callback is filling tx* */
+	unsigned n_later;
+	struct nx_udp_sock *later_sock[NX_UDP_BATCH];
+	struct sockaddr_storage later_peer[NX_UDP_BATCH];
 };
 
 struct nx_udp_sock {
@@ -82,6 +87,78 @@ static size_t origin_to_cmsg(const struct nx_udp_origin *o, uint8_t *ctl, size_t
 	return CMSG_SPACE(sizeof(o->pi.v6));
 }
 
+/* sendmmsg all of msgs[0..out) on fd; a full buffer or a bad peer drops (counted). */
+static void send_all(int fd, struct mmsghdr *msgs, int out)
+{
+	int sent = 0;
+	while (sent < out) {
+		int r = sendmmsg(fd, msgs + sent, (unsigned)(out - sent), MSG_DONTWAIT);
+		if (r <= 0) {
+			/* Socket buffer full or a bad destination: drop the rest, counted. Skip one on
+			 * hard errors so a single bad peer cannot sink the batch. */
+			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+				nx_stat_inc(NX_STAT_D_SEND);
+				sent++;
+				continue;
+			}
+			nx_stat_add(NX_STAT_D_SEND, (uint64_t)(out - sent));
+			break;
+		}
+		sent += r;
+	}
+}
+
+void nx_udp_flush_later(struct nx_udp_batch *b)
+{
+	unsigned n = b->n_later;
+	b->n_later = 0;
+	bool done[NX_UDP_BATCH] = {false};
+	struct mmsghdr group[NX_UDP_BATCH];
+	for (unsigned i = 0; i < n; i++) {
+		if (done[i]) {
+			continue;
+		}
+		struct nx_udp_sock *s = b->later_sock[i];
+		int k = 0;
+		for (unsigned j = i; j < n; j++) {
+			if (!done[j] && b->later_sock[j] == s) {
+				done[j] = true;
+				group[k++] = b->tx_msgs[j];
+			}
+		}
+		send_all(s->fd, group, k);
+	}
+}
+
+int nx_udp_reply_later(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+		       const struct nx_udp_origin *origin, const uint8_t *buf, size_t len)
+{
+	struct nx_udp_batch *b = s->b;
+	if (b->busy || len > NX_UDP_TX_SLOT || peer_len > sizeof(b->later_peer[0])) {
+		return nx_udp_reply(s, peer, peer_len, origin, buf, len);
+	}
+	if (b->n_later == NX_UDP_BATCH) {
+		nx_udp_flush_later(b);
+	}
+	unsigned i = b->n_later++;
+	memcpy(b->tx[i], buf, len);
+	memcpy(&b->later_peer[i], peer, peer_len);
+	b->later_sock[i] = s;
+	b->tx_iov[i] = (struct iovec){b->tx[i], len};
+	size_t clen = origin_to_cmsg(origin, b->tx_ctl[i], CTL_LEN);
+	b->tx_msgs[i].msg_hdr = (struct msghdr){
+		.msg_name = &b->later_peer[i],
+		.msg_namelen = peer_len,
+		.msg_iov = &b->tx_iov[i],
+		.msg_iovlen = 1,
+		.msg_control = clen ? b->tx_ctl[i] : NULL,
+		.msg_controllen = clen,
+	};
+	return 0;
+}
+
+static void read_batches(struct nx_udp_sock *s);
+
 static void on_readable(uv_poll_t *h, int status, int events)
 {
 	struct nx_udp_sock *s = (struct nx_udp_sock *)h;
@@ -89,6 +166,17 @@ static void on_readable(uv_poll_t *h, int status, int events)
 	if (status < 0) {
 		return;
 	}
+	if (b->n_later) {
+		nx_udp_flush_later(b); /* the batch arrays are about to be reused */
+	}
+	b->busy = true;
+	read_batches(s);
+	b->busy = false;
+}
+
+static void read_batches(struct nx_udp_sock *s)
+{
+	struct nx_udp_batch *b = s->b;
 	/* Bounded work per callback so one busy socket cannot starve the loop's other handles. */
 	for (int round = 0; round < 4; round++) {
 		for (int i = 0; i < NX_UDP_BATCH; i++) {
@@ -139,22 +227,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 			};
 			out++;
 		}
-		int sent = 0;
-		while (sent < out) {
-			int r = sendmmsg(s->fd, b->tx_msgs + sent, (unsigned)(out - sent), MSG_DONTWAIT);
-			if (r <= 0) {
-				/* Socket buffer full or a bad destination: drop the rest, counted. Skip
-				 * one on hard errors so a single bad peer cannot sink the batch. */
-				if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-					nx_stat_inc(NX_STAT_D_SEND);
-					sent++;
-					continue;
-				}
-				nx_stat_add(NX_STAT_D_SEND, (uint64_t)(out - sent));
-				break;
-			}
-			sent += r;
-		}
+		send_all(s->fd, b->tx_msgs, out);
 		if (n < NX_UDP_BATCH) {
 			return;
 		}

@@ -1,8 +1,9 @@
 /*
  * UDP DNS listener: one non-blocking SO_REUSEPORT socket per (worker, address), read in batches
  * with recvmmsg and answered in batches with sendmmsg. Immediate answers (blocked, cached,
- * errors) leave in the same sendmmsg as the batch they came in; later answers (upstream) go out
- * through nx_udp_reply().
+ * errors) leave in the same sendmmsg as the batch they came in; later answers (upstream) are
+ * queued with nx_udp_reply_later() and leave together at the end of the loop turn, or through
+ * nx_udp_reply() from another worker's thread.
  *
  * Threading: a socket belongs to one worker loop; every call happens on that loop's thread.
  * Memory: the batch buffers belong to the worker (struct nx_udp_batch, charged to
@@ -62,6 +63,18 @@ int nx_udp_open(uv_loop_t *loop, const struct nx_addr *addr, int listener, struc
 		nx_udp_query_cb cb, void *ud, struct nx_udp_sock **out);
 /* Stop and close; memory is released in the close callback. NULL is a no-op. */
 void nx_udp_close(struct nx_udp_sock *s);
+
+/*
+ * Queue a reply to go out with the others of this loop turn in one sendmmsg per socket
+ * (nx_udp_flush_later, from the worker's uv_prepare or before the batch arrays are reused).
+ * Only on the thread that owns s. A reply larger than NX_UDP_TX_SLOT, or one queued while a
+ * read callback is running, is sent at once instead. Returns 0 or -errno (sent at once and
+ * failed; the caller counts the drop); a drop at the flush is counted there.
+ */
+int nx_udp_reply_later(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+		       const struct nx_udp_origin *origin, const uint8_t *buf, size_t len);
+/* Send every queued reply of the worker's batch. */
+void nx_udp_flush_later(struct nx_udp_batch *b);
 
 /* Send one reply now (non-blocking). Returns 0 or -errno (the caller counts the drop). */
 int nx_udp_reply(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,

@@ -1,8 +1,10 @@
 """One whole-operation deadline: no reachable upstream -> SERVFAIL + EDE 22, never a hang."""
 
 import re
+import socket
 import time
 
+import dns.message
 import dns.rcode
 import pytest
 
@@ -96,3 +98,24 @@ def test_service_recovers_after_deadlines(make_upstream, make_nxdns):
     assert r.rcode() == dns.rcode.SERVFAIL
     r = nx.udp(make_query("alive.example", edns=0))
     assert r.rcode() == dns.rcode.NOERROR
+
+
+def test_stop_answers_queries_in_flight(make_upstream, make_nxdns):
+    """SIGTERM while queries wait on a silent upstream: each client still gets its SERVFAIL
+    before the sockets close (UDP answers are queued per loop turn; the stop flushes them)."""
+    up = make_upstream()
+    up.script["*"] = Rule(drop=True)
+    nx = make_nxdns([up], config={"upstream": {"timeout_ms": 20000}})
+    socks = []
+    for i in range(4):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(8)
+        s.sendto(make_query(f"inflight{i}.example", edns=0).to_wire(), ("127.0.0.1", nx.port))
+        socks.append(s)
+    for i in range(4):
+        assert up.wait_for(f"inflight{i}.example"), "the upstream never got the query"
+    assert nx.stop() == 0
+    for s in socks:
+        r = dns.message.from_wire(s.recvfrom(65535)[0])
+        s.close()
+        assert r.rcode() == dns.rcode.SERVFAIL
