@@ -132,12 +132,16 @@ int nx_decide_block_answer(const struct nx_decide_ctx *d, uint8_t *out, size_t c
 			   const struct nx_dns_reply_ctx *ctx, const struct nx_filter_result *r)
 {
 	const struct nx_conf *c = d->c;
+	/* "blocked by list NAME" / "blocked by rule TEXT", cut to the EDE bound: built by hand,
+	 * as this runs for every blocked query. */
 	char ede[NX_DNS_EDE_TEXT_MAX];
-	if (r->reason == NX_FILTER_R_user_deny) {
-		snprintf(ede, sizeof(ede), "blocked by rule %s", nx_decide_source_name(d, r));
-	} else {
-		snprintf(ede, sizeof(ede), "blocked by list %s", nx_decide_source_name(d, r));
-	}
+	const char *head = r->reason == NX_FILTER_R_user_deny ? "blocked by rule " : "blocked by list ";
+	size_t hl = strlen(head);
+	memcpy(ede, head, hl);
+	const char *src = nx_decide_source_name(d, r);
+	size_t sl = strnlen(src, sizeof(ede) - 1 - hl);
+	memcpy(ede + hl, src, sl);
+	ede[hl + sl] = 0;
 	uint16_t qt = ctx->q ? ctx->q->qtype : 0;
 	static const uint8_t zero4[4], zero16[16];
 	struct nx_dns_rr_spec rr = {.type = qt, .ttl = c->block_ttl};
