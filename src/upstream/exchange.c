@@ -4,12 +4,20 @@
  *
  * UDP socket pool (RFC 5452 without a socket per query): each address family has up to
  * NX_UP_POOL sockets, each bound to its own random port. An attempt goes out on a socket drawn
- * at random, with a random transaction id unique on that socket. A socket carries at most
- * NX_UP_SOCK_USES exchanges (or lives NX_UP_SOCK_AGE_MS) and is then retired: it takes no new
- * queries, closes once its last exchange ended, and a fresh random port takes its place. So a
- * query's port is one of the pool's unknown random ports, and a port an observer learns is good
- * for a few dozen exchanges at most. Replies are read in batches (recvmmsg) and matched by
- * (socket, id), then by source address and question.
+ * at random (queries of one loop turn share the drawn socket, at most NX_UP_TURN_SHARE of them,
+ * so that they leave in one sendmmsg), with a random transaction id unique on that socket. A
+ * socket carries at most NX_UP_SOCK_USES exchanges (or lives NX_UP_SOCK_AGE_MS) and is then
+ * retired: it takes no new queries, closes once its last exchange ended, and a fresh random port
+ * takes its place. Replies are read in batches (recvmmsg) and matched by (socket, id), then by
+ * source address and question.
+ *
+ * What this gives up against a socket per query: an off-path attacker still has to hit one of
+ * the pool's random ports and the 16-bit id, but the pool's ports stay open for up to
+ * NX_UP_SOCK_AGE_MS. A host that can send to the forwarder and see ICMP port-unreachable
+ * replies (a LAN client, or the SAD DNS side channel) can find open ports by scanning and is
+ * then left with the id alone. Retiring sockets after a few dozen exchanges or seconds bounds
+ * how long such knowledge is worth; connected per-server sockets and 0x20 case randomisation
+ * are the stronger answers (src/upstream/README.md).
  *
  * A datagram whose id was used on the socket but whose exchange has ended (a race loser's
  * answer, an answer after the deadline) is a late reply: ignored and counted apart from spoofing
@@ -37,7 +45,8 @@ void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 #define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
 #define NX_UP_POOL 16           /* UDP sockets per address family and engine */
 #define NX_UP_SOCK_USES 32      /* exchanges one socket carries before it retires */
-#define NX_UP_SOCK_AGE_MS 60000 /* a socket older than this retires at its next draw */
+#define NX_UP_SOCK_AGE_MS 10000 /* a socket older than this retires at its next draw */
+#define NX_UP_TURN_SHARE 8      /* queries of one loop turn that share a socket before a new draw */
 #define RX_BATCH 16             /* datagrams per recvmmsg */
 #define RX_SLOT NX_DNS_EDNS_OUR_SIZE /* we advertise this size: larger replies come as MSG_TRUNC */
 #define TX_BATCH 32             /* queries per sendmmsg */
@@ -112,6 +121,7 @@ struct nx_upstream {
 	bool shutting_down;
 	struct up_sock *pool[FAM__COUNT][NX_UP_POOL];
 	struct up_sock *cur[FAM__COUNT]; /* the socket of this loop turn's sends, per family */
+	uint8_t cur_n[FAM__COUNT];       /* sends on it this turn (a new draw at NX_UP_TURN_SHARE) */
 	/* UDP sends wait for the end of the loop turn (uv_prepare) and go out in sendmmsg
 	 * batches per socket: one system call, and one wake-up of the upstream, per batch. */
 	uv_prepare_t flush;
@@ -183,6 +193,9 @@ static void sock_close(struct up_sock *s)
 {
 	if (s->closing) {
 		return;
+	}
+	if (s->u->cur[s->fam] == s) {
+		s->u->cur[s->fam] = NULL; /* the struct may be reused for the other family */
 	}
 	s->closing = true;
 	uv_poll_stop(&s->poll);
@@ -258,6 +271,7 @@ static struct up_sock *sock_open(struct nx_upstream *u, int fam, int slot)
 	s->born_ms = uv_now(u->loop);
 	if (uv_poll_init(u->loop, &s->poll, fd) != 0) {
 		close(fd);
+		s->pooled = false;
 		s->next = u->free_socks;
 		u->free_socks = s;
 		return NULL;
@@ -397,7 +411,7 @@ reject:
 }
 
 /* One datagram on pool socket s. */
-static void on_datagram(struct up_sock *s, const uint8_t *buf, size_t len,
+static void on_datagram(struct up_sock *s, uint8_t *buf, size_t len,
 			const struct sockaddr_storage *from, bool trunc)
 {
 	if (len < NX_DNS_HDR_LEN) {
@@ -426,9 +440,20 @@ static void on_datagram(struct up_sock *s, const uint8_t *buf, size_t len,
 		return;
 	}
 	if (trunc) {
-		/* Larger than the size we advertised: the whole answer needs TCP. */
-		nx_race_truncated(&op->race, att_index(op, a), uv_now(s->u->loop));
-		return;
+		/* Larger than the size we advertised: validated as the TC answer it amounts to (header
+		 * and question, the records cut off), then the whole answer is asked over TCP. */
+		struct nx_dns_rd rd;
+		nx_dns_rd_init(&rd, buf, len);
+		rd.pos = NX_DNS_HDR_LEN;
+		nx_dns_rd_skip_name(&rd);
+		nx_dns_rd_skip(&rd, 4);
+		if (rd.err) {
+			nx_stat_inc(NX_STAT_UP_BAD_REPLY);
+			return;
+		}
+		len = rd.pos;
+		buf[2] |= 0x02;           /* TC */
+		memset(buf + 6, 0, 6);    /* no AN/NS/AR left */
 	}
 	on_reply(op, a, buf, len, false);
 }
@@ -610,15 +635,25 @@ static void out_flush_once(struct nx_upstream *u)
 			};
 			who[k++] = a;
 		}
-		int done = sendmmsg(s->fd, mm, k, MSG_DONTWAIT);
-		if (done < 0) {
-			done = 0;
+		/* An error for one destination (unreachable, refused by a firewall) fails that
+		 * query alone; a full socket buffer fails what is left. */
+		unsigned off = 0;
+		while (off < k) {
+			int r = sendmmsg(s->fd, mm + off, k - off, MSG_DONTWAIT);
+			if (r > 0) {
+				off += (unsigned)r;
+			} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+				   errno != ENOBUFS && errno != EINTR) {
+				failed[n_failed++] = who[off++];
+			} else {
+				break;
+			}
 		}
 		for (unsigned m = 0; m < k; m++) {
 			who[m]->queued = false;
-			if (m >= (unsigned)done) {
-				failed[n_failed++] = who[m];
-			}
+		}
+		for (unsigned m = off; m < k; m++) {
+			failed[n_failed++] = who[m];
 		}
 	}
 	uint64_t now = uv_now(u->loop);
@@ -632,6 +667,7 @@ static void on_flush(uv_prepare_t *h)
 {
 	struct nx_upstream *u = h->data;
 	u->cur[FAM_V4] = u->cur[FAM_V6] = NULL; /* the next turn draws afresh */
+	u->cur_n[FAM_V4] = u->cur_n[FAM_V6] = 0;
 	while (u->out_head) {
 		out_flush_once(u); /* failures may queue sends to the next servers */
 	}
@@ -651,13 +687,15 @@ static int io_send_udp(struct nx_race *r, int att, int srv)
 	const struct nx_up_server *sv = &op->servers[srv];
 	int fam = sv->ss.ss_family == AF_INET ? FAM_V4 : FAM_V6;
 	struct up_sock *s = u->cur[fam];
-	if (!s || !s->pooled) {
+	if (!s || !s->pooled || u->cur_n[fam] >= NX_UP_TURN_SHARE) {
 		s = sock_draw(u, sv->ss.ss_family);
 		if (!s) {
 			return -EMFILE;
 		}
 		u->cur[fam] = s;
+		u->cur_n[fam] = 0;
 	}
+	u->cur_n[fam]++;
 	sock_attach(s, a);
 	a->sent_us = nx_now_mono_us();
 	a->queued = true;

@@ -676,6 +676,10 @@ static void test_random_ids_and_ports(void **state)
 	assert_true(max_repeat_u16(f->sports, N) <= 32);
 	for (int i = 0; i < N; i++) {
 		assert_true(f->sports[i] >= 1024);
+		/* ids are unique on a socket: no (port, id) pair repeats */
+		for (int j = 0; j < i; j++) {
+			assert_false(f->sports[j] == f->sports[i] && f->ids[j] == f->ids[i]);
+		}
 	}
 }
 
@@ -725,6 +729,46 @@ static void test_send_failure_fails_over(void **state)
 	assert_true(elapsed(d) < 500); /* not after the 1000 ms stagger */
 	assert_int_equal(f1->n_udp, 1);
 	assert_int_equal(stats_of(c, 0).outcome[NX_UP_O_ERROR], 1);
+}
+
+/*
+ * Queries of one loop turn leave together in one sendmmsg per socket: an error for one
+ * destination must fail that query alone, not the healthy ones queued behind it.
+ */
+static void test_send_failure_is_per_destination(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_ANSWER, false);
+	struct nx_up_server bad = c->srv[0];
+	((struct sockaddr_in *)&bad.ss)->sin_port = 0;
+	struct nx_up_req rb = mkreq(c, 1, 1, 20, 2000);
+	rb.servers = &bad;
+	struct nx_up_req rg = mkreq(c, 1, 1, 20, 2000);
+	uv_update_time(&c->loop);
+	/* healthy, bad, healthy: the same turn, so the same socket and batch */
+	c->d[0].c = c->d[1].c = c->d[2].c = c;
+	assert_int_equal(nx_upstream_start(c->u, &rg, on_done, &c->d[0]), 0);
+	assert_int_equal(nx_upstream_start(c->u, &rb, on_done, &c->d[1]), 0);
+	assert_int_equal(nx_upstream_start(c->u, &rg, on_done, &c->d[2]), 0);
+	run_until(c, 3, 3000);
+	assert_int_equal(c->d[0].res, NX_UP_ANSWER);
+	assert_int_equal(c->d[1].res, NX_UP_FAILED);
+	assert_int_equal(c->d[2].res, NX_UP_ANSWER);
+	assert_int_equal(f->n_udp, 2);
+}
+
+/* A query still queued when its operation ends (deadline 0) is never sent. */
+static void test_queued_send_dropped_when_op_ends(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_ANSWER, false);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 1, 1, 20, 0), 0);
+	/* (not run_until: the deadline fires in the timer phase, before the loop would block) */
+	run_for(c, 100);
+	assert_int_equal(d->calls, 1);
+	assert_int_equal(d->res, NX_UP_TIMEOUT);
+	assert_int_equal(f->n_udp, 0);
 }
 
 /* ---- max_ops, slot reuse, shutdown ---- */
@@ -881,6 +925,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_random_ids_and_ports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ports_rotate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_send_failure_fails_over, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_send_failure_is_per_destination, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queued_send_dropped_when_op_ends, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_ops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ops_reused, setup, teardown),
