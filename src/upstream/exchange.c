@@ -1,23 +1,23 @@
 /*
- * The engine: libuv time, a pool of random-port UDP sockets, TCP fallback, and the operations'
+ * The engine: libuv time, pools of random-port UDP sockets, TCP fallback, and the operations'
  * race logic (race.c) wired to them through nx_race_io.
  *
- * UDP socket pool (RFC 5452 without a socket per query): each address family has up to
- * NX_UP_POOL sockets, each bound to its own random port. An attempt goes out on a socket drawn
- * at random (queries of one loop turn share the drawn socket, at most NX_UP_TURN_SHARE of them,
- * so that they leave in one sendmmsg), with a random transaction id unique on that socket. A
- * socket carries at most NX_UP_SOCK_USES exchanges (or lives NX_UP_SOCK_AGE_MS) and is then
- * retired: it takes no new queries, closes once its last exchange ended, and a fresh random port
- * takes its place. Replies are read in batches (recvmmsg) and matched by (socket, id), then by
- * source address and question.
+ * UDP socket pools (RFC 5452 without a socket per query): each upstream server has up to
+ * NX_UP_POOL sockets, each bound to its own random port and connect()ed to that server. An
+ * attempt goes out on a socket drawn at random (queries of one loop turn share the drawn
+ * socket, at most NX_UP_TURN_SHARE of them, so that they leave in one sendmmsg), with a random
+ * transaction id unique on that socket. A socket carries at most NX_UP_SOCK_USES exchanges (or
+ * lives NX_UP_SOCK_AGE_MS) and is then retired: it takes no new queries, closes once its last
+ * exchange ended, and a fresh random port takes its place. Replies are read in batches
+ * (recvmmsg) and matched by (socket, id), then by source address and question.
  *
- * What this gives up against a socket per query: an off-path attacker still has to hit one of
- * the pool's random ports and the 16-bit id, but the pool's ports stay open for up to
- * NX_UP_SOCK_AGE_MS. A host that can send to the forwarder and see ICMP port-unreachable
- * replies (a LAN client, or the SAD DNS side channel) can find open ports by scanning and is
- * then left with the id alone. Retiring sockets after a few dozen exchanges or seconds bounds
- * how long such knowledge is worth; connected per-server sockets and 0x20 case randomisation
- * are the stronger answers (src/upstream/README.md).
+ * Connected sockets (as Unbound's udp-connect): the kernel hands us only the server's
+ * datagrams; to anyone else the pool's ports look closed, so they cannot be found by scanning
+ * (the ICMP side channel of SAD DNS still needs guessing the server's address as source and
+ * the 16-bit id within the exchange's lifetime). The server's ICMP port-unreachable reaches the
+ * socket (ECONNREFUSED) and fails its waiting exchanges at once instead of at the deadline.
+ * What the pool gives up against a socket per query: a port carries up to 32 exchanges and
+ * lives up to 10 s; 0x20 case randomisation would add entropy per query (not built).
  *
  * A datagram whose id was used on the socket but whose exchange has ended (a race loser's
  * answer, an answer after the deadline) is a late reply: ignored and counted apart from spoofing
@@ -43,7 +43,8 @@ void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 
 #define PORT_TRIES 8            /* random source ports tried before the kernel picks one */
 #define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
-#define NX_UP_POOL 16           /* UDP sockets per address family and engine */
+#define NX_UP_POOL 16           /* UDP sockets per upstream server and engine */
+#define NX_UP_POOL_IDLE_MS 60000 /* a server's pool with no socket left is freed after this */
 #define NX_UP_SOCK_USES 32      /* exchanges one socket carries before it retires */
 #define NX_UP_SOCK_AGE_MS 10000 /* a socket older than this retires at its next draw */
 #define NX_UP_TURN_SHARE 8      /* queries of one loop turn that share a socket before a new draw */
@@ -51,17 +52,29 @@ void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 #define RX_SLOT NX_DNS_EDNS_OUR_SIZE /* we advertise this size: larger replies come as MSG_TRUNC */
 #define TX_BATCH 32             /* queries per sendmmsg */
 
-enum { FAM_V4, FAM_V6, FAM__COUNT };
-
 struct attempt;
+struct up_sock;
+
+/* The sockets of one upstream server (by address), each connect()ed to it. */
+struct up_pool {
+	struct up_pool *next;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct up_sock *slot[NX_UP_POOL];
+	struct up_sock *cur;         /* the socket of turn cur_turn's sends */
+	unsigned long cur_turn;
+	uint8_t cur_n;               /* sends on it that turn (a new draw at NX_UP_TURN_SHARE) */
+	unsigned open;               /* sockets of this pool not yet closed */
+	uint64_t used_ms;
+};
 
 struct up_sock {
 	uv_poll_t poll;
 	struct nx_upstream *u;
+	struct up_pool *pool;
 	struct up_sock *next;       /* free list */
 	int fd;
-	uint8_t fam;
-	uint8_t pool_slot;          /* index in u->pool[fam] while pooled */
+	uint8_t pool_slot;          /* index in pool->slot while pooled */
 	uint8_t uses;               /* exchanges sent on it (ids[0..uses)) */
 	uint8_t outstanding;        /* of those, still waiting */
 	bool pooled;                /* in u->pool: takes new exchanges */
@@ -119,9 +132,8 @@ struct nx_upstream {
 	struct op **all;         /* every allocated op, for shutdown */
 	unsigned all_cap;
 	bool shutting_down;
-	struct up_sock *pool[FAM__COUNT][NX_UP_POOL];
-	struct up_sock *cur[FAM__COUNT]; /* the socket of this loop turn's sends, per family */
-	uint8_t cur_n[FAM__COUNT];       /* sends on it this turn (a new draw at NX_UP_TURN_SHARE) */
+	struct up_pool *pools;   /* one per upstream server address in use (NX_OWNER_upstream_udp) */
+	unsigned long turn;      /* loop turns with sends (pool->cur is valid in its own turn) */
 	/* UDP sends wait for the end of the loop turn (uv_prepare) and go out in sendmmsg
 	 * batches per socket: one system call, and one wake-up of the upstream, per batch. */
 	uv_prepare_t flush;
@@ -180,6 +192,8 @@ static void on_sock_closed(uv_handle_t *h)
 	struct nx_upstream *u = s->u;
 	close(s->fd);
 	s->fd = -1;
+	s->pool->open--;
+	s->pool->used_ms = uv_now(u->loop);
 	if (u->shutting_down) {
 		u->n_socks--;
 		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
@@ -194,8 +208,8 @@ static void sock_close(struct up_sock *s)
 	if (s->closing) {
 		return;
 	}
-	if (s->u->cur[s->fam] == s) {
-		s->u->cur[s->fam] = NULL; /* the struct may be reused for the other family */
+	if (s->pool->cur == s) {
+		s->pool->cur = NULL; /* the struct may be reused for another server */
 	}
 	s->closing = true;
 	uv_poll_stop(&s->poll);
@@ -207,7 +221,7 @@ static void sock_retire(struct up_sock *s)
 {
 	if (s->pooled) {
 		s->pooled = false;
-		s->u->pool[s->fam][s->pool_slot] = NULL;
+		s->pool->slot[s->pool_slot] = NULL;
 	}
 	if (s->outstanding == 0) {
 		sock_close(s);
@@ -245,10 +259,20 @@ static int open_udp(int family)
 	return fd; /* unbound: the kernel picks a (randomised) ephemeral port at send */
 }
 
-static struct up_sock *sock_open(struct nx_upstream *u, int fam, int slot)
+/*
+ * A socket of pool p on a random port, connect()ed to p's server: the kernel then delivers
+ * only that server's datagrams (anything else meets a closed port, so the pool's ports cannot
+ * be found by scanning from elsewhere) and reports its ICMP errors (a closed port fails the
+ * waiting exchanges at once instead of at the deadline). Unbound does the same (udp-connect).
+ */
+static struct up_sock *sock_open(struct nx_upstream *u, struct up_pool *p, int slot)
 {
-	int fd = open_udp(fam == FAM_V4 ? AF_INET : AF_INET6);
+	int fd = open_udp(p->ss.ss_family);
 	if (fd < 0) {
+		return NULL;
+	}
+	if (connect(fd, (const struct sockaddr *)&p->ss, p->len) != 0) {
+		close(fd);
 		return NULL;
 	}
 	struct up_sock *s = u->free_socks;
@@ -264,8 +288,8 @@ static struct up_sock *sock_open(struct nx_upstream *u, int fam, int slot)
 	}
 	memset(s, 0, sizeof(*s));
 	s->u = u;
+	s->pool = p;
 	s->fd = fd;
-	s->fam = (uint8_t)fam;
 	s->pool_slot = (uint8_t)slot;
 	s->pooled = true;
 	s->born_ms = uv_now(u->loop);
@@ -278,21 +302,68 @@ static struct up_sock *sock_open(struct nx_upstream *u, int fam, int slot)
 	}
 	s->poll.data = s;
 	uv_poll_start(&s->poll, UV_READABLE, on_sock_readable);
-	u->pool[fam][slot] = s;
+	p->slot[slot] = s;
+	p->open++;
 	return s;
 }
 
-/* A socket drawn at random from the family's pool (opened or renewed as needed). */
-static struct up_sock *sock_draw(struct nx_upstream *u, int family)
+/* A socket drawn at random from p (opened or renewed as needed). */
+static struct up_sock *sock_draw(struct nx_upstream *u, struct up_pool *p)
 {
-	int fam = family == AF_INET ? FAM_V4 : FAM_V6;
 	int slot = (int)nx_rand_uniform(NX_UP_POOL);
-	struct up_sock *s = u->pool[fam][slot];
+	struct up_sock *s = p->slot[slot];
 	if (s && uv_now(u->loop) - s->born_ms > NX_UP_SOCK_AGE_MS) {
 		sock_retire(s);
 		s = NULL;
 	}
-	return s ? s : sock_open(u, fam, slot);
+	return s ? s : sock_open(u, p, slot);
+}
+
+static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family) {
+		return false;
+	}
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0 &&
+	       x->sin6_scope_id == y->sin6_scope_id;
+}
+
+/*
+ * The pool of server sv, created on first use. Pools left with no socket for
+ * NX_UP_POOL_IDLE_MS (a server gone from the config) are freed on the way.
+ */
+static struct up_pool *pool_get(struct nx_upstream *u, const struct nx_up_server *sv)
+{
+	uint64_t now = uv_now(u->loop);
+	struct up_pool **pp = &u->pools, *found = NULL;
+	while (*pp) {
+		struct up_pool *p = *pp;
+		if (!found && same_sockaddr(&p->ss, &sv->ss)) {
+			found = p;
+		} else if (p->open == 0 && now - p->used_ms > NX_UP_POOL_IDLE_MS) {
+			*pp = p->next;
+			nx_mem_free(NX_OWNER_upstream_udp, p, sizeof(*p));
+			continue;
+		}
+		pp = &p->next;
+	}
+	if (!found) {
+		found = nx_mem_calloc(NX_OWNER_upstream_udp, 1, sizeof(*found));
+		if (!found) {
+			return NULL;
+		}
+		memcpy(&found->ss, &sv->ss, sizeof(found->ss));
+		found->len = sv->len;
+		found->next = u->pools;
+		u->pools = found;
+	}
+	found->used_ms = now;
+	return found;
 }
 
 /* Register attempt a on socket s under a fresh id unique on s; retires s at its last use. */
@@ -316,7 +387,7 @@ static void sock_attach(struct up_sock *s, struct attempt *a)
 	a->id = id;
 	if (s->uses == NX_UP_SOCK_USES && s->pooled) {
 		s->pooled = false;
-		s->u->pool[s->fam][s->pool_slot] = NULL;
+		s->pool->slot[s->pool_slot] = NULL;
 	}
 }
 
@@ -458,13 +529,48 @@ static void on_datagram(struct up_sock *s, uint8_t *buf, size_t len,
 	on_reply(op, a, buf, len, false);
 }
 
+/* The server refused (ICMP port unreachable on the connected socket): every exchange waiting
+ * on s went to that server, and each fails now (the race moves on) instead of at the deadline. */
+static void refused(struct up_sock *s)
+{
+	struct attempt *waiting[NX_UP_SOCK_USES];
+	uint16_t ids[NX_UP_SOCK_USES];
+	unsigned n = 0;
+	for (unsigned j = 0; j < s->uses; j++) {
+		if (s->att[j]) {
+			ids[n] = s->ids[j];
+			waiting[n++] = s->att[j];
+		}
+	}
+	uint64_t now = uv_now(s->u->loop);
+	for (unsigned i = 0; i < n; i++) {
+		struct attempt *a = waiting[i];
+		/* still that exchange? (failing one may end others of the same operation) */
+		if (a->sock == s && a->id == ids[i]) {
+			nx_race_failed(&a->op->race, att_index(a->op, a), now);
+		}
+	}
+}
+
 static void on_sock_readable(uv_poll_t *h, int status, int events)
 {
 	struct up_sock *s = h->data;
 	struct nx_upstream *u = s->u;
 	(void)events;
 	if (status < 0) {
-		return; /* nothing is pending on an error we cannot attribute; deadlines cover it */
+		/* A pending socket error (libuv reports EPOLLERR as UV_EBADF and stops the handle):
+		 * on a connected socket that is the server's ICMP answer. Take it (SO_ERROR clears
+		 * it), fail the exchanges it concerns, and keep listening. */
+		int err = 0;
+		socklen_t el = sizeof(err);
+		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		if (err == ECONNREFUSED) {
+			refused(s);
+		}
+		if (s->closing) {
+			return;
+		}
+		uv_poll_start(&s->poll, UV_READABLE, on_sock_readable);
 	}
 	struct mmsghdr mm[RX_BATCH];
 	struct iovec iov[RX_BATCH];
@@ -483,6 +589,10 @@ static void on_sock_readable(uv_poll_t *h, int status, int events)
 			mm[i].msg_len = 0;
 		}
 		int n = recvmmsg(s->fd, mm, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n < 0 && errno == ECONNREFUSED) {
+			refused(s); /* ICMP: nothing listens at the server's port */
+			continue;
+		}
 		if (n <= 0) {
 			return;
 		}
@@ -622,14 +732,12 @@ static void out_flush_once(struct nx_upstream *u)
 			}
 			sent[j] = true;
 			const struct op *op = a->op;
-			const struct nx_up_server *sv = &op->servers[op->race.att_server[att_index(op, a)]];
 			ids[k][0] = (uint8_t)(a->id >> 8);
 			ids[k][1] = (uint8_t)a->id;
 			iov[k][0] = (struct iovec){ids[k], 2};
 			iov[k][1] = (struct iovec){(void *)(op->query + 2), op->qlen - 2u};
+			/* no address: the socket is connected to the server */
 			mm[k].msg_hdr = (struct msghdr){
-				.msg_name = (void *)&sv->ss,
-				.msg_namelen = sv->len,
 				.msg_iov = iov[k],
 				.msg_iovlen = 2,
 			};
@@ -666,8 +774,7 @@ static void out_flush_once(struct nx_upstream *u)
 static void on_flush(uv_prepare_t *h)
 {
 	struct nx_upstream *u = h->data;
-	u->cur[FAM_V4] = u->cur[FAM_V6] = NULL; /* the next turn draws afresh */
-	u->cur_n[FAM_V4] = u->cur_n[FAM_V6] = 0;
+	u->turn++; /* the next turn draws afresh */
 	while (u->out_head) {
 		out_flush_once(u); /* failures may queue sends to the next servers */
 	}
@@ -685,17 +792,21 @@ static int io_send_udp(struct nx_race *r, int att, int srv)
 	struct nx_upstream *u = op->u;
 	struct attempt *a = &op->att[att];
 	const struct nx_up_server *sv = &op->servers[srv];
-	int fam = sv->ss.ss_family == AF_INET ? FAM_V4 : FAM_V6;
-	struct up_sock *s = u->cur[fam];
-	if (!s || !s->pooled || u->cur_n[fam] >= NX_UP_TURN_SHARE) {
-		s = sock_draw(u, sv->ss.ss_family);
+	struct up_pool *p = pool_get(u, sv);
+	if (!p) {
+		return -ENOMEM;
+	}
+	struct up_sock *s = p->cur_turn == u->turn ? p->cur : NULL;
+	if (!s || !s->pooled || p->cur_n >= NX_UP_TURN_SHARE) {
+		s = sock_draw(u, p);
 		if (!s) {
 			return -EMFILE;
 		}
-		u->cur[fam] = s;
-		u->cur_n[fam] = 0;
+		p->cur = s;
+		p->cur_turn = u->turn;
+		p->cur_n = 0;
 	}
-	u->cur_n[fam]++;
+	p->cur_n++;
 	sock_attach(s, a);
 	a->sent_us = nx_now_mono_us();
 	a->queued = true;
@@ -904,12 +1015,12 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 		uv_close((uv_handle_t *)&op->timer, on_timer_closed);
 	}
 	/* Every exchange has ended, so retired sockets are closing; close the pooled ones. */
-	for (int f = 0; f < FAM__COUNT; f++) {
+	for (struct up_pool *p = u->pools; p; p = p->next) {
 		for (int i = 0; i < NX_UP_POOL; i++) {
-			struct up_sock *s = u->pool[f][i];
+			struct up_sock *s = p->slot[i];
 			if (s) {
 				s->pooled = false;
-				u->pool[f][i] = NULL;
+				p->slot[i] = NULL;
 				sock_close(s);
 			}
 		}
@@ -927,7 +1038,6 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 		a->in_list = false;
 	}
 	u->out_tail = NULL;
-	u->cur[FAM_V4] = u->cur[FAM_V6] = NULL;
 	uv_close((uv_handle_t *)&u->flush, NULL); /* u outlives the loop run that closes it */
 	u->free = NULL;
 	nx_mem_free(NX_OWNER_exchange_pool, u->all, u->all_cap * sizeof(*u->all));
@@ -942,5 +1052,11 @@ void nx_upstream_free(struct nx_upstream *u)
 		return;
 	}
 	nx_mem_free(NX_OWNER_upstream_udp, u->rxb, (size_t)RX_BATCH * RX_SLOT);
+	/* after the loop ran the sockets' close callbacks (they count down pool->open) */
+	while (u->pools) {
+		struct up_pool *p = u->pools;
+		u->pools = p->next;
+		nx_mem_free(NX_OWNER_upstream_udp, p, sizeof(*p));
+	}
 	nx_mem_free(NX_OWNER_worker_buffers, u, sizeof(*u));
 }

@@ -4,13 +4,14 @@
  * An operation asks plain-DNS upstreams one question: it sends to the first server, then every
  * `stagger_ms` to the next until `race` attempts run at once; the first valid answer wins and the
  * other attempts are cancelled. `timeout_ms` is ONE deadline for the whole operation, including
- * a TCP retry after a truncated UDP answer. A failed attempt (send error, upstream
- * SERVFAIL/REFUSED/NOTIMP/FORMERR, a broken TCP retry) moves on to the next server at once; a
- * server that stays silent (or answers with ICMP, which unconnected sockets never see) is left
- * to the stagger and the deadline.
+ * a TCP retry after a truncated UDP answer. A failed attempt (send error, ICMP port unreachable
+ * on the connected socket, upstream SERVFAIL/REFUSED/NOTIMP/FORMERR, a broken TCP retry) moves
+ * on to the next server at once; a server that stays silent is left to the stagger and the
+ * deadline.
  *
- * Anti-spoofing (RFC 5452): an attempt goes out on a socket drawn at random from a small pool
- * of UDP sockets, each bound to its own random source port and retired after a few dozen
+ * Anti-spoofing (RFC 5452): an attempt goes out on a socket drawn at random from the server's
+ * small pool of UDP sockets, each bound to its own random source port, connect()ed to the
+ * server (other sources are dropped by the kernel) and retired after a few dozen
  * exchanges or seconds (then replaced by a fresh random port), with a random transaction id (libsodium)
  * unique on that socket; a reply counts only when it comes from the address the query went to,
  * with the same id and the same question. Everything else is ignored and counted, a late answer
