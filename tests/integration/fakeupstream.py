@@ -102,15 +102,17 @@ class FakeUpstream:
         self._threads: List[threading.Thread] = []
         self._timers: List[threading.Timer] = []
         self._tcp_conns: List[socket.socket] = []
+        self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.udp, self.tcp, self.port = self._bind()
         # Spoof senders: another port on the same address, and the same port on 127.0.0.2.
-        self.spoof_port_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.spoof_port_sock = socket.socket(self.family, socket.SOCK_DGRAM)
         self.spoof_port_sock.bind((host, 0))
         self.spoof_addr_sock = None
         try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind(("127.0.0.2", self.port))
-            self.spoof_addr_sock = s
+            if self.family == socket.AF_INET:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind(("127.0.0.2", self.port))
+                self.spoof_addr_sock = s
         except OSError:
             pass
 
@@ -118,10 +120,10 @@ class FakeUpstream:
 
     def _bind(self):
         for _ in range(50):
-            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u = socket.socket(self.family, socket.SOCK_DGRAM)
             u.bind((self.host, 0))
             port = u.getsockname()[1]
-            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            t = socket.socket(self.family, socket.SOCK_STREAM)
             t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 t.bind((self.host, port))
@@ -135,7 +137,9 @@ class FakeUpstream:
 
     @property
     def addr(self) -> str:
-        """The "addr:port" string for the nxdns config."""
+        """The "addr:port" string for the nxdns config ("[addr]:port" for IPv6)."""
+        if self.family == socket.AF_INET6:
+            return f"[{self.host}]:{self.port}"
         return f"{self.host}:{self.port}"
 
     def start(self) -> "FakeUpstream":

@@ -63,3 +63,22 @@ def test_first_answer_wins_even_if_it_is_nxdomain(make_upstream, make_nxdns):
         "upstream": {"race": 2, "stagger_ms": 20, "timeout_ms": 5000}})
     r = nx.udp(make_query("neg.example", edns=0), timeout=6)
     assert r.rcode() == dns.rcode.NXDOMAIN
+
+
+def test_ipv6_upstream_and_a_mixed_race(make_upstream, make_nxdns):
+    """An upstream on [::1] (its own pool of connected IPv6 sockets) answers over UDP and, after
+    TC, over TCP; raced against a slow IPv4 upstream it wins."""
+    v6 = make_upstream(host="::1", default_a="192.0.2.106")
+    v4 = make_upstream(default_a="192.0.2.104")
+    v4.script["*"] = Rule(delay_ms=2000)
+    v6.script["big.example"] = Rule(tc_udp=True)
+    nx = make_nxdns([v4, v6], config={
+        "upstream": {"race": 2, "stagger_ms": 20, "timeout_ms": 5000}})
+    for i in range(5):
+        r = nx.udp(make_query(f"six{i}.example", edns=0), timeout=6)
+        assert answers(r) == ["192.0.2.106"]
+        assert v6.queries(f"six{i}.example", transport="udp")
+    r = nx.udp(make_query("big.example", edns=0), timeout=6)
+    assert answers(r) == ["192.0.2.106"]
+    assert v6.queries("big.example", transport="tcp"), "no TCP retry to the IPv6 upstream"
+    assert nx.wait_counter(EXCH, 6, server=v6.addr, outcome="answer") >= 6
