@@ -529,8 +529,16 @@ static void on_datagram(struct up_sock *s, uint8_t *buf, size_t len,
 	on_reply(op, a, buf, len, false);
 }
 
-/* The server refused (ICMP port unreachable on the connected socket): every exchange waiting
- * on s went to that server, and each fails now (the race moves on) instead of at the deadline. */
+/* ICMP errors a connected socket reports for its server: it cannot be reached there. */
+static bool unreachable(int err)
+{
+	return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH ||
+	       err == EHOSTDOWN;
+}
+
+/* The server refused or cannot be reached (ICMP on the connected socket): every exchange
+ * waiting on s went to that server, and each fails now (the race moves on) instead of at the
+ * deadline. */
 static void refused(struct up_sock *s)
 {
 	struct attempt *waiting[NX_UP_SOCK_USES];
@@ -564,7 +572,7 @@ static void on_sock_readable(uv_poll_t *h, int status, int events)
 		int err = 0;
 		socklen_t el = sizeof(err);
 		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el);
-		if (err == ECONNREFUSED) {
+		if (unreachable(err)) {
 			refused(s);
 		}
 		if (s->closing) {
@@ -589,8 +597,8 @@ static void on_sock_readable(uv_poll_t *h, int status, int events)
 			mm[i].msg_len = 0;
 		}
 		int n = recvmmsg(s->fd, mm, RX_BATCH, MSG_DONTWAIT, NULL);
-		if (n < 0 && errno == ECONNREFUSED) {
-			refused(s); /* ICMP: nothing listens at the server's port */
+		if (n < 0 && unreachable(errno)) {
+			refused(s); /* ICMP: nothing listens there, or no route */
 			continue;
 		}
 		if (n <= 0) {
