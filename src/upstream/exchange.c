@@ -406,20 +406,6 @@ static void sock_detach(struct attempt *a)
 	}
 }
 
-static bool same_addr(const struct sockaddr_storage *from, const struct nx_up_server *sv)
-{
-	const struct sockaddr *to = (const struct sockaddr *)&sv->ss;
-	if (from->ss_family != to->sa_family) {
-		return false;
-	}
-	if (to->sa_family == AF_INET) {
-		const struct sockaddr_in *x = (const void *)from, *y = (const void *)to;
-		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-	}
-	const struct sockaddr_in6 *x = (const void *)from, *y = (const void *)to;
-	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
-}
-
 /* ---- replies ---- */
 
 static bool question_matches(const struct op *op, const struct nx_dns_msg *m)
@@ -506,7 +492,8 @@ static void on_datagram(struct up_sock *s, uint8_t *buf, size_t len,
 		return;
 	}
 	struct op *op = a->op;
-	if (!same_addr(from, &op->servers[op->race.att_server[att_index(op, a)]])) {
+	/* (the connected socket already filters; this stays as a second line) */
+	if (!same_sockaddr(from, &op->servers[op->race.att_server[att_index(op, a)]].ss)) {
 		nx_stat_inc(NX_STAT_UP_WRONG_SOURCE);
 		return;
 	}

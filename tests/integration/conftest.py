@@ -49,34 +49,29 @@ def _alarmed(item, phase):
     return old
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    old = _alarmed(item, "setup")
+def _alarm_phase(item, phase):
+    """Hook-wrapper body: the phase runs under its alarm, restored afterwards."""
+    old = _alarmed(item, phase)
     try:
         yield
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _alarm_phase(item, "setup")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    old = _alarmed(item, "call")
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    yield from _alarm_phase(item, "call")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    old = _alarmed(item, "teardown")
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    yield from _alarm_phase(item, "teardown")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -162,6 +162,16 @@ static struct fake *add_fake(struct tctx *c, enum fake_mode mode, bool with_tcp)
 	return f;
 }
 
+/* Server slot i: a loopback port nothing listens on, with its own stats row. */
+static void add_dead(struct tctx *c, int i)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "test%u#dead%d", g_test_seq, i);
+	c->stats[i] = nx_up_stats_index(name);
+	assert_true(c->stats[i] >= 0);
+	fake_dead_server(&c->srv[i], c->stats[i]);
+}
+
 static struct nx_up_stats_row stats_of(const struct tctx *c, int i)
 {
 	struct nx_up_stats_row row;
@@ -449,11 +459,7 @@ static void test_deadline(void **state)
 static void test_dead_port_bounded(void **state)
 {
 	struct tctx *c = *state;
-	g_test_seq++;
-	char name[32];
-	snprintf(name, sizeof(name), "dead%u", g_test_seq);
-	c->stats[0] = nx_up_stats_index(name);
-	fake_dead_server(&c->srv[0], c->stats[0]);
+	add_dead(c, 0);
 	struct done *d = &c->d[0];
 	assert_int_equal(start_op(c, d, 1, 1, 20, 200), 0);
 	run_until(c, 1, 2000);
@@ -717,10 +723,7 @@ static void test_refused_port_fails_over_at_once(void **state)
 	struct fake *f1 = add_fake(c, FAKE_ANSWER, false);
 	c->srv[1] = c->srv[0];
 	c->stats[1] = c->stats[0];
-	char name[64];
-	snprintf(name, sizeof(name), "test%u#dead", g_test_seq);
-	c->stats[0] = nx_up_stats_index(name);
-	fake_dead_server(&c->srv[0], c->stats[0]);
+	add_dead(c, 0);
 	struct done *d = &c->d[0];
 	assert_int_equal(start_op(c, d, 2, 1, 1000, 2000), 0);
 	run_until(c, 1, 3000);
