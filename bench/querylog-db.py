@@ -10,6 +10,10 @@ DB must already carry the daemon's schema (start `nxdns serve` on the state_dir 
 migrates querylog.db); this script checks the version and the columns and refuses anything else.
 Its rows must be empty (a fresh file).
 
+Rows are stored the way the writer stores them (schema 3, src/querylog/block.c): one log_blocks
+row per writer transaction and minute, its records a JSON array. At a household rate the writer
+commits every flush tick (250 ms), so rows are grouped by 250 ms window (at most 1024 a block).
+
 Rows: names, query types and decisions come from ../shared/data/workload's labelled mixed
 workload (queries-mixed.labels.tsv: allowed_popular, blocked_exact_popular/_tail,
 blocked_wildcard_subdomain, allowlisted_exception, nonexistent), read in order and repeated;
@@ -27,7 +31,7 @@ import sqlite3
 import sys
 import time
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COLUMNS = ["id", "ts", "duration_us", "client", "proto", "qtype", "rcode", "action", "reason",
            "cached", "upstream", "name", "matched", "source", "answer"]
 QTYPES = {"A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "PTR": 12, "MX": 15, "TXT": 16, "AAAA": 28,
@@ -119,9 +123,24 @@ def main():
 
     t0 = time.monotonic()
     con.execute("BEGIN")
-    ins = ("INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action, reason,"
-           " cached, upstream, name, matched, source, answer) VALUES"
-           " (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+    ins = ("INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+           " VALUES (?,?,?,?,?,?)")
+
+    def blocks(rows):
+        """log_blocks rows of rows (sorted by ts): one per 250 ms flush window, <= 1024 each."""
+        out, cur = [], []
+        for r in rows + [None]:
+            if cur and (r is None or r[0] // 250 != cur[0][0] // 250 or len(cur) == 1024):
+                cl = sorted({c[2] for c in cur})
+                out.append((min(c[0] for c in cur), max(c[0] for c in cur), len(cur),
+                            sum(c[6] == ACT_BLOCK for c in cur),
+                            json.dumps(cl, separators=(",", ":")) if len(cl) <= 16 else None,
+                            json.dumps([list(c) for c in cur], separators=(",", ":"),
+                                       ensure_ascii=False)))
+                cur = []
+            if r is not None:
+                cur.append(r)
+        return out
     k = 0
     cats = {}
     buf = []
@@ -165,13 +184,11 @@ def main():
                 else:
                     answer = "CNAME edge.%s" % name[-40:]
             cats[cat] = cats.get(cat, 0) + 1
+            # the writer stores an empty text as null
             buf.append((base + off, dur, client, proto, qtype, rcode, action, reason, cached,
-                        upstream, name, matched, source, answer))
-            if len(buf) >= 20000:
-                con.executemany(ins, buf)
-                buf.clear()
-    if buf:
-        con.executemany(ins, buf)
+                        upstream, name, matched or None, source or None, answer or None))
+        con.executemany(ins, blocks(buf))
+        buf.clear()
     t_rows = time.monotonic() - t0
 
     # The aggregates, as agg.c counts them: minute = ts / 60000; forwarded = an upstream

@@ -56,6 +56,44 @@ static const char *const migrations[] = {
 	" key TEXT NOT NULL,"
 	" n INTEGER NOT NULL,"
 	" PRIMARY KEY (kind, minute, key)) WITHOUT ROWID;",
+
+	/* 3: the log stored in blocks (querylog/impl.h, block.c): a row per writer transaction
+	 * and minute, its records one JSON array. Writing a block costs one INSERT instead of a
+	 * row and two index entries per query. `queries` becomes a read-only view with the old
+	 * columns (id = block id << 16 | index), and an INSTEAD OF trigger still accepts single-row
+	 * INSERTs (tools, tests) as one-record blocks. Old rows become one-record blocks. */
+	"CREATE TABLE log_blocks ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" ts_min INTEGER NOT NULL,"
+	" ts_max INTEGER NOT NULL,"
+	" n INTEGER NOT NULL,"
+	" blocked INTEGER NOT NULL,"
+	" clients TEXT,"
+	" records TEXT NOT NULL);"
+	"CREATE INDEX log_blocks_ts_max ON log_blocks(ts_max);"
+	"INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+	" SELECT ts, ts, 1, action = 2, json_array(client), json_array(json_array(ts, duration_us,"
+	" client, proto, qtype, rcode, action, reason, cached, upstream, name, matched, source,"
+	" answer)) FROM queries ORDER BY ts, id;"
+	"DROP TABLE queries;"
+	"CREATE VIEW queries(id, ts, duration_us, client, proto, qtype, rcode, action, reason,"
+	" cached, upstream, name, matched, source, answer) AS"
+	" SELECT b.id * 65536 + r.key, r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3,"
+	" r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9,"
+	" r.value ->> 10, r.value ->> 11, r.value ->> 12, r.value ->> 13"
+	" FROM log_blocks AS b, json_each(b.records) AS r;"
+	"CREATE TRIGGER queries_insert INSTEAD OF INSERT ON queries BEGIN"
+	" SELECT RAISE(ABORT, 'queries: ts, duration_us, client, proto, qtype, rcode, action,"
+	" reason, cached and name are NOT NULL')"
+	"  WHERE NEW.ts IS NULL OR NEW.duration_us IS NULL OR NEW.client IS NULL"
+	"  OR NEW.proto IS NULL OR NEW.qtype IS NULL OR NEW.rcode IS NULL OR NEW.action IS NULL"
+	"  OR NEW.reason IS NULL OR NEW.cached IS NULL OR NEW.name IS NULL;"
+	" INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+	"  VALUES (NEW.ts, NEW.ts, 1, NEW.action = 2, json_array(NEW.client),"
+	"  json_array(json_array(NEW.ts, NEW.duration_us, NEW.client, NEW.proto, NEW.qtype,"
+	"  NEW.rcode, NEW.action, NEW.reason, NEW.cached, NEW.upstream, NEW.name, NEW.matched,"
+	"  NEW.source, NEW.answer)));"
+	" END;",
 };
 static_assert(NX_ARRAY_LEN(migrations) == NX_QLOG_SCHEMA_VERSION, "one migration per version");
 

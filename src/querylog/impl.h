@@ -67,6 +67,66 @@ struct nx_qlog_view {
 	unsigned matched_len; /* resolved PK_MATCHED_NAME */
 };
 
+/* ---- log blocks (block.c): the stored form of the log ---- */
+
+/*
+ * The log is stored as rows of log_blocks, one per writer transaction and minute: the records
+ * as one JSON array of 14-value arrays (the `queries` view's columns in order), with the block's
+ * time range, record and blocked counts and its distinct clients (NULL when more than
+ * NX_QLOG_BLOCK_CLIENTS) so that a reader skips blocks without decoding them. One INSERT per
+ * ~1000 records instead of one B-tree insert per record and per index.
+ * Item ids (API, view) are block id << NX_QLOG_ID_SHIFT | index in the block.
+ */
+#define NX_QLOG_ID_SHIFT 16
+#define NX_QLOG_BLOCK_RECS_MAX 4096	      /* records per block (<= 1 << NX_QLOG_ID_SHIFT) */
+#define NX_QLOG_BLOCK_CLIENTS 16	      /* distinct clients listed per block */
+#define NX_QLOG_CLIENT_KEY 17		      /* family + 16 address bytes */
+#define NX_QLOG_CLIENT_TEXT_MAX 48	      /* INET6_ADDRSTRLEN (46) rounded up */
+/* Largest encoded record: numbers, then every text byte escaped to 6 (client 48, upstream 64,
+ * name and matched 253, source and answer 63), quotes, commas, brackets. */
+#define NX_QLOG_JSON_REC_MAX (64 + 6 * (48 + 64 + 2 * 253 + 2 * 63) + 64)
+static_assert(NX_QLOG_BLOCK_RECS_MAX <= (1 << NX_QLOG_ID_SHIFT), "block index fits the id");
+static_assert(NX_QLOG_BATCH_MAX <= NX_QLOG_BLOCK_RECS_MAX, "a batch fits a block's index");
+
+/* A block being encoded (writer thread). */
+struct nx_qlog_blk {
+	char *buf; /* owned (querylog_queue), NX_QLOG_BLOCK_BYTES */
+	size_t used;
+	unsigned n, blocked;
+	int64_t ts_min, ts_max;
+	unsigned n_clients;
+	bool many_clients;
+	uint8_t client_key[NX_QLOG_BLOCK_CLIENTS][NX_QLOG_CLIENT_KEY];
+};
+
+/* One record decoded from a block (pointers into the decoder's scratch; NULL = JSON null). */
+struct nx_qlog_item {
+	int64_t ts;
+	int64_t duration_us;
+	const char *client;
+	int proto, qtype, rcode, action, reason;
+	bool cached;
+	const char *upstream;
+	const char *name, *matched, *source, *answer;
+};
+
+void nx_qlog_blk_reset(struct nx_qlog_blk *b);
+/* Must the block be stored before a record of ts_ms is added (full, or another minute)? */
+bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms);
+/* Append one record (privacy applied); client text of client_len bytes; upstream NULL = none. */
+void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const char *client,
+		     size_t client_len, const char *upstream);
+/* Close the array; returns the text length (the buffer is not NUL-terminated). */
+size_t nx_qlog_blk_finish(struct nx_qlog_blk *b);
+/* The block's clients as a JSON array of strings into out; 0 = too many to list (NULL). */
+size_t nx_qlog_blk_clients(const struct nx_qlog_blk *b, char *out, size_t cap);
+/*
+ * Decode a block's records text into items[0..*n) (at most max). Strings go to scratch, which
+ * must hold len + 1 bytes. 0, or -1 when the text is not a well-formed block.
+ */
+int nx_qlog_blk_decode(const char *text, size_t len, char *scratch, struct nx_qlog_item *items,
+		       size_t max, size_t *n);
+
 /* ---- per-minute aggregation (agg.c) ---- */
 
 enum nx_qlog_agg_kind { AGG_NAME = 0, AGG_BLOCKED = 1, AGG_CLIENT = 2, AGG__KINDS = 3 };
@@ -146,19 +206,19 @@ int nx_qlog_db_migrate_conn(sqlite3 *db, int target);
 
 /* ---- the query log ---- */
 
-/* Rows per multi-row INSERT: one statement step (cursor opens, VDBE setup) for many rows. */
-#define NX_QLOG_ROWS_PER_INSERT 16
+/* log_blocks rows deleted per retention statement: a block of ~1000 records is ~40 overflow
+ * pages that SQLite reads to free, so a statement stays in the milliseconds. */
+#define NX_QLOG_RETENTION_BLOCKS 64
 
 /* Prepared statements of the writer connection. */
 struct nx_qlog_stmts {
-	sqlite3_stmt *insert;
-	sqlite3_stmt *insert_many; /* NX_QLOG_ROWS_PER_INSERT rows */
+	sqlite3_stmt *insert_block;
 	sqlite3_stmt *minute_upsert;
 	sqlite3_stmt *top_upsert;
 	sqlite3_stmt *begin;
 	sqlite3_stmt *commit;
 	sqlite3_stmt *rollback;
-	sqlite3_stmt *ret_queries;
+	sqlite3_stmt *ret_blocks;
 	sqlite3_stmt *ret_minute;
 	sqlite3_stmt *ret_top;
 };
@@ -212,6 +272,7 @@ struct nx_qlog {
 	struct nx_qlog_stmts st;
 	bool reopen;		/* close and reopen before the next attempt */
 	struct nx_qlog_agg agg;
+	struct nx_qlog_blk blk;	/* the block being encoded (buf owned, querylog_queue) */
 	size_t batch_used;	/* bytes of packed records in batch */
 	struct nx_qlog_up_cache {
 		int idx;	/* upstream index, -1 = empty */

@@ -124,6 +124,9 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_BATCH_DEFAULT 1024
 #define NX_QLOG_BATCH_REC_BYTES 128
 #define NX_QLOG_BATCH_MAX 4096
+/* The writer's block encoding buffer (owner querylog_queue): a batch's records as stored (one
+ * JSON array, ~150 B a record) before its INSERT; a fuller batch takes two blocks. */
+#define NX_QLOG_BLOCK_BYTES (192 * 1024)
 #define NX_QLOG_FLUSH_MS 250	       /* longest a record waits in a ring before the writer runs */
 /*
  * Aggregates are upserted at most this often (and at a flush request, a new minute, stop),
@@ -172,7 +175,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_TOP_LIMIT_MAX 100
 #define NX_QLOG_HISTORY_POINTS_MAX 10080 /* a week of minutes */
 /* Latest schema version (PRAGMA user_version) nx_qlog_* writes. */
-#define NX_QLOG_SCHEMA_VERSION 2
+#define NX_QLOG_SCHEMA_VERSION 3
 
 /* ---- writer side ---- */
 

@@ -12,6 +12,7 @@
 
 #include "base/err.h"
 #include "base/ledger.h"
+#include "base/log.h"
 #include "dns/msg.h"
 #include "filter/result.h"
 #include "querylog/impl.h"
@@ -71,17 +72,13 @@ int nx_qlog_top_kind_parse(const char *s, enum nx_qlog_top_kind *out)
 
 /* ---- one row / record as JSON ---- */
 
-struct item {
-	int64_t ts;
-	int64_t duration_us;
-	const char *client;
-	int proto, qtype, rcode, action, reason;
-	bool cached;
-	const char *upstream; /* NULL = none */
-	const char *name, *matched, *source, *answer;
-};
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
 
-static json_t *item_json(const struct item *it)
+/* upstream NULL = none; matched, source, answer NULL = "". */
+static json_t *item_json(const struct nx_qlog_item *it)
 {
 	char tbuf[16];
 	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}",
@@ -91,7 +88,8 @@ static json_t *item_json(const struct item *it)
 			 nx_dns_rcode_name(it->rcode), "action",
 			 NAME_OR(action_names, it->action, "unknown"), "reason",
 			 NAME_OR(reason_names, it->reason, "unknown"), "name", it->name, "matched",
-			 it->matched, "source", it->source, "answer", it->answer, "upstream",
+			 or_empty(it->matched), "source", or_empty(it->source), "answer",
+			 or_empty(it->answer), "upstream",
 			 it->upstream, "cached", it->cached, "duration_us",
 			 (json_int_t)it->duration_us);
 }
@@ -103,7 +101,7 @@ json_t *nx_qlog_rec_to_json(const struct nx_qlog_rec *r, const char *upstream)
 	memcpy(&c, r, sizeof(c));
 	nx_qlog_apply_privacy(&c, 0); /* only terminates the strings */
 	nx_qlog_client_text(&c, client, sizeof(client));
-	struct item it = {
+	struct nx_qlog_item it = {
 		.ts = c.ts_ms,
 		.duration_us = c.duration_us,
 		.client = client,
@@ -183,14 +181,6 @@ static void bind_i64(sqlite3_stmt *s, const char *name, int64_t v)
 	}
 }
 
-static void bind_text(sqlite3_stmt *s, const char *name, const char *v)
-{
-	int i = sqlite3_bind_parameter_index(s, name);
-	if (i) {
-		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
-	}
-}
-
 static const char *col_text(sqlite3_stmt *s, int i)
 {
 	const char *t = (const char *)sqlite3_column_text(s, i);
@@ -232,6 +222,176 @@ static int parse_cursor(const char *c, int64_t *ts, int64_t *id)
 	return 0;
 }
 
+/* Does a decoded record pass the filter (the cursor and block skips aside)? */
+static bool item_matches(const struct nx_qlog_item *it, const struct nx_qlog_filter *f)
+{
+	if (f->client && strcmp(it->client, f->client) != 0) {
+		return false;
+	}
+	if (f->name && f->name[0] && !strstr(it->name, f->name)) {
+		return false;
+	}
+	if ((f->from_ms && it->ts < f->from_ms) || (f->to_ms && it->ts >= f->to_ms)) {
+		return false;
+	}
+	bool blocked = it->action == NX_QLOG_ACT_BLOCK, local = it->action == NX_QLOG_ACT_LOCAL;
+	switch (f->status) {
+	case NX_QLOG_STATUS_ALL:
+		return true;
+	case NX_QLOG_STATUS_BLOCKED:
+		return blocked;
+	case NX_QLOG_STATUS_ALLOWED:
+		return !blocked;
+	case NX_QLOG_STATUS_CACHED:
+		return it->cached;
+	case NX_QLOG_STATUS_FORWARDED:
+		return !blocked && !local && !it->cached && it->upstream;
+	case NX_QLOG_STATUS_LOCAL:
+		return local;
+	}
+	return false;
+}
+
+/* Text a JSON encoder writes unchanged (printable ASCII but quote and backslash): its absence
+ * from a block's raw text proves no string of the block contains it. */
+static bool json_verbatim(const char *s)
+{
+	for (; *s; s++) {
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x80 || *s == '"' || *s == '\\') {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Could a block hold a matching record? Decided from its columns and raw text alone. */
+static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, bool name_raw,
+			    const char *quoted_client)
+{
+	if (f->status == NX_QLOG_STATUS_BLOCKED && sqlite3_column_int64(s, 4) == 0) {
+		return false;
+	}
+	if (quoted_client && sqlite3_column_type(s, 5) != SQLITE_NULL) {
+		const char *c = (const char *)sqlite3_column_text(s, 5);
+		if (c && !strstr(c, quoted_client)) {
+			return false;
+		}
+	}
+	if (name_raw) {
+		const char *t = sqlite3_column_blob(s, 6);
+		int len = sqlite3_column_bytes(s, 6);
+		if (!t || !memmem(t, (size_t)len, f->name, strlen(f->name))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Decode scratch of the reader, grown on demand (freed at the end of the query). */
+struct scratch {
+	struct nx_qlog_item *items;
+	size_t items_cap;
+	char *text;
+	size_t text_cap;
+};
+
+static int scratch_fit(struct scratch *sc, size_t n_items, size_t text_len)
+{
+	if (n_items > sc->items_cap) {
+		void *p = realloc(sc->items, n_items * sizeof(*sc->items));
+		if (!p) {
+			return -ENOMEM;
+		}
+		sc->items = p;
+		sc->items_cap = n_items;
+	}
+	if (text_len + 1 > sc->text_cap) {
+		void *p = realloc(sc->text, text_len + 1);
+		if (!p) {
+			return -ENOMEM;
+		}
+		sc->text = p;
+		sc->text_cap = text_len + 1;
+	}
+	return 0;
+}
+
+/* The page being collected: the best (newest) limit + 1 matches so far, a min-heap on (ts, id). */
+struct hit {
+	int64_t ts, id;
+	json_t *o;
+};
+
+static bool hit_less(const struct hit *a, const struct hit *b)
+{
+	return a->ts < b->ts || (a->ts == b->ts && a->id < b->id);
+}
+
+static void heap_down(struct hit *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && hit_less(&h[l], &h[m])) {
+			m = l;
+		}
+		if (l + 1 < n && hit_less(&h[l + 1], &h[m])) {
+			m = l + 1;
+		}
+		if (m == i) {
+			return;
+		}
+		struct hit t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static void heap_up(struct hit *h, size_t i)
+{
+	while (i && hit_less(&h[i], &h[(i - 1) / 2])) {
+		struct hit t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static int hit_cmp_desc(const void *a, const void *b)
+{
+	const struct hit *x = a, *y = b;
+	return hit_less(x, y) ? 1 : hit_less(y, x) ? -1 : 0;
+}
+
+/* Offer one matching item to the page (heap of cap entries). 0 or -ENOMEM. */
+static int offer(struct hit *h, size_t *n, size_t cap, const struct nx_qlog_item *it, int64_t id)
+{
+	struct hit c = {.ts = it->ts, .id = id};
+	if (*n == cap && !hit_less(&h[0], &c)) {
+		return 0;
+	}
+	c.o = item_json(it);
+	if (!c.o || json_object_set_new(c.o, "id", json_integer(id))) {
+		json_decref(c.o);
+		return -ENOMEM;
+	}
+	if (*n == cap) {
+		json_decref(h[0].o);
+		h[0] = c;
+		heap_down(h, *n, 0);
+	} else {
+		h[*n] = c;
+		heap_up(h, (*n)++);
+	}
+	return 0;
+}
+
+/*
+ * Blocks are read newest first by their newest record (the ts_max index). Records reach the log
+ * when answered, not when asked, so blocks overlap in time: a page keeps the newest limit + 1
+ * matches in a heap and stops at the first block whose newest record is older than the page's
+ * oldest, which no later block can beat.
+ */
 int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json_t **out,
 		  const char **bad_field)
 {
@@ -248,93 +408,105 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	if (f->to_ms < 0 || (f->to_ms && f->to_ms <= f->from_ms)) {
 		return fail_field(bad_field, "to");
 	}
-	int64_t cts = 0, cid = 0;
+	int64_t cts = INT64_MAX, cid = INT64_MAX;
 	if (f->cursor && parse_cursor(f->cursor, &cts, &cid)) {
 		return fail_field(bad_field, "cursor");
 	}
 
-	static const char *const status_sql[] = {
-		[NX_QLOG_STATUS_ALL] = "",
-		[NX_QLOG_STATUS_BLOCKED] = " AND action = 2",
-		[NX_QLOG_STATUS_ALLOWED] = " AND action <> 2",
-		[NX_QLOG_STATUS_CACHED] = " AND cached = 1",
-		[NX_QLOG_STATUS_FORWARDED] =
-		    " AND action NOT IN (2, 3) AND cached = 0 AND upstream IS NOT NULL",
-		[NX_QLOG_STATUS_LOCAL] = " AND action = 3",
-	};
-	char sql[768];
+	char sql[384];
 	snprintf(sql, sizeof(sql),
-		 "SELECT id, ts, duration_us, client, proto, qtype, rcode, action, reason, cached,"
-		 " upstream, name, matched, source, answer FROM queries WHERE 1%s%s%s%s%s%s"
-		 " ORDER BY ts DESC, id DESC LIMIT :lim",
-		 f->client ? " AND client = :client" : "",
-		 f->name && f->name[0] ? " AND instr(name, :name) > 0" : "", status_sql[f->status],
-		 f->from_ms ? " AND ts >= :from" : "", f->to_ms ? " AND ts < :to" : "",
-		 f->cursor ? " AND ts <= :cts AND (ts < :cts OR id < :cid)" : "");
+		 "SELECT id, ts_min, ts_max, n, blocked, clients, records FROM log_blocks"
+		 " WHERE ts_min <= :cts%s%s ORDER BY ts_max DESC, id DESC",
+		 f->from_ms ? " AND ts_max >= :from" : "", f->to_ms ? " AND ts_min < :to" : "");
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(r->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK) {
 		return rc_to_err(rc);
 	}
-	bind_text(s, ":client", f->client);
-	bind_text(s, ":name", f->name);
+	bind_i64(s, ":cts", cts);
 	bind_i64(s, ":from", f->from_ms);
 	bind_i64(s, ":to", f->to_ms);
-	bind_i64(s, ":cts", cts);
-	bind_i64(s, ":cid", cid);
-	bind_i64(s, ":lim", (int64_t)limit + 1); /* one more tells whether a next page exists */
 
-	json_t *items = json_array();
-	int err = items ? 0 : -ENOMEM;
-	unsigned n = 0;
-	int64_t last_ts = 0, last_id = 0;
-	bool more = false;
-	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (n == limit) {
-			more = true;
-			break;
-		}
-		struct item it = {
-			.ts = sqlite3_column_int64(s, 1),
-			.duration_us = sqlite3_column_int64(s, 2),
-			.client = col_text(s, 3),
-			.proto = sqlite3_column_int(s, 4),
-			.qtype = sqlite3_column_int(s, 5),
-			.rcode = sqlite3_column_int(s, 6),
-			.action = sqlite3_column_int(s, 7),
-			.reason = sqlite3_column_int(s, 8),
-			.cached = sqlite3_column_int(s, 9) != 0,
-			.upstream = (const char *)sqlite3_column_text(s, 10),
-			.name = col_text(s, 11),
-			.matched = col_text(s, 12),
-			.source = col_text(s, 13),
-			.answer = col_text(s, 14),
-		};
-		last_id = sqlite3_column_int64(s, 0);
-		last_ts = it.ts;
-		json_t *o = item_json(&it);
-		if (!o || json_object_set_new(o, "id", json_integer(last_id)) ||
-		    json_array_append_new(items, o)) {
-			json_decref(o);
-			err = -ENOMEM;
-			break;
-		}
-		n++;
+	bool name_raw = f->name && f->name[0] && json_verbatim(f->name);
+	char quoted_client[NX_QLOG_CLIENT_TEXT_MAX + 3];
+	bool client_skip = f->client && strlen(f->client) < NX_QLOG_CLIENT_TEXT_MAX &&
+			   json_verbatim(f->client);
+	if (client_skip) {
+		snprintf(quoted_client, sizeof(quoted_client), "\"%s\"", f->client);
 	}
-	if (!err && !more && rc != SQLITE_DONE) {
+
+	size_t cap = (size_t)limit + 1; /* one more tells whether a next page exists */
+	struct hit *heap = calloc(cap, sizeof(*heap));
+	struct scratch sc = {0};
+	size_t nh = 0;
+	int err = heap ? 0 : -ENOMEM;
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (nh == cap && sqlite3_column_int64(s, 2) < heap[0].ts) {
+			rc = SQLITE_DONE; /* this block and every later one are older than the page */
+			break;
+		}
+		if (!block_may_match(s, f, name_raw, client_skip ? quoted_client : NULL)) {
+			continue;
+		}
+		int64_t block = sqlite3_column_int64(s, 0);
+		int64_t nrec = sqlite3_column_int64(s, 3);
+		const char *text = sqlite3_column_blob(s, 6);
+		size_t len = (size_t)sqlite3_column_bytes(s, 6);
+		size_t got = 0;
+		if (nrec < 1 || nrec > NX_QLOG_BLOCK_RECS_MAX) {
+			nrec = NX_QLOG_BLOCK_RECS_MAX;
+		}
+		err = scratch_fit(&sc, (size_t)nrec, len);
+		if (err) {
+			break;
+		}
+		if (!text || nx_qlog_blk_decode(text, len, sc.text, sc.items, (size_t)nrec, &got)) {
+			nx_log(NX_LOG_WARN, "querylog", "log block %lld is not well-formed: skipped",
+			       (long long)block);
+			continue;
+		}
+		for (size_t i = 0; i < got && !err; i++) {
+			const struct nx_qlog_item *it = &sc.items[i];
+			int64_t id = block << NX_QLOG_ID_SHIFT | (int64_t)i;
+			if ((it->ts > cts || (it->ts == cts && id >= cid)) || !item_matches(it, f)) {
+				continue;
+			}
+			err = offer(heap, &nh, cap, it, id);
+		}
+	}
+	if (!err && rc != SQLITE_DONE) {
 		err = rc_to_err(rc);
 	}
 	sqlite3_finalize(s);
+	free(sc.items);
+	free(sc.text);
+
+	json_t *items = err ? NULL : json_array();
+	if (!err && !items) {
+		err = -ENOMEM;
+	}
+	qsort(heap, nh, sizeof(*heap), hit_cmp_desc);
+	bool more = nh == cap;
+	size_t shown = more ? nh - 1 : nh;
+	for (size_t i = 0; i < nh; i++) {
+		if (!err && i < shown && json_array_append(items, heap[i].o)) {
+			err = -ENOMEM;
+		}
+		json_decref(heap[i].o);
+	}
 	if (err) {
 		json_decref(items);
+		free(heap);
 		return err;
 	}
 	json_t *next = json_null();
 	if (more) {
 		char cur[48];
-		snprintf(cur, sizeof(cur), "%" PRId64 ".%" PRId64, last_ts, last_id);
+		snprintf(cur, sizeof(cur), "%" PRId64 ".%" PRId64, heap[shown - 1].ts,
+			 heap[shown - 1].id);
 		next = json_string(cur);
 	}
+	free(heap);
 	*out = json_pack("{s:o, s:o}", "items", items, "next_cursor", next);
 	return *out ? 0 : -ENOMEM;
 }

@@ -20,8 +20,6 @@
 #include "querylog/impl.h"
 
 #define DAY_MS (86400 * (int64_t)1000)
-#define ROW_COLS 14	   /* values per queries row */
-#define CLIENT_TEXT_MAX 48 /* INET6_ADDRSTRLEN (46) rounded up */
 
 static const char *const errkind_names[] = {
 #define NX_QLOG_ERRKIND_NAME(k) #k,
@@ -140,12 +138,9 @@ static int stmts_prepare(struct nx_qlog *q)
 		size_t off;
 		const char *sql;
 	} list[] = {
-		/* OR FAIL: a multi-row INSERT then needs no statement journal (which spills to
-		 * a temp file past 64 KiB); any failure rolls the whole transaction back. */
-		{offsetof(struct nx_qlog_stmts, insert),
-		 "INSERT OR FAIL INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
-		 " reason, cached, upstream, name, matched, source, answer)"
-		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"},
+		{offsetof(struct nx_qlog_stmts, insert_block),
+		 "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
 		{offsetof(struct nx_qlog_stmts, minute_upsert),
 		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local)"
 		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(minute) DO UPDATE SET"
@@ -158,9 +153,10 @@ static int stmts_prepare(struct nx_qlog *q)
 		{offsetof(struct nx_qlog_stmts, begin), "BEGIN IMMEDIATE"},
 		{offsetof(struct nx_qlog_stmts, commit), "COMMIT"},
 		{offsetof(struct nx_qlog_stmts, rollback), "ROLLBACK"},
-		{offsetof(struct nx_qlog_stmts, ret_queries),
-		 "DELETE FROM queries WHERE id IN"
-		 " (SELECT id FROM queries WHERE ts < ?1 ORDER BY ts LIMIT ?2)"},
+		{offsetof(struct nx_qlog_stmts, ret_blocks),
+		 "DELETE FROM log_blocks WHERE id IN"
+		 " (SELECT id FROM log_blocks WHERE ts_max < ?1 ORDER BY ts_max LIMIT ?2)"
+		 " RETURNING n"},
 		{offsetof(struct nx_qlog_stmts, ret_minute),
 		 "DELETE FROM agg_minute WHERE minute IN"
 		 " (SELECT minute FROM agg_minute WHERE minute < ?1 ORDER BY minute LIMIT ?2)"},
@@ -169,23 +165,7 @@ static int stmts_prepare(struct nx_qlog *q)
 		 " (SELECT kind, minute, key FROM agg_top WHERE kind = ?1 AND minute < ?2"
 		 " ORDER BY minute LIMIT ?3)"},
 	};
-	/* the multi-row INSERT: the single-row one with more VALUES groups */
-	char many[2048];
-	size_t len = (size_t)snprintf(many, sizeof(many), "%s", list[0].sql);
-	for (int r = 1; r < NX_QLOG_ROWS_PER_INSERT; r++) {
-		for (int c = 1; c <= ROW_COLS; c++) {
-			len += (size_t)snprintf(many + len, sizeof(many) - len, "%s?%d",
-						c == 1 ? ", (" : ", ", r * ROW_COLS + c);
-		}
-		len += (size_t)snprintf(many + len, sizeof(many) - len, ")");
-	}
-	nx_require(len < sizeof(many));
-	int rc = sqlite3_prepare_v3(q->db, many, -1, SQLITE_PREPARE_PERSISTENT, &q->st.insert_many,
-				    NULL);
-	if (rc != SQLITE_OK) {
-		nx_log(NX_LOG_ERR, "querylog", "prepare: %s", sqlite3_errmsg(q->db));
-		return rc;
-	}
+	int rc;
 	for (size_t i = 0; i < NX_ARRAY_LEN(list); i++) {
 		sqlite3_stmt **s = (sqlite3_stmt **)((char *)&q->st + list[i].off);
 		rc = sqlite3_prepare_v3(q->db, list[i].sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL);
@@ -354,53 +334,43 @@ static const char *upstream_text(struct nx_qlog *q, int idx)
 	return c->name;
 }
 
-static void bind_opt(sqlite3_stmt *s, int i, const char *t, unsigned len)
+/* Store the block being encoded as one log_blocks row and start the next. SQLite code. */
+static int block_store(struct nx_qlog *q)
 {
-	if (len) {
-		sqlite3_bind_text(s, i, t, (int)len, SQLITE_STATIC);
+	struct nx_qlog_blk *b = &q->blk;
+	char clients[NX_QLOG_BLOCK_CLIENTS * (6 * NX_QLOG_CLIENT_TEXT_MAX + 3) + 2];
+	size_t clen = nx_qlog_blk_clients(b, clients, sizeof(clients));
+	size_t len = nx_qlog_blk_finish(b);
+	sqlite3_stmt *s = q->st.insert_block;
+	sqlite3_bind_int64(s, 1, b->ts_min);
+	sqlite3_bind_int64(s, 2, b->ts_max);
+	sqlite3_bind_int(s, 3, (int)b->n);
+	sqlite3_bind_int(s, 4, (int)b->blocked);
+	if (clen) {
+		sqlite3_bind_text(s, 5, clients, (int)clen, SQLITE_STATIC);
 	} else {
-		sqlite3_bind_null(s, i);
+		sqlite3_bind_null(s, 5);
 	}
+	sqlite3_bind_text(s, 6, b->buf, (int)len, SQLITE_STATIC);
+	int rc = step_done(s);
+	sqlite3_clear_bindings(s);
+	nx_qlog_blk_reset(b);
+	return rc;
 }
 
-/* Bind one row's 14 values from parameter base + 1 on. Text is bound in place (the batch, the
- * caller's client buffer) except the upstream name. */
-static void bind_row(struct nx_qlog *q, sqlite3_stmt *s, int base, const struct nx_qlog_view *v,
-		     char *client)
+/* Add one record to the block being encoded (storing it first when full or of another
+ * minute). SQLite code. */
+static int block_add(struct nx_qlog *q, const struct nx_qlog_view *v)
 {
-	const struct nx_qlog_pk *r = v->pk;
-	int client_len = nx_qlog_addr_text(r->family, r->client, client, CLIENT_TEXT_MAX);
-	sqlite3_bind_int64(s, base + 1, r->ts_ms);
-	sqlite3_bind_int64(s, base + 2, r->duration_us);
-	sqlite3_bind_text(s, base + 3, client, client_len, SQLITE_STATIC);
-	sqlite3_bind_int(s, base + 4, r->proto);
-	sqlite3_bind_int(s, base + 5, r->qtype);
-	sqlite3_bind_int(s, base + 6, r->rcode);
-	sqlite3_bind_int(s, base + 7, r->action);
-	sqlite3_bind_int(s, base + 8, r->reason);
-	sqlite3_bind_int(s, base + 9, r->cached != 0);
-	if (r->upstream < 0) {
-		sqlite3_bind_null(s, base + 10);
-	} else {
-		/* copied: another index may take this cache slot before the step */
-		sqlite3_bind_text(s, base + 10, upstream_text(q, r->upstream), -1,
-				  SQLITE_TRANSIENT);
+	int rc = SQLITE_OK;
+	if (nx_qlog_blk_needs_flush(&q->blk, v->pk->ts_ms)) {
+		rc = block_store(q);
 	}
-	sqlite3_bind_text(s, base + 11, v->name, r->name_len, SQLITE_STATIC);
-	bind_opt(s, base + 12, v->matched, v->matched_len);
-	bind_opt(s, base + 13, v->source, r->source_len);
-	bind_opt(s, base + 14, v->answer, r->answer_len);
-}
-
-/* Insert n (1 or NX_QLOG_ROWS_PER_INSERT) rows. */
-static int insert_rows(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned n)
-{
-	char client[NX_QLOG_ROWS_PER_INSERT][CLIENT_TEXT_MAX];
-	sqlite3_stmt *s = n == 1 ? q->st.insert : q->st.insert_many;
-	for (unsigned i = 0; i < n; i++) {
-		bind_row(q, s, (int)i * ROW_COLS, &v[i], client[i]);
-	}
-	return step_done(s);
+	char client[NX_QLOG_CLIENT_TEXT_MAX];
+	int client_len = nx_qlog_addr_text(v->pk->family, v->pk->client, client, sizeof(client));
+	const char *up = v->pk->upstream < 0 ? NULL : upstream_text(q, v->pk->upstream);
+	nx_qlog_blk_add(&q->blk, v, client, (size_t)client_len, up);
+	return rc;
 }
 
 /* Are the aggregates due in this transaction? */
@@ -487,22 +457,19 @@ static int write_batch(struct nx_qlog *q, struct wstate *w)
 		q->up_cache[i].idx = -1;
 	}
 	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
-	struct nx_qlog_view v[NX_QLOG_ROWS_PER_INSERT];
-	unsigned nv = 0;
+	struct nx_qlog_view v;
+	nx_qlog_blk_reset(&q->blk);
 	while (rc == SQLITE_OK && p < end) {
-		p += unpack(p, &v[nv]);
+		p += unpack(p, &v);
 		if (!w->counted) {
-			rc = nx_qlog_agg_add(q, &v[nv], w->privacy);
+			rc = nx_qlog_agg_add(q, &v, w->privacy);
 		}
-		if (w->privacy < 3 && ++nv == NX_QLOG_ROWS_PER_INSERT) {
-			if (rc == SQLITE_OK) {
-				rc = insert_rows(q, v, nv);
-			}
-			nv = 0;
+		if (rc == SQLITE_OK && w->privacy < 3) {
+			rc = block_add(q, &v);
 		}
 	}
-	for (unsigned i = 0; i < nv && rc == SQLITE_OK; i++) {
-		rc = insert_rows(q, &v[i], 1);
+	if (rc == SQLITE_OK && q->blk.n) {
+		rc = block_store(q);
 	}
 	if (rc == SQLITE_OK && agg_now) {
 		rc = nx_qlog_agg_write(q);
@@ -617,35 +584,58 @@ static void retention_begin(struct nx_qlog *q, struct wstate *w)
 	w->ret_stage = 0;
 }
 
-/* One DELETE of at most NX_QLOG_RETENTION_ROWS rows; moves to the next table when done.
- * false on failure (counted; the run is abandoned until the next one). */
+/* Old blocks: one DELETE of at most NX_QLOG_RETENTION_BLOCKS blocks whose newest record is
+ * older than the cutoff. *rows = records deleted, *stmt_rows = blocks. SQLite code. */
+static int retention_blocks(struct nx_qlog *q, int64_t cutoff, int *rows, int *stmt_rows)
+{
+	sqlite3_stmt *s = q->st.ret_blocks;
+	sqlite3_bind_int64(s, 1, cutoff);
+	sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_BLOCKS);
+	int rc;
+	*rows = *stmt_rows = 0;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		*rows += sqlite3_column_int(s, 0);
+		++*stmt_rows;
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/*
+ * One DELETE: at most NX_QLOG_RETENTION_BLOCKS log blocks, or NX_QLOG_RETENTION_ROWS rows of an
+ * aggregate table; moves to the next table when done. A block goes once its newest record is
+ * past the cutoff (blocks never span two minutes). false on failure (counted; the run is
+ * abandoned until the next one).
+ */
 static bool retention_step(struct nx_qlog *q, struct wstate *w)
 {
 	int64_t cutoff_min = w->ret_cutoff / 60000;
-	sqlite3_stmt *s;
+	int rc, deleted, stmt_rows, stmt_max = NX_QLOG_RETENTION_ROWS;
 	if (w->ret_stage == 0) {
-		s = q->st.ret_queries;
-		sqlite3_bind_int64(s, 1, w->ret_cutoff);
-		sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
-	} else if (w->ret_stage == 1) {
-		s = q->st.ret_minute;
-		sqlite3_bind_int64(s, 1, cutoff_min);
-		sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
+		stmt_max = NX_QLOG_RETENTION_BLOCKS;
+		rc = retention_blocks(q, w->ret_cutoff, &deleted, &stmt_rows);
 	} else {
-		s = q->st.ret_top;
-		sqlite3_bind_int(s, 1, w->ret_stage - 2);
-		sqlite3_bind_int64(s, 2, cutoff_min);
-		sqlite3_bind_int(s, 3, NX_QLOG_RETENTION_ROWS);
+		sqlite3_stmt *s;
+		if (w->ret_stage == 1) {
+			s = q->st.ret_minute;
+			sqlite3_bind_int64(s, 1, cutoff_min);
+			sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
+		} else {
+			s = q->st.ret_top;
+			sqlite3_bind_int(s, 1, w->ret_stage - 2);
+			sqlite3_bind_int64(s, 2, cutoff_min);
+			sqlite3_bind_int(s, 3, NX_QLOG_RETENTION_ROWS);
+		}
+		rc = step_done(s);
+		deleted = stmt_rows = rc == SQLITE_OK ? sqlite3_changes(q->db) : 0;
 	}
-	int rc = step_done(s);
 	if (rc != SQLITE_OK) {
 		count_error(q, w, rc, "query-log retention");
 		w->ret_stage = -1;
 		return false;
 	}
-	int changed = sqlite3_changes(q->db);
-	atomic_fetch_add_explicit(&q->retention_deleted, (uint64_t)changed, memory_order_relaxed);
-	if (changed < NX_QLOG_RETENTION_ROWS && ++w->ret_stage == RET_STAGES) {
+	atomic_fetch_add_explicit(&q->retention_deleted, (uint64_t)deleted, memory_order_relaxed);
+	if (stmt_rows < stmt_max && ++w->ret_stage == RET_STAGES) {
 		w->ret_stage = -1;
 	}
 	return true;
@@ -900,7 +890,8 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
 	q->chunk = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk));
 	q->batch_bytes = nx_qlog_batch_bytes(q->batch_max);
 	q->batch = nx_mem_alloc(NX_OWNER_querylog_queue, q->batch_bytes);
-	if (!q->chunk || !q->batch) {
+	q->blk.buf = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_BLOCK_BYTES);
+	if (!q->chunk || !q->batch || !q->blk.buf) {
 		goto fail;
 	}
 	err = nx_qlog_agg_init(&q->agg);
@@ -1027,6 +1018,7 @@ void nx_qlog_free(struct nx_qlog *q)
 	conn_close(q);
 	nx_qlog_agg_deinit(&q->agg);
 	nx_mem_free(NX_OWNER_querylog_queue, q->batch, q->batch ? q->batch_bytes : 0);
+	nx_mem_free(NX_OWNER_querylog_queue, q->blk.buf, q->blk.buf ? NX_QLOG_BLOCK_BYTES : 0);
 	nx_mem_free(NX_OWNER_querylog_queue, q->chunk,
 		    q->chunk ? NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk) : 0);
 	nx_qlog_rings_deinit(q);

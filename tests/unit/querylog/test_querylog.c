@@ -909,9 +909,9 @@ static void test_params_and_ledger(void **state)
 	/* 3 rings of ceil(2048 / 3) = 683 records */
 	assert_int_equal(nx_qlog_capacity(q), 3 * 683);
 	int64_t rings = 3 * 683 * NX_QLOG_REC_SIZE;
-	/* packed batch + the drain scratch + the per-minute aggregate table */
+	/* packed batch + the drain scratch + the block encoder + the per-minute aggregate table */
 	int64_t batch = (int64_t)nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT) +
-			NX_QLOG_DRAIN_CHUNK * NX_QLOG_REC_SIZE;
+			NX_QLOG_DRAIN_CHUNK * NX_QLOG_REC_SIZE + NX_QLOG_BLOCK_BYTES;
 	assert_int_equal(nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT),
 			 NX_QLOG_BATCH_DEFAULT * NX_QLOG_BATCH_REC_BYTES + 680);
 	int64_t agg = NX_QLOG_AGG_BYTES;

@@ -432,6 +432,214 @@ static void test_rec_json(void **state)
 	json_decref(o);
 }
 
+/* ---- the block store: text, view, trigger, minutes, late records, old schema ---- */
+
+/* One text column from SQL on a separate connection (caller frees). */
+static char *sql_text(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	const char *t = (const char *)sqlite3_column_text(s, 0);
+	char *out = t ? strdup(t) : NULL;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return out;
+}
+
+/* The first item of a one-filter query. */
+static json_t *first_named(const char *path, const char *needle)
+{
+	struct nx_qlog_filter f = {.name = needle};
+	json_t *all = read_all(path, f, 10);
+	json_t *it = json_array_size(all) ? json_incref(json_array_get(all, 0)) : NULL;
+	assert_int_equal(json_array_size(all), it ? 1 : 0);
+	json_decref(all);
+	return it;
+}
+
+static void test_block_text(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog *q = start_log(t.db);
+	/* JSON's special characters, a control byte, valid UTF-8, an invalid byte */
+	static const char *const names[] = {"q\"uote.example", "back\\slash.example",
+					     "ctl\x01.example", "caf\xc3\xa9.example",
+					     "bad\xff.example"};
+	for (size_t i = 0; i < NX_ARRAY_LEN(names); i++) {
+		struct nx_qlog_rec r = mkrec(T0 + (int64_t)i, 20 + (unsigned)i, names[i]);
+		snprintf(r.source, sizeof(r.source), "src\"%zu", i);
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	/* one transaction, one minute: one block, valid JSON that the view unpacks */
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 1);
+	assert_int_equal(sql_int(t.db, "SELECT json_valid(records) FROM log_blocks"), 1);
+	assert_int_equal(sql_int(t.db, "SELECT n FROM log_blocks"), 5);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries"), 5);
+
+	for (size_t i = 0; i < NX_ARRAY_LEN(names); i++) {
+		/* the whole name as the filter: block skip (raw text) or not, it is found */
+		const char *want = i == 4 ? "bad\xef\xbf\xbd.example" : names[i];
+		json_t *it = first_named(t.db, want);
+		assert_non_null(it);
+		assert_string_equal(jstr(it, "name"), want);
+		char src[16];
+		snprintf(src, sizeof(src), "src\"%zu", i);
+		assert_string_equal(jstr(it, "source"), src);
+		assert_string_equal(jstr(it, "answer"), "A 192.0.2.1");
+		assert_string_equal(jstr(it, "upstream"), "upstream-0");
+		assert_int_equal(jint(it, "ts"), T0 + (int64_t)i);
+		/* the view says the same as the API */
+		char sql[160];
+		snprintf(sql, sizeof(sql), "SELECT name FROM queries WHERE id = %lld",
+			 (long long)jint(it, "id"));
+		char *vn = sql_text(t.db, sql);
+		assert_string_equal(vn, want);
+		free(vn);
+		json_decref(it);
+	}
+	/* a substring that is in the block's raw text only as escaped JSON finds nothing */
+	assert_null(first_named(t.db, "\\u0001"));
+	assert_null(first_named(t.db, "nowhere"));
+	/* the block lists its clients; the client filter skips by it and still finds them */
+	char *cl = sql_text(t.db, "SELECT clients FROM log_blocks");
+	assert_string_equal(cl, "[\"192.168.1.20\",\"192.168.1.21\",\"192.168.1.22\","
+				"\"192.168.1.23\",\"192.168.1.24\"]");
+	free(cl);
+	struct nx_qlog_filter f = {.client = "192.168.1.22"};
+	json_t *all = read_all(t.db, f, 10);
+	assert_int_equal(json_array_size(all), 1);
+	json_decref(all);
+	f.client = "192.168.1.99";
+	all = read_all(t.db, f, 10);
+	assert_int_equal(json_array_size(all), 0);
+	json_decref(all);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+static void test_block_shape(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog *q = start_log(t.db);
+	/* 40 clients across two minutes in one transaction: two blocks, a client list only where
+	 * it fits */
+	for (int i = 0; i < 40; i++) {
+		struct nx_qlog_rec r = mkrec(T0 - 30000 + i * 1000, 10 + (unsigned)i, "m.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 2);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks WHERE ts_min / 60000 <>"
+				       " ts_max / 60000"),
+			 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks WHERE clients IS NULL"), 1);
+	struct nx_qlog_filter f = {.client = "192.168.1.15"}; /* in the unlisted block */
+	json_t *all = read_all(t.db, f, 10);
+	assert_int_equal(json_array_size(all), 1);
+	json_decref(all);
+
+	/* a late record (a slow answer) lands in a later block with an older ts: pages stay in
+	 * ts order across overlapping blocks */
+	for (int i = 0; i < 5; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + 20000 + i, 9, "new.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	struct nx_qlog_rec late = mkrec(T0 + 5500, 9, "late.example");
+	nx_qlog_push(q, 1, &late);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	f = (struct nx_qlog_filter){0};
+	for (unsigned page = 1; page <= 4; page++) {
+		all = read_all(t.db, f, page); /* checks (ts, id) strictly decreasing */
+		assert_int_equal(json_array_size(all), 46);
+		/* 5 new, the 4 m records of T0 + 9000 .. 6000, then it */
+		assert_string_equal(jstr(json_array_get(all, 9), "name"), "late.example");
+		json_decref(all);
+	}
+
+	/* a row inserted through the view is a one-record block; NOT NULL still holds */
+	sql_exec(t.db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		       " reason, cached, name) VALUES (1, 2, '10.9.9.9', 0, 1, 0, 2, 0, 0,"
+		       " 'sql.example')");
+	json_t *it = first_named(t.db, "sql.example");
+	assert_non_null(it);
+	assert_string_equal(jstr(it, "client"), "10.9.9.9");
+	assert_string_equal(jstr(it, "action"), "block");
+	assert_true(json_is_null(json_object_get(it, "upstream")));
+	assert_string_equal(jstr(it, "matched"), "");
+	json_decref(it);
+	assert_int_equal(sql_int(t.db, "SELECT blocked FROM log_blocks ORDER BY id DESC LIMIT 1"), 1);
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	assert_int_not_equal(sqlite3_exec(db, "INSERT INTO queries(ts, name) VALUES (1, 'x')", NULL,
+					  NULL, NULL),
+			     SQLITE_OK);
+	sqlite3_close(db);
+	/* a block that is not a block is skipped, not fatal */
+	sql_exec(t.db, "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+		       " VALUES (2, 2, 1, 0, NULL, '[[1,2,')");
+	all = read_all(t.db, f, 100);
+	assert_int_equal(json_array_size(all), 47);
+	json_decref(all);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+static void test_migration_to_blocks(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 2), 0);
+	/* version 2 rows (within the writer's retention of T0), inserted out of ts order, with NULL and empty optional texts */
+	sql_exec(t.db,
+		 "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action, reason,"
+		 " cached, upstream, name, matched, source, answer) VALUES"
+		 " (1700000033000, 7, '10.0.0.3', 1, 28, 3, 0, 0, 0, 'u1', 'c.example', NULL, NULL, NULL),"
+		 " (1700000031000, 5, '10.0.0.1', 0, 1, 0, 2, 3, 0, NULL, 'a.example', 'a.example', 'list',"
+		 "  'A 0.0.0.0'),"
+		 " (1700000032000, 6, 'fd00::1', 0, 1, 0, 0, 0, 1, NULL, 'b\"q.example', NULL, NULL,"
+		 "  'A 192.0.2.7')");
+	assert_int_equal(nx_qlog_db_migrate(t.db, 3), 0);
+	assert_int_equal(HAS_TABLE(t.db, "log_blocks"), 1);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 3);
+	struct nx_qlog_filter f = {0};
+	json_t *all = read_all(t.db, f, 2);
+	assert_int_equal(json_array_size(all), 3);
+	json_t *c = json_array_get(all, 0), *b = json_array_get(all, 1), *a = json_array_get(all, 2);
+	assert_string_equal(jstr(c, "name"), "c.example");
+	assert_string_equal(jstr(c, "upstream"), "u1");
+	assert_string_equal(jstr(c, "qtype"), "AAAA");
+	assert_string_equal(jstr(c, "rcode"), "NXDOMAIN");
+	assert_string_equal(jstr(c, "proto"), "tcp");
+	assert_string_equal(jstr(c, "answer"), "");
+	assert_string_equal(jstr(b, "name"), "b\"q.example");
+	assert_string_equal(jstr(b, "client"), "fd00::1");
+	assert_true(json_is_true(json_object_get(b, "cached")));
+	assert_string_equal(jstr(a, "source"), "list");
+	assert_string_equal(jstr(a, "action"), "block");
+	assert_int_equal(jint(a, "duration_us"), 5);
+	json_decref(all);
+	/* and the writer appends after them */
+	struct nx_qlog *q = start_log(t.db);
+	struct nx_qlog_rec r = mkrec(T0, 1, "d.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(count_rows(t.db), 4);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,6 +647,9 @@ int main(void)
 		cmocka_unit_test(test_pagination),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_rec_json),
+		cmocka_unit_test(test_block_text),
+		cmocka_unit_test(test_block_shape),
+		cmocka_unit_test(test_migration_to_blocks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,433 @@
+/*
+ * Log blocks: the stored form of the per-query log. The writer encodes the records of one
+ * transaction and one minute as one JSON array of arrays (one row of log_blocks); the reader
+ * decodes a block back into items. The same text is what the `queries` view unpacks with
+ * json_each, so the encoding must stay strict JSON (RFC 8259) in valid UTF-8.
+ */
+#include "querylog/querylog.h"
+
+#include <string.h>
+
+#include "base/err.h"
+#include "querylog/impl.h"
+
+/* ---- encoding ---- */
+
+void nx_qlog_blk_reset(struct nx_qlog_blk *b)
+{
+	b->used = 1;
+	b->buf[0] = '[';
+	b->n = 0;
+	b->blocked = 0;
+	b->ts_min = INT64_MAX;
+	b->ts_max = INT64_MIN;
+	b->n_clients = 0;
+	b->many_clients = false;
+}
+
+static int64_t minute_of(int64_t ts_ms)
+{
+	return ts_ms >= 0 ? ts_ms / 60000 : (ts_ms - 59999) / 60000;
+}
+
+bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms)
+{
+	if (!b->n) {
+		return false;
+	}
+	return b->used + NX_QLOG_JSON_REC_MAX + 1 > NX_QLOG_BLOCK_BYTES ||
+	       b->n >= NX_QLOG_BLOCK_RECS_MAX || minute_of(ts_ms) != minute_of(b->ts_min);
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n) {
+		*p++ = tmp[--n];
+	}
+	return p;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return put_u64(p, (uint64_t)0 - (uint64_t)v);
+	}
+	return put_u64(p, (uint64_t)v);
+}
+
+/* Length of the valid UTF-8 sequence at s (at most left bytes), 0 if invalid. */
+static unsigned utf8_len(const unsigned char *s, size_t left)
+{
+	unsigned c = s[0], n;
+	uint32_t cp;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2, cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3, cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4, cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (left < n) {
+		return 0;
+	}
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) {
+			return 0;
+		}
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* overlong, surrogates, beyond U+10FFFF */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff)) {
+		return 0;
+	}
+	return n;
+}
+
+/* A JSON string of len bytes. Control characters become \u00XX, bytes that are not valid UTF-8
+ * U+FFFD (at most 6 output bytes per input byte: NX_QLOG_JSON_REC_MAX counts that). */
+static char *put_str(char *p, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *u = (const unsigned char *)s;
+	*p++ = '"';
+	for (size_t i = 0; i < len;) {
+		unsigned c = u[i];
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			*p++ = (char)c;
+			i++;
+		} else if (c == '"' || c == '\\') {
+			*p++ = '\\';
+			*p++ = (char)c;
+			i++;
+		} else if (c < 0x20) {
+			memcpy(p, "\\u00", 4);
+			p[4] = hex[c >> 4];
+			p[5] = hex[c & 15];
+			p += 6;
+			i++;
+		} else {
+			unsigned n = utf8_len(u + i, len - i);
+			if (n) {
+				memcpy(p, u + i, n);
+				p += n;
+				i += n;
+			} else {
+				memcpy(p, "\\ufffd", 6);
+				p += 6;
+				i++;
+			}
+		}
+	}
+	*p++ = '"';
+	return p;
+}
+
+static char *put_opt(char *p, const char *s, size_t len)
+{
+	if (!len) {
+		memcpy(p, "null", 4);
+		return p + 4;
+	}
+	return put_str(p, s, len);
+}
+
+static void note_client(struct nx_qlog_blk *b, const struct nx_qlog_pk *pk)
+{
+	if (b->many_clients) {
+		return;
+	}
+	uint8_t key[NX_QLOG_CLIENT_KEY];
+	key[0] = pk->family;
+	memcpy(key + 1, pk->client, sizeof(pk->client));
+	for (unsigned i = 0; i < b->n_clients; i++) {
+		if (memcmp(b->client_key[i], key, sizeof(key)) == 0) {
+			return;
+		}
+	}
+	if (b->n_clients == NX_QLOG_BLOCK_CLIENTS) {
+		b->many_clients = true;
+		return;
+	}
+	memcpy(b->client_key[b->n_clients++], key, sizeof(key));
+}
+
+void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const char *client,
+		     size_t client_len, const char *upstream)
+{
+	const struct nx_qlog_pk *r = v->pk;
+	char *p = b->buf + b->used;
+	if (b->n) {
+		*p++ = ',';
+	}
+	*p++ = '[';
+	p = put_i64(p, r->ts_ms);
+	*p++ = ',';
+	p = put_u64(p, r->duration_us);
+	*p++ = ',';
+	p = put_str(p, client, client_len);
+	const unsigned small[] = {r->proto, r->qtype, r->rcode, r->action, r->reason, r->cached != 0};
+	for (size_t i = 0; i < NX_ARRAY_LEN(small); i++) {
+		*p++ = ',';
+		p = put_u64(p, small[i]);
+	}
+	*p++ = ',';
+	p = put_opt(p, upstream, upstream ? strlen(upstream) : 0);
+	*p++ = ',';
+	p = put_str(p, v->name, r->name_len);
+	*p++ = ',';
+	p = put_opt(p, v->matched, v->matched_len);
+	*p++ = ',';
+	p = put_opt(p, v->source, r->source_len);
+	*p++ = ',';
+	p = put_opt(p, v->answer, r->answer_len);
+	*p++ = ']';
+	b->used = (size_t)(p - b->buf);
+	b->n++;
+	b->blocked += r->action == NX_QLOG_ACT_BLOCK;
+	b->ts_min = NX_MIN(b->ts_min, r->ts_ms);
+	b->ts_max = NX_MAX(b->ts_max, r->ts_ms);
+	note_client(b, r);
+}
+
+size_t nx_qlog_blk_finish(struct nx_qlog_blk *b)
+{
+	b->buf[b->used] = ']';
+	return b->used + 1;
+}
+
+size_t nx_qlog_blk_clients(const struct nx_qlog_blk *b, char *out, size_t cap)
+{
+	if (b->many_clients || cap < 3) {
+		return 0;
+	}
+	char *p = out;
+	*p++ = '[';
+	for (unsigned i = 0; i < b->n_clients; i++) {
+		char text[NX_QLOG_CLIENT_TEXT_MAX];
+		int len = nx_qlog_addr_text(b->client_key[i][0], b->client_key[i] + 1, text,
+					    sizeof(text));
+		if ((size_t)(p - out) + (size_t)len * 6 + 4 > cap) {
+			return 0;
+		}
+		if (i) {
+			*p++ = ',';
+		}
+		p = put_str(p, text, (size_t)len);
+	}
+	*p++ = ']';
+	return (size_t)(p - out);
+}
+
+/* ---- decoding ---- */
+
+struct dec {
+	const char *p, *end;
+	char *out; /* scratch for decoded strings */
+};
+
+static void skip_ws(struct dec *d)
+{
+	while (d->p < d->end && (*d->p == ' ' || *d->p == '\n' || *d->p == '\t' || *d->p == '\r')) {
+		d->p++;
+	}
+}
+
+static bool eat(struct dec *d, char c)
+{
+	skip_ws(d);
+	if (d->p < d->end && *d->p == c) {
+		d->p++;
+		return true;
+	}
+	return false;
+}
+
+static int hex4(const char *s, uint32_t *v)
+{
+	*v = 0;
+	for (int i = 0; i < 4; i++) {
+		char c = s[i];
+		unsigned x = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+			     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+			     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+						    : 16u;
+		if (x == 16) {
+			return -1;
+		}
+		*v = *v << 4 | x;
+	}
+	return 0;
+}
+
+static char *put_utf8(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		*o++ = (char)cp;
+	} else if (cp < 0x800) {
+		*o++ = (char)(0xc0 | cp >> 6);
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	} else if (cp < 0x10000) {
+		*o++ = (char)(0xe0 | cp >> 12);
+		*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	} else {
+		*o++ = (char)(0xf0 | cp >> 18);
+		*o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+		*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	}
+	return o;
+}
+
+/* A string (into the scratch, NUL-terminated: never longer than its encoding with quotes), or
+ * null (*s = NULL). */
+static int dec_str(struct dec *d, const char **s)
+{
+	skip_ws(d);
+	if (d->end - d->p >= 4 && memcmp(d->p, "null", 4) == 0) {
+		d->p += 4;
+		*s = NULL;
+		return 0;
+	}
+	if (d->p >= d->end || *d->p != '"') {
+		return -1;
+	}
+	d->p++;
+	char *o = d->out;
+	*s = o;
+	while (d->p < d->end && *d->p != '"') {
+		unsigned char c = (unsigned char)*d->p;
+		if (c < 0x20) {
+			return -1;
+		}
+		if (c != '\\') {
+			*o++ = (char)c;
+			d->p++;
+			continue;
+		}
+		if (d->end - d->p < 2) {
+			return -1;
+		}
+		char e = d->p[1];
+		d->p += 2;
+		static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+		const char *k = e ? strchr(from, e) : NULL;
+		if (k) {
+			*o++ = to[k - from];
+			continue;
+		}
+		uint32_t cp, lo;
+		if (e != 'u' || d->end - d->p < 4 || hex4(d->p, &cp)) {
+			return -1;
+		}
+		d->p += 4;
+		if (cp >= 0xd800 && cp <= 0xdbff && d->end - d->p >= 6 && d->p[0] == '\\' &&
+		    d->p[1] == 'u' && !hex4(d->p + 2, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
+			d->p += 6;
+			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		} else if (cp >= 0xd800 && cp <= 0xdfff) {
+			cp = 0xfffd; /* a lone surrogate */
+		}
+		o = put_utf8(o, cp);
+	}
+	if (d->p >= d->end) {
+		return -1;
+	}
+	d->p++;
+	*o++ = '\0';
+	d->out = o;
+	return 0;
+}
+
+/* A number: integers as they are; a fraction or exponent (SQLite may write REAL) truncated. */
+static int dec_num(struct dec *d, int64_t *v)
+{
+	skip_ws(d);
+	const char *s = d->p;
+	bool neg = s < d->end && *s == '-';
+	s += neg;
+	if (s >= d->end || *s < '0' || *s > '9') {
+		return -1;
+	}
+	uint64_t x = 0;
+	while (s < d->end && *s >= '0' && *s <= '9') {
+		x = x * 10 + (uint64_t)(*s++ - '0');
+		if (x > (uint64_t)INT64_MAX) {
+			return -1;
+		}
+	}
+	if (s < d->end && *s == '.') {
+		for (s++; s < d->end && *s >= '0' && *s <= '9'; s++) {
+		}
+	}
+	if (s < d->end && (*s == 'e' || *s == 'E')) {
+		return -1; /* never written by nxdns or json_array() for these columns */
+	}
+	*v = neg ? -(int64_t)x : (int64_t)x;
+	d->p = s;
+	return 0;
+}
+
+static int dec_rec(struct dec *d, struct nx_qlog_item *it)
+{
+	int64_t v[6];
+	if (!eat(d, '[') || dec_num(d, &it->ts) || !eat(d, ',') ||
+	    dec_num(d, &it->duration_us) || !eat(d, ',') || dec_str(d, &it->client)) {
+		return -1;
+	}
+	for (int i = 0; i < 6; i++) {
+		if (!eat(d, ',') || dec_num(d, &v[i])) {
+			return -1;
+		}
+	}
+	it->proto = (int)v[0];
+	it->qtype = (int)v[1];
+	it->rcode = (int)v[2];
+	it->action = (int)v[3];
+	it->reason = (int)v[4];
+	it->cached = v[5] != 0;
+	const char **strs[] = {&it->upstream, &it->name, &it->matched, &it->source, &it->answer};
+	for (size_t i = 0; i < NX_ARRAY_LEN(strs); i++) {
+		if (!eat(d, ',') || dec_str(d, strs[i])) {
+			return -1;
+		}
+	}
+	if (!it->client || !it->name) {
+		return -1;
+	}
+	return eat(d, ']') ? 0 : -1;
+}
+
+int nx_qlog_blk_decode(const char *text, size_t len, char *scratch, struct nx_qlog_item *items,
+		       size_t max, size_t *n)
+{
+	struct dec d = {.p = text, .end = text + len, .out = scratch};
+	*n = 0;
+	if (!eat(&d, '[')) {
+		return -1;
+	}
+	if (eat(&d, ']')) {
+		return 0;
+	}
+	do {
+		if (*n == max || dec_rec(&d, &items[*n])) {
+			return -1;
+		}
+		(*n)++;
+	} while (eat(&d, ','));
+	if (!eat(&d, ']')) {
+		return -1;
+	}
+	skip_ws(&d);
+	return d.p == d.end ? 0 : -1;
+}
