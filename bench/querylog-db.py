@@ -221,6 +221,7 @@ def main():
 
     info = {
         "rows": con.execute("SELECT COUNT(*) FROM queries").fetchone()[0],
+        "blocks": con.execute("SELECT COUNT(*) FROM log_blocks").fetchone()[0],
         "distinct_names": con.execute("SELECT COUNT(DISTINCT name) FROM queries").fetchone()[0],
         "clients": len(addrs),
         "first_ts": con.execute("SELECT MIN(ts) FROM queries").fetchone()[0],

@@ -104,11 +104,12 @@ if db and api:
     span_h = (db["last_ts"] - db["first_ts"]) / 3600000.0
     total = db["db_bytes"] + db.get("wal_bytes", 0)
     cats = db["categories"]
-    print(f"The database: `nxdns serve` created and migrated `querylog.db` (schema version 2), "
+    print(f"The database: `nxdns serve` created and migrated `querylog.db` (schema version 3), "
           f"was stopped, then `bench/querylog-db.py` inserted {n(db['rows'])} rows over "
           f"{span_h:.1f} h ending a minute before the run (a household day: quiet at night, "
           f"busiest in the evening, at most {n(db['peak_minute_rows'])} rows a minute) in one "
-          f"transaction, and the per-minute aggregates counted from those rows as the writer "
+          f"transaction, stored as the writer stores them: one `log_blocks` row per 250 ms "
+          f"flush window ({n(db.get('blocks'))} blocks), and the per-minute aggregates counted from those rows as the writer "
           f"does ({n(db['agg_minute_rows'])} `agg_minute` rows, {n(db['agg_top_rows'])} "
           f"`agg_top` rows) — {db['total_s']} s in all. Names, types and decisions follow "
           f"../shared/data/workload/queries-mixed.labels.tsv in order ({n(db['distinct_names'])} "
@@ -119,7 +120,7 @@ if db and api:
           f"resolved answers cached, the rest from one of two upstreams.")
     print()
     print(f"**File size: {n(total)} B = {total / 1048576:.1f} MiB** "
-          f"({total / db['rows']:.0f} B per row including both indexes and the aggregates; "
+          f"({total / db['rows']:.0f} B per row including the blocks' ts index and the aggregates; "
           f"page size {db['page_size']}, journal {db['journal_mode']}, WAL checkpointed and "
           f"truncated).")
     print()
@@ -141,11 +142,13 @@ if db and api:
               f"{'' if c['server_cpu_ms_per_req'] is None else c['server_cpu_ms_per_req']} | "
               f"{c['n']} | {c['note']} |")
     print()
-    print("Keyset pages (`ORDER BY ts DESC, id DESC` on the `queries_ts` index, or "
-          "`queries_client_ts` for a client) cost the same at any depth. Filters that no index "
-          "serves walk the ts index until 100 rows match: cheap when many rows match "
-          "(`status=blocked`, a common name substring), up to the whole log when none does (the "
-          "name substring with no match). `/api/stats/top` sums `agg_top` over 1,440 minutes "
+    print("A page reads blocks newest first on the `log_blocks(ts_max)` index, keeps the "
+          "newest 101 matches and stops at the first block older than its oldest match, so "
+          "pages cost about the same at any depth. A block is decoded only when its columns "
+          "and raw text allow a match (`blocked` count, client list, the name substring in "
+          "its text): cheap when many rows match (`status=blocked`, a common name substring) "
+          "or when blocks rule themselves out (a rare client, a name that matches nothing "
+          "still reads every block's text). `/api/stats/top` sums `agg_top` over 1,440 minutes "
           "and sorts every distinct key: its cost grows with the distinct names per minute, "
           "not with the number of queries. These reads run on the control thread, so other "
           "admin requests wait meanwhile; DNS does not.")

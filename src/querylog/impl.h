@@ -82,9 +82,12 @@ struct nx_qlog_view {
 #define NX_QLOG_BLOCK_CLIENTS 16	      /* distinct clients listed per block */
 #define NX_QLOG_CLIENT_KEY 17		      /* family + 16 address bytes */
 #define NX_QLOG_CLIENT_TEXT_MAX 48	      /* INET6_ADDRSTRLEN (46) rounded up */
-/* Largest encoded record: numbers, then every text byte escaped to 6 (client 48, upstream 64,
- * name and matched 253, source and answer 63), quotes, commas, brackets. */
-#define NX_QLOG_JSON_REC_MAX (64 + 6 * (48 + 64 + 2 * 253 + 2 * 63) + 64)
+/* Largest encoded record: numbers, then every text byte escaped to 6 (client, upstream name of
+ * nx_qlog.up_cache, name and matched, source and answer), quotes, commas, brackets. */
+#define NX_QLOG_JSON_REC_MAX                                                                       \
+	(64 + 6 * (NX_QLOG_CLIENT_TEXT_MAX + 64 + 2 * (NX_QLOG_NAME_MAX - 1) +                      \
+		   (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1)) +                           \
+	 64)
 static_assert(NX_QLOG_BLOCK_RECS_MAX <= (1 << NX_QLOG_ID_SHIFT), "block index fits the id");
 static_assert(NX_QLOG_BATCH_MAX <= NX_QLOG_BLOCK_RECS_MAX, "a batch fits a block's index");
 

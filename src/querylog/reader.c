@@ -413,16 +413,28 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 		return fail_field(bad_field, "cursor");
 	}
 
+	/* A block's records lie within one minute (block.c), so a block holding a record at or
+	 * before the cursor (before `to`) has its newest record less than a minute after it: an
+	 * upper bound on the ts_max index, so a deep cursor or an old window seeks instead of
+	 * walking every newer block. */
+	int64_t hi = INT64_MAX;
+	if (f->cursor) {
+		hi = cts < INT64_MAX - 60000 ? cts + 60000 : INT64_MAX;
+	}
+	if (f->to_ms) {
+		hi = NX_MIN(hi, f->to_ms + 60000);
+	}
 	char sql[384];
 	snprintf(sql, sizeof(sql),
 		 "SELECT id, ts_min, ts_max, n, blocked, clients, records FROM log_blocks"
-		 " WHERE ts_min <= :cts%s%s ORDER BY ts_max DESC, id DESC",
+		 " WHERE ts_max < :hi AND ts_min <= :cts%s%s ORDER BY ts_max DESC, id DESC",
 		 f->from_ms ? " AND ts_max >= :from" : "", f->to_ms ? " AND ts_min < :to" : "");
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(r->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK) {
 		return rc_to_err(rc);
 	}
+	bind_i64(s, ":hi", hi);
 	bind_i64(s, ":cts", cts);
 	bind_i64(s, ":from", f->from_ms);
 	bind_i64(s, ":to", f->to_ms);
