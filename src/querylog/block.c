@@ -27,7 +27,7 @@ void nx_qlog_blk_reset(struct nx_qlog_blk *b)
 
 static int64_t minute_of(int64_t ts_ms)
 {
-	return ts_ms >= 0 ? ts_ms / 60000 : (ts_ms - 59999) / 60000;
+	return ts_ms / 60000 - (ts_ms % 60000 < 0); /* floor, without overflow */
 }
 
 bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms)
@@ -181,7 +181,12 @@ void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const 
 		p = put_u64(p, small[i]);
 	}
 	*p++ = ',';
-	p = put_opt(p, upstream, upstream ? strlen(upstream) : 0);
+	if (upstream) {
+		p = put_str(p, upstream, strlen(upstream));
+	} else {
+		memcpy(p, "null", 4);
+		p += 4;
+	}
 	*p++ = ',';
 	p = put_str(p, v->name, r->name_len);
 	*p++ = ',';
@@ -290,7 +295,8 @@ static char *put_utf8(char *o, uint32_t cp)
 }
 
 /* A string (into the scratch, NUL-terminated: never longer than its encoding with quotes), or
- * null (*s = NULL). */
+ * null (*s = NULL). Raw bytes that are not valid UTF-8 (SQLite's json_array() copies text as it
+ * is) become '?': what the reader passes on must be valid UTF-8, and '?' keeps the length. */
 static int dec_str(struct dec *d, const char **s)
 {
 	skip_ws(d);
@@ -309,6 +315,18 @@ static int dec_str(struct dec *d, const char **s)
 		unsigned char c = (unsigned char)*d->p;
 		if (c < 0x20) {
 			return -1;
+		}
+		if (c >= 0x80) {
+			unsigned n = utf8_len((const unsigned char *)d->p, (size_t)(d->end - d->p));
+			if (!n) {
+				*o++ = '?';
+				d->p++;
+				continue;
+			}
+			memcpy(o, d->p, n);
+			o += n;
+			d->p += n;
+			continue;
 		}
 		if (c != '\\') {
 			*o++ = (char)c;
@@ -359,12 +377,14 @@ static int dec_num(struct dec *d, int64_t *v)
 	if (s >= d->end || *s < '0' || *s > '9') {
 		return -1;
 	}
-	uint64_t x = 0;
+	/* magnitude up to INT64_MAX, or INT64_MAX + 1 when negative (put_i64 of INT64_MIN) */
+	uint64_t x = 0, lim = (uint64_t)INT64_MAX + neg;
 	while (s < d->end && *s >= '0' && *s <= '9') {
-		x = x * 10 + (uint64_t)(*s++ - '0');
-		if (x > (uint64_t)INT64_MAX) {
+		uint64_t digit = (uint64_t)(*s++ - '0');
+		if (x > (lim - digit) / 10) {
 			return -1;
 		}
+		x = x * 10 + digit;
 	}
 	if (s < d->end && *s == '.') {
 		for (s++; s < d->end && *s >= '0' && *s <= '9'; s++) {
@@ -373,7 +393,7 @@ static int dec_num(struct dec *d, int64_t *v)
 	if (s < d->end && (*s == 'e' || *s == 'E')) {
 		return -1; /* never written by nxdns or json_array() for these columns */
 	}
-	*v = neg ? -(int64_t)x : (int64_t)x;
+	*v = neg ? (int64_t)(0 - x) : (int64_t)x;
 	d->p = s;
 	return 0;
 }

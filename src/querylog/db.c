@@ -60,8 +60,11 @@ static const char *const migrations[] = {
 	/* 3: the log stored in blocks (querylog/impl.h, block.c): a row per writer transaction
 	 * and minute, its records one JSON array. Writing a block costs one INSERT instead of a
 	 * row and two index entries per query. `queries` becomes a read-only view with the old
-	 * columns (id = block id << 16 | index), and an INSTEAD OF trigger still accepts single-row
-	 * INSERTs (tools, tests) as one-record blocks. Old rows become one-record blocks. */
+	 * columns (id = block id << 16 | index; a block that is not valid JSON is left out of it),
+	 * and an INSTEAD OF trigger still accepts single-row INSERTs (tools, tests, sqlite3 .import)
+	 * as one-record blocks, converting each value to its column's type as the table's
+	 * affinity did (an empty optional text is NULL). Old rows become one-record blocks the
+	 * same way. */
 	"CREATE TABLE log_blocks ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" ts_min INTEGER NOT NULL,"
@@ -72,16 +75,22 @@ static const char *const migrations[] = {
 	" records TEXT NOT NULL);"
 	"CREATE INDEX log_blocks_ts_max ON log_blocks(ts_max);"
 	"INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
-	" SELECT ts, ts, 1, action = 2, json_array(client), json_array(json_array(ts, duration_us,"
-	" client, proto, qtype, rcode, action, reason, cached, upstream, name, matched, source,"
-	" answer)) FROM queries ORDER BY ts, id;"
+	" SELECT CAST(ts AS INTEGER), CAST(ts AS INTEGER), 1, CAST(action AS INTEGER) = 2,"
+	" json_array(CAST(client AS TEXT)), json_array("
+	" json_array(CAST(ts AS INTEGER), CAST(duration_us AS INTEGER),"
+	" CAST(client AS TEXT), CAST(proto AS INTEGER), CAST(qtype AS INTEGER),"
+	" CAST(rcode AS INTEGER), CAST(action AS INTEGER), CAST(reason AS INTEGER),"
+	" CAST(cached AS INTEGER) <> 0, NULLIF(CAST(upstream AS TEXT), ''),"
+	" CAST(name AS TEXT), NULLIF(CAST(matched AS TEXT), ''),"
+	" NULLIF(CAST(source AS TEXT), ''), NULLIF(CAST(answer AS TEXT), ''))"
+	") FROM queries ORDER BY ts, id;"
 	"DROP TABLE queries;"
 	"CREATE VIEW queries(id, ts, duration_us, client, proto, qtype, rcode, action, reason,"
 	" cached, upstream, name, matched, source, answer) AS"
 	" SELECT b.id * 65536 + r.key, r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3,"
 	" r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9,"
 	" r.value ->> 10, r.value ->> 11, r.value ->> 12, r.value ->> 13"
-	" FROM log_blocks AS b, json_each(b.records) AS r;"
+	" FROM log_blocks AS b, json_each(b.records) AS r WHERE json_valid(b.records);"
 	"CREATE TRIGGER queries_insert INSTEAD OF INSERT ON queries BEGIN"
 	" SELECT RAISE(ABORT, 'queries: ts, duration_us, client, proto, qtype, rcode, action,"
 	" reason, cached and name are NOT NULL')"
@@ -89,10 +98,15 @@ static const char *const migrations[] = {
 	"  OR NEW.proto IS NULL OR NEW.qtype IS NULL OR NEW.rcode IS NULL OR NEW.action IS NULL"
 	"  OR NEW.reason IS NULL OR NEW.cached IS NULL OR NEW.name IS NULL;"
 	" INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
-	"  VALUES (NEW.ts, NEW.ts, 1, NEW.action = 2, json_array(NEW.client),"
-	"  json_array(json_array(NEW.ts, NEW.duration_us, NEW.client, NEW.proto, NEW.qtype,"
-	"  NEW.rcode, NEW.action, NEW.reason, NEW.cached, NEW.upstream, NEW.name, NEW.matched,"
-	"  NEW.source, NEW.answer)));"
+	" VALUES (CAST(NEW.ts AS INTEGER), CAST(NEW.ts AS INTEGER), 1,"
+	" CAST(NEW.action AS INTEGER) = 2, json_array(CAST(NEW.client AS TEXT)), json_array("
+	" json_array(CAST(NEW.ts AS INTEGER), CAST(NEW.duration_us AS INTEGER),"
+	" CAST(NEW.client AS TEXT), CAST(NEW.proto AS INTEGER), CAST(NEW.qtype AS INTEGER),"
+	" CAST(NEW.rcode AS INTEGER), CAST(NEW.action AS INTEGER), CAST(NEW.reason AS INTEGER),"
+	" CAST(NEW.cached AS INTEGER) <> 0, NULLIF(CAST(NEW.upstream AS TEXT), ''),"
+	" CAST(NEW.name AS TEXT), NULLIF(CAST(NEW.matched AS TEXT), ''),"
+	" NULLIF(CAST(NEW.source AS TEXT), ''), NULLIF(CAST(NEW.answer AS TEXT), ''))"
+	"));"
 	" END;",
 };
 static_assert(NX_ARRAY_LEN(migrations) == NX_QLOG_SCHEMA_VERSION, "one migration per version");

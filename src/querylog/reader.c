@@ -6,10 +6,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
@@ -287,6 +289,19 @@ static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, boo
 	return true;
 }
 
+/* A block that does not decode is skipped (and left out of the queries view); said at most once
+ * a minute, not on every page that passes it. */
+static void bad_block(int64_t block)
+{
+	static _Atomic uint64_t last_ms;
+	uint64_t now = nx_now_mono_ms(), prev = atomic_load(&last_ms);
+	if ((!prev || now - prev >= 60000) && atomic_compare_exchange_strong(&last_ms, &prev, now)) {
+		nx_log(NX_LOG_WARN, "querylog",
+		       "log block %lld is not a well-formed block: skipped (said once a minute)",
+		       (long long)block);
+	}
+}
+
 /* Decode scratch of the reader, grown on demand (freed at the end of the query). */
 struct scratch {
 	struct nx_qlog_item *items;
@@ -421,7 +436,7 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	if (f->cursor) {
 		hi = cts < INT64_MAX - 60000 ? cts + 60000 : INT64_MAX;
 	}
-	if (f->to_ms) {
+	if (f->to_ms && f->to_ms < INT64_MAX - 60000) {
 		hi = NX_MIN(hi, f->to_ms + 60000);
 	}
 	char sql[384];
@@ -461,20 +476,18 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 			continue;
 		}
 		int64_t block = sqlite3_column_int64(s, 0);
-		int64_t nrec = sqlite3_column_int64(s, 3);
 		const char *text = sqlite3_column_blob(s, 6);
 		size_t len = (size_t)sqlite3_column_bytes(s, 6);
 		size_t got = 0;
-		if (nrec < 1 || nrec > NX_QLOG_BLOCK_RECS_MAX) {
-			nrec = NX_QLOG_BLOCK_RECS_MAX;
-		}
-		err = scratch_fit(&sc, (size_t)nrec, len);
+		/* records the text can hold (each is over 32 bytes), not the n column: a block
+		 * written by hand may miscount */
+		size_t nrec = NX_MIN(len / 32 + 1, (size_t)NX_QLOG_BLOCK_RECS_MAX);
+		err = scratch_fit(&sc, nrec, len);
 		if (err) {
 			break;
 		}
-		if (!text || nx_qlog_blk_decode(text, len, sc.text, sc.items, (size_t)nrec, &got)) {
-			nx_log(NX_LOG_WARN, "querylog", "log block %lld is not well-formed: skipped",
-			       (long long)block);
+		if (!text || nx_qlog_blk_decode(text, len, sc.text, sc.items, nrec, &got)) {
+			bad_block(block);
 			continue;
 		}
 		for (size_t i = 0; i < got && !err; i++) {

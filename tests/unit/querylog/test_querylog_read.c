@@ -585,12 +585,35 @@ static void test_block_shape(void **state)
 					  NULL, NULL),
 			     SQLITE_OK);
 	sqlite3_close(db);
-	/* a block that is not a block is skipped, not fatal */
+	/* values of the wrong type (sqlite3 .import binds text) take the column's type, an empty
+	 * optional text is NULL, and bytes that are not UTF-8 reach the API as '?' */
+	sql_exec(t.db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		       " reason, cached, upstream, name, matched, source) VALUES ('3', '4',"
+		       " '10.8.8.8', '0', '1', '0', '2', '3', '0', '', 'text.example',"
+		       " 'text.example', CAST(X'6c69737466ff' AS TEXT))");
+	f = (struct nx_qlog_filter){.status = NX_QLOG_STATUS_BLOCKED, .name = "text.example"};
+	all = read_all(t.db, f, 10);
+	assert_int_equal(json_array_size(all), 1);
+	it = json_array_get(all, 0);
+	assert_int_equal(jint(it, "ts"), 3);
+	assert_int_equal(jint(it, "duration_us"), 4);
+	assert_true(json_is_null(json_object_get(it, "upstream")));
+	assert_string_equal(jstr(it, "source"), "listf?");
+	json_decref(all);
+	f = (struct nx_qlog_filter){0};
+
+	/* a block that is not a block is skipped, by the API and by the view, not fatal */
 	sql_exec(t.db, "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
 		       " VALUES (2, 2, 1, 0, NULL, '[[1,2,')");
+	/* nor is a block whose n column undercounts its records */
+	sql_exec(t.db, "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+		       " VALUES (5, 6, 1, 0, NULL, '[[5,1,\"10.7.7.7\",0,1,0,0,0,0,null,"
+		       "\"n1.example\",null,null,null],[6,1,\"10.7.7.7\",0,1,0,0,0,0,null,"
+		       "\"n2.example\",null,null,null]]')");
 	all = read_all(t.db, f, 100);
-	assert_int_equal(json_array_size(all), 47);
+	assert_int_equal(json_array_size(all), 50);
 	json_decref(all);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries"), 50);
 	nx_qlog_free(q);
 	tdir_remove(&t);
 }
@@ -609,13 +632,21 @@ static void test_migration_to_blocks(void **state)
 		 " (1700000031000, 5, '10.0.0.1', 0, 1, 0, 2, 3, 0, NULL, 'a.example', 'a.example', 'list',"
 		 "  'A 0.0.0.0'),"
 		 " (1700000032000, 6, 'fd00::1', 0, 1, 0, 0, 0, 1, NULL, 'b\"q.example', NULL, NULL,"
-		 "  'A 192.0.2.7')");
+		 "  'A 192.0.2.7'),"
+		 /* what a tool may have stored despite the affinity: REAL, text, a BLOB name */
+		 " (1700000030000, 2.5, '10.0.0.4', 0, 1, 0, 0, 0, 'yes', '', X'652e6578616d706c65',"
+		 "  NULL, NULL, NULL)");
 	assert_int_equal(nx_qlog_db_migrate(t.db, 3), 0);
 	assert_int_equal(HAS_TABLE(t.db, "log_blocks"), 1);
-	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 3);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 4);
 	struct nx_qlog_filter f = {0};
 	json_t *all = read_all(t.db, f, 2);
-	assert_int_equal(json_array_size(all), 3);
+	assert_int_equal(json_array_size(all), 4);
+	json_t *e = json_array_get(all, 3);
+	assert_string_equal(jstr(e, "name"), "e.example");
+	assert_int_equal(jint(e, "duration_us"), 2);
+	assert_true(json_is_false(json_object_get(e, "cached")));
+	assert_true(json_is_null(json_object_get(e, "upstream")));
 	json_t *c = json_array_get(all, 0), *b = json_array_get(all, 1), *a = json_array_get(all, 2);
 	assert_string_equal(jstr(c, "name"), "c.example");
 	assert_string_equal(jstr(c, "upstream"), "u1");
@@ -635,7 +666,7 @@ static void test_migration_to_blocks(void **state)
 	struct nx_qlog_rec r = mkrec(T0, 1, "d.example");
 	nx_qlog_push(q, 0, &r);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
-	assert_int_equal(count_rows(t.db), 4);
+	assert_int_equal(count_rows(t.db), 5);
 	nx_qlog_free(q);
 	tdir_remove(&t);
 }
