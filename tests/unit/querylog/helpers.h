@@ -175,20 +175,40 @@ static inline json_int_t jint(json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
+/* The first row of sql on a separate connection: *db and the stepped statement (the caller
+ * finalizes and closes). */
+static inline sqlite3_stmt *sql_row(const char *path, const char *sql, sqlite3 **db)
+{
+	assert_int_equal(sqlite3_open(path, db), SQLITE_OK);
+	/* The writer or a checkpoint may hold a lock for a moment (longer under sanitizers). */
+	sqlite3_busy_timeout(*db, 5000);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(*db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	return s;
+}
+
 /* One integer from SQL on a separate connection. */
 static inline int64_t sql_int(const char *path, const char *sql)
 {
 	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	/* The writer or a checkpoint may hold a lock for a moment (longer under sanitizers). */
-	sqlite3_busy_timeout(db, 5000);
-	sqlite3_stmt *s = NULL;
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	sqlite3_stmt *s = sql_row(path, sql, &db);
 	int64_t v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 	return v;
+}
+
+/* One text from SQL on a separate connection (caller frees; NULL for SQL NULL). */
+static inline char *sql_text(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = sql_row(path, sql, &db);
+	const char *t = (const char *)sqlite3_column_text(s, 0);
+	char *out = t ? strdup(t) : NULL;
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return out;
 }
 
 static inline void sql_exec(const char *path, const char *sql)

@@ -434,22 +434,6 @@ static void test_rec_json(void **state)
 
 /* ---- the block store: text, view, trigger, minutes, late records, old schema ---- */
 
-/* One text column from SQL on a separate connection (caller frees). */
-static char *sql_text(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	sqlite3_busy_timeout(db, 5000);
-	sqlite3_stmt *s = NULL;
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	const char *t = (const char *)sqlite3_column_text(s, 0);
-	char *out = t ? strdup(t) : NULL;
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return out;
-}
-
 /* The first item of a one-filter query. */
 static json_t *first_named(const char *path, const char *needle)
 {
