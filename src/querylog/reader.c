@@ -510,7 +510,9 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	if (!err && !items) {
 		err = -ENOMEM;
 	}
-	qsort(heap, nh, sizeof(*heap), hit_cmp_desc);
+	if (nh) {
+		qsort(heap, nh, sizeof(*heap), hit_cmp_desc);
+	}
 	bool more = nh == cap;
 	size_t shown = more ? nh - 1 : nh;
 	for (size_t i = 0; i < nh; i++) {
