@@ -108,6 +108,19 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
  */
 void nx_admin_stop(struct nx_admin *a);
 
+/*
+ * Long work on the control loop (a list compile and snapshot build) calls nx_admin_service
+ * from its progress hook: it answers the admin requests that are ready, at most every
+ * NX_ADMIN_SERVICE_MS, so /metrics, /healthz and reads keep answering during a rebuild. It does
+ * nothing when called from inside an admin handler (libmicrohttpd is not re-entrant).
+ * nx_admin_set_busy marks that work: meanwhile requests other than GET/HEAD answer 503 with
+ * Retry-After (a change could start another rebuild inside this one), and /metrics shows
+ * nxdns_lists_rebuilding 1. NULL a: no-ops.
+ */
+#define NX_ADMIN_SERVICE_MS 20
+void nx_admin_service(struct nx_admin *a);
+void nx_admin_set_busy(struct nx_admin *a, bool busy);
+
 /* The bound port (useful after listening on port 0). */
 uint16_t nx_admin_port(const struct nx_admin *a);
 

@@ -284,6 +284,16 @@ static void dispatch(struct nx_admin_req *req)
 	if (!nx_admin_authorize(req)) {
 		return; /* 401 or 403 answered */
 	}
+	if (req->admin->busy && strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+		/* answered from inside a rebuild (nx_admin_service): a change could start another */
+		struct MHD_Response *r = error_response_l(
+		    "busy", NULL, "the block lists are being rebuilt; retry in a moment");
+		if (r) {
+			MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+		}
+		queue(req, 503, r);
+		return;
+	}
 	int rc = req->route->handler(req);
 	if (req->replied) {
 		return;
@@ -425,7 +435,9 @@ static void on_timer(uv_timer_t *t);
 static void run(struct nx_admin *a)
 {
 	a->runs++;
+	a->in_run++;
 	MHD_run(a->mhd);
+	a->in_run--;
 	MHD_UNSIGNED_LONG_LONG ms;
 	if (MHD_get_timeout(a->mhd, &ms) == MHD_YES) {
 		uv_timer_start(&a->timer, on_timer, (uint64_t)ms, 0);
@@ -443,6 +455,29 @@ void nx_admin_run_now(struct nx_admin *a)
 {
 	if (a->mhd) {
 		run(a);
+	}
+}
+
+void nx_admin_service(struct nx_admin *a)
+{
+	if (!a || !a->mhd || a->in_run) {
+		return;
+	}
+	/* the loop's clock stands still while its thread works: read the real one */
+	uint64_t now = uv_hrtime() / 1000000;
+	if (a->service_ms && now - a->service_ms < NX_ADMIN_SERVICE_MS) {
+		return;
+	}
+	a->service_ms = now;
+	a->services++;
+	run(a);
+}
+
+void nx_admin_set_busy(struct nx_admin *a, bool busy)
+{
+	if (a) {
+		a->busy = busy;
+		a->service_ms = 0;
 	}
 }
 

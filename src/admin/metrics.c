@@ -537,6 +537,9 @@ static void render_server(struct nx_admin *a, struct nx_metrics_buf *mb)
 		nx_metrics_sample_raw(mb, family, rows[i].labels, v);
 	}
 	gauge1(mb, "nxdns_admin_http_connections", "Open admin HTTP connections", a->connections);
+	gauge1(mb, "nxdns_lists_rebuilding",
+	       "1 while block lists compile or the snapshot builds (admin changes answer 503)",
+	       a->busy ? 1 : 0);
 	gauge1(mb, "nxdns_admin_http_connections_peak", "Highest nxdns_admin_http_connections",
 	       a->connections_peak);
 	nx_admin_live_metrics(a, mb);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
@@ -120,8 +121,16 @@ struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d)
 	return r;
 }
 
+/* Progress of a compile or build on the control loop: answer the admin requests that wait. */
+static void sync_step(void *arg)
+{
+	struct nx_daemon *d = arg;
+	nx_admin_service(d->admin);
+}
+
 /* Bring the lists up to date with the current config; publish a new snapshot generation when
- * it changed (workers drop the old one at their next wake-up). */
+ * it changed (workers drop the old one at their next wake-up). While it compiles and builds,
+ * admin reads and /metrics are still answered (sync_step); admin changes answer 503. */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags)
 {
 	bool changed = false;
@@ -131,7 +140,13 @@ int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags)
 	nx_snapref_acquire(before);
 	pthread_mutex_unlock(&d->cref_lock);
 	struct nx_lists tmp = d->lists; /* build against a copy, swap under the lock */
+	tmp.on_step = sync_step;
+	tmp.step_arg = d;
+	nx_admin_set_busy(d->admin, true);
 	int rc = nx_lists_sync(&tmp, d->cur->c, flags, &changed);
+	nx_admin_set_busy(d->admin, false);
+	tmp.on_step = NULL;
+	tmp.step_arg = NULL;
 	pthread_mutex_lock(&d->cref_lock);
 	d->lists = tmp;
 	pthread_mutex_unlock(&d->cref_lock);

@@ -186,8 +186,9 @@ static void fetch_sync(struct nx_lists *l, const struct nx_conf_source *s,
 }
 
 /* Compile `input` into dir when its bytes differ from the last compile. */
-static void compile_if_changed(const struct nx_conf_source *s, const char *input, const char *dir,
-			       struct nx_source_status *st, bool force)
+static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_source *s,
+			       const char *input, const char *dir, struct nx_source_status *st,
+			       bool force)
 {
 	char have[65] = "", now[65];
 	bool meta = read_meta(dir, s->name, have, st);
@@ -216,6 +217,8 @@ static void compile_if_changed(const struct nx_conf_source *s, const char *input
 		.last_modified = st->last_modified[0] ? st->last_modified : NULL,
 		.fetched_at = st->fetched_at,
 		.origin = s->url ? s->url : s->path,
+		.on_step = l->on_step,
+		.step_arg = l->step_arg,
 	};
 	struct nx_filter_compile_report rep;
 	memset(&rep, 0, sizeof(rep));
@@ -289,7 +292,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 				} else {
 					snprintf(input, sizeof(input), "%s", s->path);
 				}
-				compile_if_changed(s, input, dirs[i], st, (flags & NX_LISTS_FORCE) != 0);
+				compile_if_changed(l, s, input, dirs[i], st,
+						   (flags & NX_LISTS_FORCE) != 0);
 			}
 		}
 		/* A disabled source stays in the snapshot as an empty slot, so snapshot indexes are
@@ -351,7 +355,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 
 	struct nx_filter_snap_build_report rep;
 	memset(&rep, 0, sizeof(rep));
-	rc = nx_filter_snap_build(snap_path, srcs, n, NULL, &rep);
+	struct nx_filter_snap_build_opts bopts = {.on_step = l->on_step, .arg = l->step_arg};
+	rc = nx_filter_snap_build(snap_path, srcs, n, &bopts, &rep);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "filter", "snapshot build failed, keeping the current one: %s",
 		       nx_strerror(rc));

@@ -58,6 +58,10 @@ struct nx_lists {
 	/* last snapshot build, for reports */
 	uint64_t entries, bytes, build_ms, peak_build_bytes;
 	bool rebuilt;
+	/* Progress hook of compiles and builds (NULL: none): the daemon answers admin requests
+	 * there, so the control loop's HTTP side does not stall for a whole rebuild. */
+	void (*on_step)(void *arg);
+	void *step_arg;
 };
 
 /* Sync options. */

@@ -75,6 +75,8 @@ bool nx_filter_source_name_ok(const char *name)
 
 struct ctx {
 	struct nx_filter_compile_report *rep;
+	const struct nx_filter_compile_opts *opts;
+	uint64_t names; /* written, for on_step */
 	int64_t base_bytes; /* filter_build bytes at start */
 	struct nx_xsort *xs;
 	uint64_t lineno;
@@ -91,6 +93,9 @@ static void sample(void *arg)
 	int64_t d = rows[NX_OWNER_filter_build].bytes - c->base_bytes;
 	if (d > 0 && (uint64_t)d > c->rep->peak_build_bytes) {
 		c->rep->peak_build_bytes = (uint64_t)d;
+	}
+	if (c->opts->on_step) {
+		c->opts->on_step(c->opts->step_arg);
 	}
 }
 
@@ -144,6 +149,9 @@ static void on_body(void *arg, const void *p, size_t n)
 static int on_name(void *arg, const char *name, size_t len, uint32_t kinds)
 {
 	struct ctx *c = arg;
+	if (++c->names % NX_FILTER_STEP_NAMES == 0 && c->opts->on_step) {
+		c->opts->on_step(c->opts->step_arg);
+	}
 	static const struct {
 		unsigned bad, good;
 	} cancel[] = {
@@ -257,7 +265,7 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 	snprintf(rep->name, sizeof(rep->name), "%s", o->name);
 	snprintf(rep->format, sizeof(rep->format), "%s", nx_filter_format_name(o->format));
 
-	struct ctx c = {.rep = rep};
+	struct ctx c = {.rep = rep, .opts = o};
 	{
 		struct nx_ledger_row rows[NX_OWNER__COUNT];
 		nx_ledger_read(rows);
@@ -290,7 +298,7 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 		}
 		c.lineno++;
 		rep->lines++;
-		if ((c.lineno & 4095) == 0) {
+		if (c.lineno % NX_FILTER_STEP_LINES == 0) {
 			sample(&c);
 		}
 		if (too_long) {

@@ -40,7 +40,13 @@ struct nx_filter_compile_opts {
 	const char *last_modified;
 	int64_t fetched_at; /* unix seconds, 0 = unset */
 	const char *origin; /* URL or path, for the report */
+	/* Called every NX_FILTER_STEP_LINES input lines, every 65536 names written
+	 * and at the sort's spill and merge points, so that a caller on an event loop can serve
+	 * other work during a long compile (the daemon answers admin requests there). NULL: none. */
+	void (*on_step)(void *arg);
+	void *step_arg;
 };
+#define NX_FILTER_STEP_LINES 4096
 
 struct nx_filter_compile_report {
 	char name[NX_FILTER_SOURCE_NAME_MAX + 1];

@@ -14,6 +14,8 @@
 #define NX_FILTER_RD_BUF (64 * 1024)
 /* Write buffer of the body / run writers. */
 #define NX_FILTER_WR_BUF (64 * 1024)
+/* The compiler and the snapshot builder call their on_step hook every this many names. */
+#define NX_FILTER_STEP_NAMES 65536
 
 struct nx_lr {
 	int fd;		/* borrowed */

@@ -42,7 +42,8 @@ struct nx_filter_snap_build_opts {
 	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
 	 * colliding on purpose across installations. Tests pass a fixed seed. */
 	uint64_t seed;
-	/* Called after each source of each pass (progress, tests sampling the ledger). */
+	/* Called after each source of each pass and every 65536 names within one
+	 * (progress, tests sampling the ledger, the daemon answering admin requests). */
 	void (*on_step)(void *arg);
 	void *arg;
 };

@@ -43,6 +43,8 @@ struct builder {
 	uint64_t n, placed;
 	unsigned src_index;
 	int err;
+	const struct nx_filter_snap_build_opts *opts;
+	uint64_t walked; /* names over all passes, for on_step */
 };
 
 static void charge(struct builder *b, int64_t bytes)
@@ -193,6 +195,9 @@ static int walk(struct builder *b, const struct nx_filter_snap_source *src, entr
 		}
 		st->entries++;
 		fn(b, name, len, flags);
+		if (++b->walked % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
+			b->opts->on_step(b->opts->arg);
+		}
 	}
 	rc = 0;
 	crypto_hash_sha256_state all;
@@ -387,7 +392,7 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 		return -ENOSYS;
 	}
 	uint64_t t0 = now_ms();
-	struct builder b = {.rep = rep};
+	struct builder b = {.rep = rep, .opts = opts};
 	b.seed = opts && opts->seed ? opts->seed : 0;
 	while (b.seed == 0) {
 		randombytes_buf(&b.seed, sizeof(b.seed));

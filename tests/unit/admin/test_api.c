@@ -485,6 +485,42 @@ static void locals_round_trip(void **state)
 		"bad_request", "ttl");
 }
 
+/* ---- during a list rebuild ---- */
+
+/* While the daemon rebuilds lists it answers admin requests from the build's progress hook:
+ * reads and /metrics go on, changes answer 503 busy with Retry-After, and nothing reaches the
+ * hooks (a change there could start another rebuild inside this one). */
+static void busy_refuses_changes(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	nx_admin_set_busy(f->admin, true);
+	call(f, &r, "GET", "/api/filter/pause", NULL, 200, NULL);
+	fx_resp_free(&r);
+	call(f, &r, "POST", "/api/filter/pause", "{\"seconds\": 60}", 503, "busy");
+	char v[16];
+	assert_non_null(fx_header(&r, "Retry-After", v, sizeof(v)));
+	assert_string_equal(v, "1");
+	fx_resp_free(&r);
+	assert_int_equal(f->paused_until, 0);
+	call(f, &r, "DELETE", "/api/filter/rules", "{\"list\": \"deny\", \"rule\": \"x.test\"}",
+	     503, "busy");
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 0);
+	fx_http(f, &r, "GET", "/metrics", NULL, NULL);
+	fx_expect(&r, 200, NULL);
+	assert_non_null(strstr(r.body, "\nnxdns_lists_rebuilding 1\n"));
+	fx_resp_free(&r);
+
+	nx_admin_set_busy(f->admin, false);
+	call(f, &r, "POST", "/api/filter/pause", "{\"seconds\": 60}", 200, NULL);
+	fx_resp_free(&r);
+	assert_true(f->paused_until > 0);
+	fx_http(f, &r, "GET", "/metrics", NULL, NULL);
+	assert_non_null(strstr(r.body, "\nnxdns_lists_rebuilding 0\n"));
+	fx_resp_free(&r);
+}
+
 /* ---- pause, lookup ---- */
 
 static void pause_and_resume(void **state)
@@ -617,6 +653,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(pause_and_resume, setup, teardown),
 	    cmocka_unit_test_setup_teardown(lookup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(session_needs_csrf, setup, teardown),
+	    cmocka_unit_test_setup_teardown(busy_refuses_changes, setup, teardown),
 	    cmocka_unit_test(without_hooks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -195,6 +195,30 @@ static char *gen_names(unsigned n, unsigned seed)
 	return text;
 }
 
+/* The progress hook: called every NX_FILTER_STEP_LINES input lines and every 65536 names
+ * written (the daemon answers admin requests there during a long compile). */
+static void count_step(void *arg)
+{
+	++*(unsigned *)arg;
+}
+
+static void test_step_hook(void **state)
+{
+	const char *dir = *state;
+	char *text = gen_names(200000, 11);
+	char in[4300];
+	snprintf(in, sizeof(in), "%s/steps.in", dir);
+	th_write(in, text, strlen(text));
+	unsigned steps = 0;
+	struct nx_filter_compile_opts o = {.name = "steps", .on_step = count_step,
+					   .step_arg = &steps};
+	struct nx_filter_compile_report rep;
+	assert_int_equal(nx_filter_compile_file(in, dir, &o, &rep), 0);
+	uint64_t names = rep.n_list + rep.n_wild + rep.n_allow;
+	assert_true(steps >= rep.lines / NX_FILTER_STEP_LINES + names / 65536);
+	free(text);
+}
+
 static void test_external_sort(void **state)
 {
 	const char *dir = *state;
@@ -286,6 +310,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_forced_format, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_line_too_long, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_external_sort, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_step_hook, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refuse_below, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 	};

@@ -1,0 +1,55 @@
+"""A list rebuild runs on the control loop, which also serves the admin HTTP side (issue 4):
+while a big list compiles and its snapshot builds, /metrics and /healthz keep answering (the
+build's progress hook serves them), scrapes show nxdns_lists_rebuilding 1 and the transient
+filter_build ledger owner, and DNS keeps answering on the workers. Before the hook, a forced
+rebuild left /metrics unanswered for its whole length (about 5 s with all the shared lists).
+Changes during a rebuild answer 503 (tests/unit/admin/test_api.c busy_refuses_changes)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from filterkit import start_nx
+from harness import answers, make_query, wait_until
+
+NAMES = 600_000  # about half a second of compile and build here; longer under ASan
+
+
+@pytest.mark.nx_timeout(120)
+def test_metrics_answer_during_a_rebuild(make_upstream, make_nxdns, tmp_path):
+    lst = tmp_path / "big.txt"
+    with open(lst, "w") as f:
+        f.writelines(f"n{i}.rebuild.test\n" for i in range(NAMES))
+    up = make_upstream(default_a="192.0.2.5")
+    nx = start_nx(make_nxdns, [up], {
+        "filter": {"sources": [{"name": "big", "path": str(lst), "format": "domains"}]},
+    })
+    m0 = nx.metrics()
+    gen = m0.get("nxdns_filter_snapshot_generation")
+    assert "\nnxdns_lists_rebuilding 0\n" in m0.text
+
+    nx.send_signal(signal.SIGUSR1)  # recompile every source, rebuild the snapshot
+    during, build_bytes, t_end = 0, 0.0, time.monotonic() + 60
+    while time.monotonic() < t_end:
+        m = nx.metrics()  # asserts 200
+        if m.get("nxdns_filter_snapshot_generation") == gen + 1:
+            break
+        if m.get("nxdns_lists_rebuilding") == 1:
+            during += 1
+            build_bytes = max(build_bytes,
+                              m.get("nxdns_memory_owner_bytes", owner="filter_build") or 0)
+            code, body = nx.http_get("/healthz")
+            assert code == 200, body
+        time.sleep(0.01)
+    assert wait_until(lambda: nx.metrics().get("nxdns_filter_snapshot_generation") == gen + 1,
+                      30), "SIGUSR1 did not rebuild the snapshot"
+    print(f"scrapes during the rebuild: {during}, filter_build peak seen {build_bytes:.0f} B")
+    assert during >= 2, f"only {during} scrapes were answered while the lists rebuilt"
+    assert build_bytes > 0, "the rebuild's filter_build owner never showed in a scrape"
+    assert nx.metrics().get("nxdns_lists_rebuilding") == 0
+    # the rebuilt snapshot decides as before
+    assert answers(nx.udp(make_query("n123.rebuild.test"))) == ["0.0.0.0"]
+    assert answers(nx.udp(make_query("other.example"))) == ["192.0.2.5"]
