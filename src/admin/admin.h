@@ -110,11 +110,14 @@ void nx_admin_stop(struct nx_admin *a);
 
 /*
  * Long work on the control loop (a list compile and snapshot build) calls nx_admin_service
- * from its progress hook: it answers the admin requests that are ready, at most every
- * NX_ADMIN_SERVICE_MS, so /metrics, /healthz and reads keep answering during a rebuild. It does
- * nothing when called from inside an admin handler (libmicrohttpd is not re-entrant).
- * nx_admin_set_busy marks that work: meanwhile requests other than GET/HEAD answer 503 with
- * Retry-After (a change could start another rebuild inside this one), and /metrics shows
+ * from its progress hook: it answers the admin requests that are ready, then waits
+ * NX_ADMIN_SERVICE_MS or twice as long as that took, whichever is longer (the work keeps at
+ * least two thirds of the thread), so /metrics, /healthz and reads keep answering during a
+ * rebuild. It does nothing when called from inside an admin handler (libmicrohttpd is not
+ * re-entrant): a rebuild a request starts itself (a settings change; the refresh button when
+ * every source is a local file) serves nothing meanwhile. nx_admin_set_busy marks that work:
+ * meanwhile requests other than GET/HEAD, login and logout answer 503 with Retry-After (a
+ * change could start another rebuild inside this one), and /metrics shows
  * nxdns_lists_rebuilding 1. NULL a: no-ops.
  */
 #define NX_ADMIN_SERVICE_MS 20

@@ -284,8 +284,10 @@ static void dispatch(struct nx_admin_req *req)
 	if (!nx_admin_authorize(req)) {
 		return; /* 401 or 403 answered */
 	}
-	if (req->admin->busy && strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-		/* answered from inside a rebuild (nx_admin_service): a change could start another */
+	if (req->admin->busy && strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
+	    strcmp(req->path, "/api/auth/login") != 0 && strcmp(req->path, "/api/auth/logout") != 0) {
+		/* answered from inside a rebuild (nx_admin_service): a change could start another
+		 * (logging in and out only touch the session table) */
 		struct MHD_Response *r = error_response_l(
 		    "busy", NULL, "the block lists are being rebuilt; retry in a moment");
 		if (r) {
@@ -465,12 +467,15 @@ void nx_admin_service(struct nx_admin *a)
 	}
 	/* the loop's clock stands still while its thread works: read the real one */
 	uint64_t now = uv_hrtime() / 1000000;
-	if (a->service_ms && now - a->service_ms < NX_ADMIN_SERVICE_MS) {
+	if (now < a->service_ms) {
 		return;
 	}
-	a->service_ms = now;
 	a->services++;
 	run(a);
+	/* The next turn waits NX_ADMIN_SERVICE_MS, or twice what this one took: however busy the
+	 * admin side is, the rebuild keeps at least two thirds of the thread. */
+	uint64_t end = uv_hrtime() / 1000000;
+	a->service_ms = end + NX_MAX((uint64_t)NX_ADMIN_SERVICE_MS, 2 * (end - now));
 }
 
 void nx_admin_set_busy(struct nx_admin *a, bool busy)

@@ -167,7 +167,7 @@ struct nx_admin {
 	int64_t connections_peak;
 	uint64_t runs;		   /* MHD_run() calls: a test checks an idle server sleeps */
 	unsigned in_run;	   /* inside MHD_run (a handler may start a rebuild): no service */
-	uint64_t service_ms;	   /* uv_hrtime ms of the last nx_admin_service run */
+	uint64_t service_ms;	   /* uv_hrtime ms before which nx_admin_service waits */
 	uint64_t services;	   /* nx_admin_service runs (during rebuilds) */
 	bool busy;		   /* a list rebuild is running: changes answer 503 */
 	size_t last_metrics_bytes; /* size of the previous exposition: next buffer starts there */

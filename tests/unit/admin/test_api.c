@@ -511,6 +511,15 @@ static void busy_refuses_changes(void **state)
 	fx_expect(&r, 200, NULL);
 	assert_non_null(strstr(r.body, "\nnxdns_lists_rebuilding 1\n"));
 	fx_resp_free(&r);
+	/* authorization still comes first; HEAD is a read; logging in only touches sessions */
+	fx_http(f, &r, "POST", "/api/filter/pause", NULL, "{\"seconds\": 60}");
+	fx_expect(&r, 401, NULL);
+	fx_resp_free(&r);
+	fx_http(f, &r, "HEAD", "/api/filter/pause", FX_BEARER, NULL);
+	assert_int_equal(r.status, 200);
+	fx_resp_free(&r);
+	struct fx_session sess;
+	fx_login(f, &sess);
 
 	nx_admin_set_busy(f->admin, false);
 	call(f, &r, "POST", "/api/filter/pause", "{\"seconds\": 60}", 200, NULL);
