@@ -114,8 +114,8 @@ void nx_admin_stop(struct nx_admin *a);
  * NX_ADMIN_SERVICE_MS or twice as long as that took, whichever is longer (the work keeps at
  * least two thirds of the thread), so /metrics, /healthz and reads keep answering during a
  * rebuild. It does nothing when called from inside an admin handler (libmicrohttpd is not
- * re-entrant): a rebuild a request starts itself (a settings change; the refresh button when
- * every source is a local file) serves nothing meanwhile. nx_admin_set_busy marks that work:
+ * re-entrant): a rebuild a request starts itself (a settings or source change) serves nothing
+ * meanwhile. nx_admin_set_busy marks that work:
  * meanwhile requests other than GET/HEAD, login and logout answer 503 with Retry-After (a
  * change could start another rebuild inside this one), and /metrics shows
  * nxdns_lists_rebuilding 1. NULL a: no-ops.

@@ -111,6 +111,12 @@ static void on_refresh_timer(uv_timer_t *t)
 	nx_refresh_now(d, -1, 0);
 }
 
+/* The round itself, one loop turn after it was asked for. */
+static void on_round_start(uv_timer_t *t)
+{
+	fetch_next(t->data);
+}
+
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags)
 {
 	if (d->refresh_running) {
@@ -121,8 +127,10 @@ int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags)
 	d->refresh_idx = 0;
 	d->refresh_only = source;
 	d->refresh_downloaded = 0;
-	uv_timer_stop(&d->refresh_timer);
-	fetch_next(d);
+	/* Not here: the caller may be an admin handler (the refresh button), and a round without
+	 * downloads (local files) rebuilds at once. From a loop turn of its own the rebuild's
+	 * progress hook can answer admin requests meanwhile (admin/http.c nx_admin_service). */
+	uv_timer_start(&d->refresh_timer, on_round_start, 0, 0);
 	return 0;
 }
 

@@ -61,3 +61,47 @@ def test_metrics_answer_during_a_rebuild(make_upstream, make_nxdns, tmp_path):
     # the rebuilt snapshot decides as before
     assert answers(nx.udp(make_query("n123.rebuild.test"))) == ["0.0.0.0"]
     assert answers(nx.udp(make_query("other.example"))) == ["192.0.2.5"]
+
+
+@pytest.mark.nx_timeout(150)
+def test_refresh_button_returns_before_its_rebuild(make_upstream, make_nxdns, tmp_path):
+    """POST /api/filter/sources/refresh with a changed local list answers 202 at once; the
+    rebuild runs on a loop turn of its own, so scrapes answer during it and a change meanwhile
+    answers 503 busy with Retry-After."""
+    from adminkit import logged_in, start_nx as start_admin_nx
+
+    lst = tmp_path / "big.txt"
+    with open(lst, "w") as f:
+        f.writelines(f"n{i}.rebuild.test\n" for i in range(NAMES))
+    up = make_upstream(default_a="192.0.2.5")
+    nx = start_admin_nx(make_nxdns, [up], config={
+        "filter": {"sources": [{"name": "big", "path": str(lst), "format": "domains"}]},
+    })
+    api = logged_in(nx)
+    gen = nx.metrics().get("nxdns_filter_snapshot_generation")
+    with open(lst, "a") as f:
+        f.write("added.rebuild.test\n")
+
+    r = api.post("/api/filter/sources/refresh")
+    assert r.status == 202, r
+    during, busy = 0, None
+    t_end = time.monotonic() + 90
+    while time.monotonic() < t_end:
+        m = nx.metrics()
+        if m.get("nxdns_filter_snapshot_generation") == gen + 1:
+            break
+        if m.get("nxdns_lists_rebuilding") == 1:
+            during += 1
+            if busy is None:
+                p = api.post("/api/filter/pause", {"seconds": 60})
+                if p.status == 503:
+                    busy = p
+        time.sleep(0.002)
+    assert wait_until(lambda: nx.metrics().get("nxdns_filter_snapshot_generation") == gen + 1,
+                      30), "the refresh did not rebuild the snapshot"
+    assert during >= 3, f"only {during} scrapes were answered while the refresh rebuilt"
+    assert busy is not None, "no change was refused while the lists rebuilt"
+    assert busy.json["error"] == "busy", busy
+    assert busy.headers.get("retry-after") == "1", busy.headers
+    assert answers(nx.udp(make_query("added.rebuild.test"))) == ["0.0.0.0"]
+    assert api.post("/api/filter/pause", {"seconds": 60}).status == 200
