@@ -7,8 +7,9 @@
  * Immediate answers are written into the caller's buffer (the UDP batch goes out in one
  * sendmmsg); forwarded answers are relayed from the upstream engine's receive buffer into the
  * worker's scratch buffer and queued (nx_udp_reply_later: one sendmmsg per socket at the end of
- * the loop turn) or sent at once (TCP, or a client on another worker's socket). Nothing here allocates per query: pending operations
- * and waiters come from per-worker free lists that grow to the peak and are reused.
+ * the loop turn) or sent at once (TCP, or a client on another worker's socket). Nothing here
+ * allocates per query: pending operations and waiters come from per-worker free lists that grow
+ * to the peak and are reused.
  */
 #include <arpa/inet.h>
 #include <stdio.h>

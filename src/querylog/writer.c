@@ -394,26 +394,27 @@ static void agg_committed(struct nx_qlog *q, struct wstate *w)
 	w->agg_force = false;
 }
 
-/* A transaction of the held aggregate counts alone. SQLite code; on failure they stay held. */
-static int write_aggregates(struct nx_qlog *q, struct wstate *w)
+/* End the open transaction: COMMIT when rc is SQLITE_OK, else ROLLBACK. The final code. */
+static int end_txn(struct nx_qlog *q, int rc)
 {
-	int rc = SQLITE_OK;
-	if (q->reopen || !q->db) {
-		conn_close(q);
-		rc = conn_open(q);
-	}
-	if (rc == SQLITE_OK) {
-		rc = step_done(q->st.begin);
-	}
-	if (rc == SQLITE_OK) {
-		rc = nx_qlog_agg_write(q);
-	}
 	if (rc == SQLITE_OK) {
 		rc = step_done(q->st.commit);
 	}
 	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
 		step_done(q->st.rollback);
 	}
+	return rc;
+}
+
+/* A transaction of the held aggregate counts alone, on the connection attempt() opened.
+ * SQLite code; on failure they stay held. */
+static int write_aggregates(struct nx_qlog *q, struct wstate *w)
+{
+	int rc = step_done(q->st.begin);
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_write(q);
+	}
+	rc = end_txn(q, rc);
 	if (rc == SQLITE_OK) {
 		agg_committed(q, w);
 	}
@@ -474,12 +475,7 @@ static int write_batch(struct nx_qlog *q, struct wstate *w)
 	if (rc == SQLITE_OK && agg_now) {
 		rc = nx_qlog_agg_write(q);
 	}
-	if (rc == SQLITE_OK) {
-		rc = step_done(q->st.commit);
-	}
-	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
-		step_done(q->st.rollback);
-	}
+	rc = end_txn(q, rc);
 	if (rc == SQLITE_OK) {
 		w->counted = false;
 		w->unagg += w->n;
