@@ -1,8 +1,19 @@
 /*
- * The sharded table: slots, chained index, CLOCK hand, the global byte budget.
+ * The sharded table: slots, chained index, the eviction policy, the global byte budget.
  *
- * Each shard is one allocation (header | entry slots | bucket heads), locked by its own mutex.
- * Slots are fixed at creation; a free slot has blob == NULL and sits on the shard's free list.
+ * Each shard is one allocation (header | entry slots | probation ring | bucket heads | ghost
+ * cells), locked by its own mutex. Slots are fixed at creation; a free slot has blob == NULL and
+ * sits on the shard's free list.
+ *
+ * Eviction is S3-FIFO (Yang et al., SOSP 2023) over the slots: a new entry starts on probation
+ * (SLOT_SMALL, in a FIFO ring of about a tenth of the shard); the main queue is every other
+ * entry, swept by a CLOCK hand with a 2-bit use count. When room is needed and probation holds
+ * its share, the oldest probationer leaves: to the main queue if it was hit while waiting,
+ * otherwise out of the cache, its hash remembered in a direct-mapped "ghost" table. A put whose
+ * key is in the ghost table (evicted from probation, then asked for again) goes straight to the
+ * main queue. So a stream of names asked for once (a scan, a burst of random subdomains) cycles
+ * through probation only and never evicts the main queue's working set, which plain CLOCK
+ * cannot promise: there, every entry that a sweep finds unreferenced goes.
  * The byte budget is one atomic shared by all shards: a put reserves its copy's bytes with a
  * compare-and-swap that never lets live_bytes pass the budget, evicting by CLOCK from shards in
  * round-robin order (one lock at a time) until the reservation fits. Freed bytes are released
@@ -22,8 +33,11 @@
 #define KEY_DO 0x01
 #define KEY_CD 0x02
 
-#define SLOT_REF 0x01	     /* CLOCK reference bit: hit since the hand last passed */
 #define SLOT_PREFETCHED 0x02 /* prefetch already signalled for this stored copy */
+#define SLOT_SMALL 0x04	     /* on probation: in the FIFO ring, not in the main queue */
+#define SLOT_FREQ_SHIFT 4    /* 2-bit use count: hits, less one per pass of the main hand */
+#define SLOT_FREQ_MASK 0x30
+#define SLOT_FREQ_MAX 3
 
 struct entry {
 	uint64_t hash;
@@ -34,7 +48,7 @@ struct entry {
 	int32_t next;		    /* bucket chain or free list, -1 = end */
 	uint16_t qtype;
 	uint8_t kflags; /* KEY_DO | KEY_CD */
-	uint8_t state;	/* SLOT_* */
+	uint8_t state;	/* SLOT_* and the use count */
 };
 /* Slots are allocated up front for cache.size entries: their size is in the memory budget. */
 static_assert(sizeof(struct entry) == 40, "cache slot size is part of the memory budget");
@@ -42,15 +56,23 @@ static_assert(sizeof(struct entry) == 40, "cache slot size is part of the memory
 struct shard {
 	pthread_mutex_t lock;
 	struct entry *e; /* cap slots, in this allocation */
+	uint64_t *fifo;	 /* probation ring: (low 32 bits of hash << 32) | slot, oldest first */
 	int32_t *bucket; /* mask + 1 chain heads, in this allocation */
+	uint32_t
+	    *ghost; /* ghost_mask + 1 cells: (uint32_t)hash | 1 of recent probation evictions */
 	size_t alloc_size;
 	uint32_t cap;
 	uint32_t mask;
 	uint32_t count;
-	uint32_t hand;
+	uint32_t hand; /* main queue's CLOCK hand (a slot index) */
 	int32_t free_head;
+	uint32_t small_cap;			/* probation's share of cap */
+	uint32_t small_count;			/* entries on probation */
+	uint32_t fifo_cap, fifo_head, fifo_len; /* records in the ring, some stale (see fifo_pop) */
+	uint32_t ghost_mask;
 	/* counters, under lock */
 	uint64_t hits, stale_hits, misses, inserts, replaced, evictions, expired, prefetch;
+	uint64_t promoted, readmitted;
 };
 
 struct nx_cache {
@@ -108,14 +130,24 @@ static unsigned auto_shards(uint32_t size)
 	return n;
 }
 
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t n = 1;
+	while (n < v) {
+		n *= 2;
+	}
+	return n;
+}
+
 static struct shard *shard_new(struct nx_cache *c, uint32_t cap)
 {
-	uint32_t nb = 1;
-	while (nb < cap) {
-		nb *= 2;
-	}
+	uint32_t nb = pow2_at_least(cap);
+	uint32_t small_cap = NX_MAX(cap / NX_CACHE_SMALL_DIVISOR, 1u);
+	/* Twice probation's share: room for records of entries that left it by other paths. */
+	uint32_t fifo_cap = 2 * small_cap + 8;
 	size_t size = sizeof(struct shard) + (size_t)cap * sizeof(struct entry) +
-		      (size_t)nb * sizeof(int32_t);
+		      (size_t)fifo_cap * sizeof(uint64_t) + (size_t)nb * sizeof(int32_t) +
+		      (size_t)nb * sizeof(uint32_t);
 	struct shard *s = c->alloc.alloc(c->alloc.ctx, NX_OWNER_cache_slots, size);
 	if (!s) {
 		return NULL;
@@ -126,15 +158,21 @@ static struct shard *shard_new(struct nx_cache *c, uint32_t cap)
 		return NULL;
 	}
 	s->e = (struct entry *)(s + 1);
-	s->bucket = (int32_t *)(s->e + cap);
+	s->fifo = (uint64_t *)(s->e + cap);
+	s->bucket = (int32_t *)(s->fifo + fifo_cap);
+	s->ghost = (uint32_t *)(s->bucket + nb);
 	s->alloc_size = size;
 	s->cap = cap;
 	s->mask = nb - 1;
+	s->small_cap = small_cap;
+	s->fifo_cap = fifo_cap;
+	s->ghost_mask = nb - 1;
 	for (uint32_t i = 0; i < cap; i++) {
 		s->e[i] = (struct entry){.next = i + 1 < cap ? (int32_t)(i + 1) : -1};
 	}
 	s->free_head = 0;
 	memset(s->bucket, 0xff, (size_t)nb * sizeof(int32_t)); /* -1 */
+	memset(s->ghost, 0, (size_t)nb * sizeof(uint32_t));
 	return s;
 }
 
@@ -200,6 +238,9 @@ static void unlink_slot(struct shard *s, int32_t i, struct nx_cache_blob **dead)
 		link = &s->e[*link].next;
 	}
 	*link = e->next;
+	if (e->state & SLOT_SMALL) {
+		s->small_count--; /* its ring record goes stale */
+	}
 	e->blob->next_free = *dead;
 	*dead = e->blob;
 	e->blob = NULL;
@@ -218,6 +259,8 @@ static void flush_shard(struct nx_cache *c, struct shard *s)
 		}
 	}
 	s->hand = 0;
+	s->fifo_head = s->fifo_len = 0;
+	memset(s->ghost, 0, ((size_t)s->ghost_mask + 1) * sizeof(uint32_t));
 	pthread_mutex_unlock(&s->lock);
 	release(c, dead);
 }
@@ -323,40 +366,171 @@ static enum age_state age_of(const struct nx_cache *c, const struct entry *e, ui
 	return age < ttl_ms + (uint64_t)c->p.stale_window * 1000 ? STALE : DEAD;
 }
 
-/*
- * Evict one entry by CLOCK (under lock). Entries past their TTL get no second chance; dead
- * ones count as expired, the rest as evictions. Returns false only on an empty shard.
- */
-static bool clock_evict(struct nx_cache *c, struct shard *s, uint64_t now_ms,
-			struct nx_cache_blob **dead)
+static unsigned freq_of(const struct entry *e)
 {
-	if (s->count == 0) {
+	return (e->state & SLOT_FREQ_MASK) >> SLOT_FREQ_SHIFT;
+}
+
+static void set_freq(struct entry *e, unsigned f)
+{
+	e->state = (uint8_t)((e->state & ~SLOT_FREQ_MASK) | (f << SLOT_FREQ_SHIFT));
+}
+
+static uint32_t ghost_cell(uint64_t hash)
+{
+	return (uint32_t)hash | 1; /* never 0, the empty cell */
+}
+
+static void ghost_add(struct shard *s, uint64_t hash)
+{
+	s->ghost[(hash >> 32) & s->ghost_mask] = ghost_cell(hash);
+}
+
+/* Was this key evicted from probation lately? Forgets it either way it is asked. */
+static bool ghost_take(struct shard *s, uint64_t hash)
+{
+	uint32_t *g = &s->ghost[(hash >> 32) & s->ghost_mask];
+	if (*g != ghost_cell(hash)) {
 		return false;
 	}
-	/* Two sweeps clear every reference bit, so the loop ends by the second. */
-	for (uint64_t step = 0; step <= 2 * (uint64_t)s->cap; step++) {
+	*g = 0;
+	return true;
+}
+
+/*
+ * Oldest live probationer, its record taken off the ring; -1 when none is left. A record is
+ * stale when its slot was freed (and maybe reused) since: the slot is no longer on probation,
+ * or holds another key.
+ */
+static int32_t fifo_pop(struct shard *s)
+{
+	while (s->fifo_len) {
+		uint64_t r = s->fifo[s->fifo_head];
+		s->fifo_head = s->fifo_head + 1 == s->fifo_cap ? 0 : s->fifo_head + 1;
+		s->fifo_len--;
+		int32_t i = (int32_t)(uint32_t)r;
+		const struct entry *e = &s->e[i];
+		if (e->blob && (e->state & SLOT_SMALL) &&
+		    (uint32_t)e->hash == (uint32_t)(r >> 32)) {
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* Move slot i from probation to the main queue; `earned` (counted) when it was hit there. */
+static void promote(struct shard *s, int32_t i, bool earned)
+{
+	s->e[i].state &= (uint8_t)~SLOT_SMALL;
+	s->small_count--;
+	if (earned) {
+		s->promoted++;
+	}
+}
+
+/*
+ * Put slot i on probation. A full ring moves its oldest live record's entry up first, hit or
+ * not: that happens while an empty cache fills (nothing is evicted, so probation outgrows its
+ * share) and, rarely, when stale records crowd the ring.
+ */
+static void fifo_push(struct shard *s, int32_t i)
+{
+	if (s->fifo_len == s->fifo_cap) {
+		int32_t j = fifo_pop(s);
+		if (j >= 0) {
+			promote(s, j, freq_of(&s->e[j]) > 0);
+		}
+	}
+	uint32_t at = s->fifo_head + s->fifo_len;
+	if (at >= s->fifo_cap) {
+		at -= s->fifo_cap;
+	}
+	s->fifo[at] = ((uint64_t)(uint32_t)s->e[i].hash << 32) | (uint32_t)i;
+	s->fifo_len++;
+	s->e[i].state |= SLOT_SMALL;
+	s->small_count++;
+}
+
+static void drop(struct shard *s, int32_t i, enum age_state st, struct nx_cache_blob **dead)
+{
+	unlink_slot(s, i, dead);
+	if (st == DEAD) {
+		s->expired++;
+	} else {
+		s->evictions++;
+	}
+}
+
+/*
+ * Evict from probation (under lock): the oldest probationer that was hit moves to the main
+ * queue, one that was not leaves (into the ghost table). Returns false if probation ran empty.
+ */
+static bool evict_small(struct nx_cache *c, struct shard *s, uint64_t now_ms,
+			struct nx_cache_blob **dead)
+{
+	for (;;) {
+		int32_t i = fifo_pop(s);
+		if (i < 0) {
+			return false;
+		}
+		struct entry *e = &s->e[i];
+		uint64_t age;
+		enum age_state st = age_of(c, e, now_ms, &age);
+		if (st == FRESH && freq_of(e) > 0) {
+			promote(s, i, true);
+			continue;
+		}
+		if (st == FRESH) {
+			ghost_add(s, e->hash);
+		}
+		drop(s, i, st, dead);
+		return true;
+	}
+}
+
+/*
+ * Evict from the main queue by CLOCK (under lock): an entry the hand finds with a use count
+ * loses one and stays; entries past their TTL get no second chance. Dead ones count as
+ * expired, the rest as evictions.
+ */
+static bool evict_main(struct nx_cache *c, struct shard *s, uint64_t now_ms,
+		       struct nx_cache_blob **dead)
+{
+	/* Each pass takes one off every count, so the loop ends by the fourth. */
+	for (uint64_t step = 0; step <= (SLOT_FREQ_MAX + 1) * (uint64_t)s->cap; step++) {
 		int32_t i = (int32_t)s->hand;
 		struct entry *e = &s->e[i];
 		s->hand = s->hand + 1 == s->cap ? 0 : s->hand + 1;
-		if (!e->blob) {
+		if (!e->blob || (e->state & SLOT_SMALL)) {
 			continue;
 		}
 		uint64_t age;
 		enum age_state st = age_of(c, e, now_ms, &age);
-		if (st == FRESH && (e->state & SLOT_REF)) {
-			e->state &= (uint8_t)~SLOT_REF;
+		if (st == FRESH && freq_of(e) > 0) {
+			set_freq(e, freq_of(e) - 1);
 			continue;
 		}
-		unlink_slot(s, i, dead);
-		if (st == DEAD) {
-			s->expired++;
-		} else {
-			s->evictions++;
-		}
+		drop(s, i, st, dead);
 		return true;
 	}
-	nx_require(!"clock found no victim in a non-empty shard");
+	nx_require(!"clock found no victim in a non-empty main queue");
 	return false;
+}
+
+/* Evict one entry (under lock). Returns false only on an empty shard. */
+static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
+		      struct nx_cache_blob **dead)
+{
+	if (s->count == 0) {
+		return false;
+	}
+	if (s->small_count >= s->small_cap || s->small_count == s->count) {
+		if (evict_small(c, s, now_ms, dead)) {
+			return true;
+		}
+	}
+	nx_require(s->count > s->small_count);
+	return evict_main(c, s, now_ms, dead);
 }
 
 /* Reserve `size` budget bytes, evicting round robin over the shards until they fit. */
@@ -377,7 +551,7 @@ static bool reserve(struct nx_cache *c, uint32_t size, uint64_t now_ms)
 		struct shard *s = c->shard[si];
 		struct nx_cache_blob *dead = NULL;
 		pthread_mutex_lock(&s->lock);
-		bool ok = clock_evict(c, s, now_ms, &dead);
+		bool ok = evict_one(c, s, now_ms, &dead);
 		pthread_mutex_unlock(&s->lock);
 		release(c, dead);
 		/* All shards empty and still no room: other threads hold the bytes in flight. */
@@ -426,11 +600,22 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 	struct nx_cache_blob *dead = NULL;
 	pthread_mutex_lock(&s->lock);
 	int32_t old = find(s, &h, k);
+	bool main_queue; /* else probation */
+	unsigned freq = 0;
 	if (old >= 0) {
+		/* a refreshed copy keeps its place: the key's use is what earned it */
+		main_queue = !(s->e[old].state & SLOT_SMALL);
+		freq = main_queue ? freq_of(&s->e[old]) : 0;
 		unlink_slot(s, old, &dead);
 		s->replaced++;
-	} else if (s->count == s->cap) {
-		clock_evict(c, s, now_ms, &dead);
+	} else {
+		if (s->count == s->cap) {
+			evict_one(c, s, now_ms, &dead);
+		}
+		main_queue = ghost_take(s, h.hash);
+		if (main_queue) {
+			s->readmitted++;
+		}
 	}
 	int32_t i = s->free_head;
 	nx_require(i >= 0);
@@ -448,6 +633,11 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 	s->bucket[h.hash & s->mask] = i;
 	s->count++;
 	s->inserts++;
+	if (main_queue) {
+		set_freq(e, freq);
+	} else {
+		fifo_push(s, i);
+	}
 	pthread_mutex_unlock(&s->lock);
 	release(c, dead);
 	return 0;
@@ -480,6 +670,8 @@ int nx_cache_lookup(struct nx_cache *c, const struct nx_cache_key *k, uint64_t n
 	uint64_t age_ms;
 	enum age_state st = age_of(c, e, now_ms, &age_ms);
 	if (st == DEAD) {
+		/* asked for again: its next copy has shown its use and skips probation */
+		ghost_add(s, e->hash);
 		unlink_slot(s, i, &dead);
 		s->expired++;
 		goto miss;
@@ -506,7 +698,9 @@ int nx_cache_lookup(struct nx_cache *c, const struct nx_cache_key *k, uint64_t n
 			prefetch = true;
 			s->prefetch++;
 		}
-		e->state |= SLOT_REF;
+		if (freq_of(e) < SLOT_FREQ_MAX) {
+			set_freq(e, freq_of(e) + 1);
+		}
 		if (e->hits < UINT32_MAX) {
 			e->hits++;
 		}
@@ -557,6 +751,8 @@ void nx_cache_stats(const struct nx_cache *c, struct nx_cache_stats *out)
 		out->evictions += s->evictions;
 		out->expired += s->expired;
 		out->prefetch += s->prefetch;
+		out->promoted += s->promoted;
+		out->readmitted += s->readmitted;
 		pthread_mutex_unlock(&s->lock);
 	}
 	out->max_entries = c->p.size;

@@ -57,6 +57,8 @@ struct nx_cache;
 #define NX_CACHE_SHARDS_DEFAULT 16
 #define NX_CACHE_SHARDS_MAX 64
 #define NX_CACHE_SHARD_MIN_ENTRIES 64
+/* Probation (S3-FIFO's small queue) holds 1/this of each shard's entries, at least one. */
+#define NX_CACHE_SMALL_DIVISOR 10
 /* RFC 8767 section 4: TTL put on records served stale. */
 #define NX_CACHE_STALE_TTL 30
 /* Prefetch is signalled when the remaining TTL drops below this share of the stored TTL. */
@@ -134,6 +136,10 @@ static inline void nx_cache_key_from_query(const struct nx_dns_msg *q, struct nx
 	X(misses, counter, "nxdns_cache_misses_total", "DNS cache lookups without a fresh entry")  \
 	X(inserts, counter, "nxdns_cache_inserts_total", "DNS cache entries stored")               \
 	X(replaced, counter, "nxdns_cache_replaced_total", "DNS cache entries replaced by a put")  \
+	X(promoted, counter, "nxdns_cache_promoted_total",                                         \
+	  "DNS cache entries moved from probation to the main queue (hit while on probation)")     \
+	X(readmitted, counter, "nxdns_cache_readmitted_total",                                     \
+	  "DNS cache entries stored straight into the main queue (evicted from probation lately)") \
 	X(evictions, counter, "nxdns_cache_evictions_total",                                       \
 	  "DNS cache live entries evicted for room (CLOCK)")                                       \
 	X(expired, counter, "nxdns_cache_expired_total",                                           \

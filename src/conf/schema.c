@@ -377,7 +377,14 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "10000",
 		.doc = "Answers kept in the DNS cache (entries). `0` disables the cache. The "
 		       "cache's byte budget follows it: 256 bytes of stored answers per entry, "
-		       "never below one 65535-byte message.",
+		       "never below one 65535-byte message. When it is full, a new answer waits on "
+		       "probation (about a tenth of the entries): it stays only if it is asked for "
+		       "again while there, or if it left probation lately and comes back. So a burst "
+		       "of names asked for once (a scan, random subdomains) cannot push out the "
+		       "answers your network uses all the time (S3-FIFO; "
+		       "`nxdns_cache_promoted_total`, `nxdns_cache_readmitted_total`). Each entry "
+		       "costs about 50 bytes of slots and index up front (`nxdns_cache_slot_bytes`) "
+		       "besides its stored answer.",
 	},
 	{
 		.path = "cache.min_ttl",

@@ -1,6 +1,6 @@
 /*
- * Cache unit tests: bounds, CLOCK order, admission and TTL rules, allocation failures, keys,
- * the hit view, ledger balance. Time is driven by hand (now_ms).
+ * Cache unit tests: bounds, eviction order (probation, ghost, CLOCK), admission and TTL rules,
+ * allocation failures, keys, the hit view, ledger balance. Time is driven by hand (now_ms).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,27 +253,28 @@ static void test_budget_random_alloc_failures(void **state)
 	random_run(128, 2, 7, 5);
 }
 
-/* ---- CLOCK ---- */
+/* ---- eviction policy: probation FIFO, ghost, main-queue CLOCK ---- */
 
-static void test_clock_second_chance(void **state)
+/* Probation is a FIFO: its oldest entry leaves, or moves to the main queue if it was hit. */
+static void test_probation_fifo(void **state)
 {
 	struct talloc t;
 	talloc_init(&t);
-	struct nx_cache *c = mk(&t, 4, 1, NULL);
+	struct nx_cache *c = mk(&t, 4, 1, NULL); /* probation's share: 1 */
 	const char *names[] = {"a.test", "b.test", "c.test", "d.test",
 			       "e.test", "f.test", "g.test"};
 	for (int i = 0; i < 4; i++) {
 		assert_int_equal(put_tag(c, names[i], NX_DNS_T_A, 300, (uint32_t)i, 0, 1000), 0);
 	}
-	/* b and d are referenced */
+	/* b and d are hit while on probation */
 	assert_int_equal(get_tag(c, "b.test", NX_DNS_T_A, 2000, NULL), 1);
 	assert_int_equal(get_tag(c, "d.test", NX_DNS_T_A, 2000, NULL), 3);
-	/* e: hand at a (unreferenced) -> a goes */
+	/* e: a (oldest, never hit) goes */
 	assert_int_equal(put_tag(c, names[4], NX_DNS_T_A, 300, 4, 0, 3000), 0);
 	assert_int_equal(get_tag(c, "a.test", NX_DNS_T_A, 3000, NULL), -1);
-	/* f: b loses its bit, c goes */
+	/* f: b moves up, c goes */
 	assert_int_equal(put_tag(c, names[5], NX_DNS_T_A, 300, 5, 0, 3000), 0);
-	/* g: d loses its bit, e (new, unreferenced) goes */
+	/* g: d moves up, e (new, never hit) goes */
 	assert_int_equal(put_tag(c, names[6], NX_DNS_T_A, 300, 6, 0, 3000), 0);
 	assert_int_equal(get_tag(c, "c.test", NX_DNS_T_A, 3000, NULL), -1);
 	assert_int_equal(get_tag(c, "e.test", NX_DNS_T_A, 3000, NULL), -1);
@@ -285,6 +286,128 @@ static void test_clock_second_chance(void **state)
 	assert_int_equal(s.entries, 4);
 	assert_int_equal(s.evictions, 3);
 	assert_int_equal(s.inserts, 7);
+	assert_int_equal(s.promoted, 2);
+	assert_int_equal(s.readmitted, 0);
+	nx_cache_free(c);
+}
+
+/*
+ * A scan of names asked for once (10x the cache) cycles through probation and leaves the
+ * main queue's working set alone. Plain CLOCK would give each hot entry one second chance
+ * and then evict it.
+ */
+static void test_scan_resistance(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 100, 1, NULL);
+	char name[64];
+	for (uint32_t i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "hot%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, i, 0, 1000), 0);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 1000, NULL), i);
+	}
+	for (uint32_t i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "scan%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 1000 + i, 0, 2000), 0);
+	}
+	for (uint32_t i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "hot%u.test", i);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 3000, NULL), i);
+	}
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.entries, 100);
+	assert_int_equal(s.evictions, 950); /* every one of them a scanned name */
+	assert_int_equal(s.promoted, 50);
+	nx_cache_free(c);
+}
+
+/*
+ * A key evicted from probation and asked for again goes straight to the main queue (the
+ * ghost table remembers it), and a refreshed copy keeps its queue: both then outlive a scan
+ * although neither was ever hit.
+ */
+static void test_ghost_readmission(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 20, 1, NULL); /* probation's share: 2 */
+	char name[64];
+	for (uint32_t i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "fill%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 100 + i, 0, 1000), 0);
+	}
+	/*
+	 * The ring holds 12 records, so while the cache filled, fill0..fill7 were moved up
+	 * unhit to make room for records (not counted as promotions: never hit); fill8..fill19 are
+	 * on probation. x evicts fill8 and queues behind fill9..fill19: the twelfth put after it
+	 * evicts it.
+	 */
+	assert_int_equal(put_tag(c, "x.test", NX_DNS_T_A, 3600, 1, 0, 1000), 0);
+	for (uint32_t i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "more%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 200 + i, 0, 1000), 0);
+	}
+	assert_int_equal(get_tag(c, "x.test", NX_DNS_T_A, 1000, NULL), -1); /* gone... */
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.evictions, 13);
+	assert_int_equal(s.promoted, 0);
+	assert_int_equal(s.readmitted, 0);
+	/* ...but remembered: asked for again, it skips probation */
+	assert_int_equal(put_tag(c, "x.test", NX_DNS_T_A, 3600, 2, 0, 1000), 0);
+	s = st(c);
+	assert_int_equal(s.readmitted, 1);
+	assert_int_equal(put_tag(c, "x.test", NX_DNS_T_A, 3600, 3, 0, 1000), 0); /* refresh */
+	for (uint32_t i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "scan%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 1000 + i, 0, 2000), 0);
+	}
+	assert_int_equal(get_tag(c, "x.test", NX_DNS_T_A, 2000, NULL), 3);
+	s = st(c);
+	assert_int_equal(s.replaced, 1);
+	assert_int_equal(s.readmitted, 1);
+	nx_cache_free(c);
+}
+
+/*
+ * The main queue is a CLOCK with a 2-bit use count: the hand takes one off each entry it
+ * passes and evicts the first it finds at zero, so an entry hit three times outlives one hit
+ * once. Slots fill in order (free list), so the hand's path is known.
+ */
+static void test_main_clock_counts(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 10, 1, NULL); /* probation's share: 1 */
+	char name[64];
+	for (uint32_t i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, i, 0, 1000), 0);
+	}
+	for (uint32_t i = 0; i < 9; i++) {
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 1000, NULL), i);
+	}
+	for (int k = 0; k < 4; k++) { /* n0's count saturates at 3 */
+		assert_int_equal(get_tag(c, "n0.test", NX_DNS_T_A, 1000, NULL), 0);
+	}
+	/* p1: n0..n8 move up, n9 (never hit) goes; p1 on probation in n9's slot */
+	assert_int_equal(put_tag(c, "p1.test", NX_DNS_T_A, 3600, 21, 0, 1000), 0);
+	assert_int_equal(get_tag(c, "n9.test", NX_DNS_T_A, 1000, NULL), -1);
+	assert_int_equal(get_tag(c, "p1.test", NX_DNS_T_A, 1000, NULL), 21);
+	/* p2: p1 moves up, probation is empty, so the main hand runs: pass one takes every count
+	 * down (n0 3->2, the rest 1->0), pass two spares n0 (2->1) and evicts n1 */
+	assert_int_equal(put_tag(c, "p2.test", NX_DNS_T_A, 3600, 22, 0, 1000), 0);
+	assert_int_equal(get_tag(c, "n1.test", NX_DNS_T_A, 1000, NULL), -1);
+	assert_int_equal(get_tag(c, "n0.test", NX_DNS_T_A, 1000, NULL), 0);
+	for (uint32_t i = 2; i < 9; i++) {
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 1000, NULL), i);
+	}
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.promoted, 10);
+	assert_int_equal(s.evictions, 2);
+	assert_int_equal(s.entries, 10);
 	nx_cache_free(c);
 }
 
@@ -955,7 +1078,10 @@ int main(void)
 	    cmocka_unit_test(test_budget_random_floor),
 	    cmocka_unit_test(test_budget_random_scaled),
 	    cmocka_unit_test(test_budget_random_alloc_failures),
-	    cmocka_unit_test(test_clock_second_chance),
+	    cmocka_unit_test(test_probation_fifo),
+	    cmocka_unit_test(test_scan_resistance),
+	    cmocka_unit_test(test_ghost_readmission),
+	    cmocka_unit_test(test_main_clock_counts),
 	    cmocka_unit_test(test_byte_eviction),
 	    cmocka_unit_test(test_oversized),
 	    cmocka_unit_test(test_alloc_fail_insert_and_replace),
