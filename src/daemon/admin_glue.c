@@ -33,6 +33,22 @@ static void upstream_families(struct nx_metrics_buf *mb)
 					      nx_up_outcome_name((enum nx_up_outcome)o), NULL);
 		}
 	}
+	nx_metrics_family(mb, "nxdns_upstream_resends_total", NX_METRIC_COUNTER,
+			  "UDP queries sent again to the same server after its retransmission timeout "
+			  "passed without an answer");
+	for (int i = 0; i < n; i++) {
+		nx_up_stats_read(i, &row);
+		nx_metrics_sample_u64(mb, "nxdns_upstream_resends_total", row.resends, "server",
+				      row.name, NULL);
+	}
+	nx_metrics_family(mb, "nxdns_upstream_rto_seconds", NX_METRIC_GAUGE,
+			  "Retransmission timeout a new query to the server gets (its round trips: "
+			  "SRTT + 4 RTTVAR, 0.2 to 1 s)");
+	for (int i = 0; i < n; i++) {
+		nx_up_stats_read(i, &row);
+		nx_metrics_sample_f64(mb, "nxdns_upstream_rto_seconds", row.rto_ms / 1000.0, "server",
+				      row.name, NULL);
+	}
 	static const unsigned bounds_ms[] = NX_UP_LATENCY_BUCKETS_MS;
 	double bounds[NX_UP_LATENCY_NBUCKETS];
 	for (int b = 0; b < NX_UP_LATENCY_NBUCKETS; b++) {

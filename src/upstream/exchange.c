@@ -40,6 +40,8 @@
 #include "upstream/race.h"
 
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
+void nx_up_stats_rtt(int idx, uint64_t rtt_us);
+void nx_up_stats_resend(int idx);
 
 #define PORT_TRIES 8            /* random source ports tried before the kernel picks one */
 #define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
@@ -777,6 +779,26 @@ static void on_flush(uv_prepare_t *h)
 	u->flush_on = false;
 }
 
+/* Queue attempt a's UDP query for this turn's flush. */
+static void queue_send(struct nx_upstream *u, struct attempt *a)
+{
+	a->queued = true;
+	if (!a->in_list) {
+		a->in_list = true;
+		a->out_next = NULL;
+		if (u->out_tail) {
+			u->out_tail->out_next = a;
+		} else {
+			u->out_head = a;
+		}
+		u->out_tail = a;
+	}
+	if (!u->flush_on) {
+		u->flush_on = true;
+		uv_prepare_start(&u->flush, on_flush);
+	}
+}
+
 /*
  * Queue a query on this loop turn's socket for its family (drawn at random from the pool at
  * the turn's first send): queries that arrive together leave together in one sendmmsg.
@@ -804,22 +826,25 @@ static int io_send_udp(struct nx_race *r, int att, int srv)
 	p->cur_n++;
 	sock_attach(s, a);
 	a->sent_us = nx_now_mono_us();
-	a->queued = true;
-	if (!a->in_list) {
-		a->in_list = true;
-		a->out_next = NULL;
-		if (u->out_tail) {
-			u->out_tail->out_next = a;
-		} else {
-			u->out_head = a;
-		}
-		u->out_tail = a;
-	}
-	if (!u->flush_on) {
-		u->flush_on = true;
-		uv_prepare_start(&u->flush, on_flush);
-	}
+	queue_send(u, a);
 	return 0;
+}
+
+/* The same query again on the attempt's socket, with its id: either copy's answer counts. */
+static void io_resend_udp(struct nx_race *r, int att, int srv)
+{
+	struct op *op = op_of(r);
+	struct attempt *a = &op->att[att];
+	if (!a->sock) {
+		return;
+	}
+	nx_up_stats_resend(op->servers[srv].stats);
+	queue_send(op->u, a);
+}
+
+static uint32_t io_rto(struct nx_race *r, int srv)
+{
+	return nx_up_stats_rto_ms(op_of(r)->servers[srv].stats);
 }
 
 static int io_send_tcp(struct nx_race *r, int att, int srv)
@@ -852,6 +877,11 @@ static void io_stop(struct nx_race *r, int att, int srv, enum nx_up_outcome o)
 	struct attempt *a = &op->att[att];
 	uint64_t lat = o == NX_UP_O_ANSWER ? nx_now_mono_us() - a->sent_us : 0;
 	nx_up_stats_outcome(op->servers[srv].stats, o, lat);
+	if (o == NX_UP_O_ANSWER && !a->tcp) {
+		/* From the first send even when re-sent: an upper bound of the round trip, so the
+		 * estimate errs towards fewer re-sends (Karn's ambiguity, resolved cautiously). */
+		nx_up_stats_rtt(op->servers[srv].stats, lat);
+	}
 	sock_detach(a);
 	if (a->tcp) {
 		struct up_tcp *t = a->tcp;
@@ -895,6 +925,8 @@ static void io_done(struct nx_race *r, enum nx_up_result res, int att, int srv)
 
 static const struct nx_race_io g_io = {
 	.send_udp = io_send_udp,
+	.resend_udp = io_resend_udp,
+	.rto = io_rto,
 	.send_tcp = io_send_tcp,
 	.stop = io_stop,
 	.arm = io_arm,

@@ -13,9 +13,38 @@ int nx_race_active(const struct nx_race *r)
 	return n;
 }
 
+/* When attempt i is due to re-send, NEVER if it is not (TCP, no timeout, spent). */
+static uint64_t resend_due(const struct nx_race *r, int i)
+{
+	if (r->att_state[i] != NX_RACE_ATT_UDP || !r->att_rto[i] ||
+	    r->att_resends[i] >= NX_RACE_RESENDS) {
+		return NEVER;
+	}
+	return r->att_sent_at[i] + r->att_rto[i];
+}
+
 static void rearm(struct nx_race *r)
 {
-	r->io->arm(r, NX_MIN(r->deadline_at, r->stagger_at));
+	uint64_t at = NX_MIN(r->deadline_at, r->stagger_at);
+	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
+		at = NX_MIN(at, resend_due(r, i));
+	}
+	r->io->arm(r, at);
+}
+
+/* Re-send every UDP attempt whose timeout has passed; the next timeout is twice as long. */
+static void resend_silent(struct nx_race *r, uint64_t now)
+{
+	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
+		uint64_t due = resend_due(r, i);
+		if (due > now || due >= r->deadline_at) {
+			continue;
+		}
+		r->att_resends[i]++;
+		r->att_sent_at[i] = now;
+		r->att_rto[i] = r->att_rto[i] > UINT32_MAX / 2 ? UINT32_MAX : 2 * r->att_rto[i];
+		r->io->resend_udp(r, i, r->att_server[i]);
+	}
 }
 
 static void finish(struct nx_race *r, enum nx_up_result res, int winner)
@@ -39,7 +68,7 @@ static void finish(struct nx_race *r, enum nx_up_result res, int winner)
 }
 
 /* Ask the next untried server in a free attempt slot. False when none could be asked. */
-static bool launch_one(struct nx_race *r)
+static bool launch_one(struct nx_race *r, uint64_t now)
 {
 	while (r->next_server < r->n_servers) {
 		int a = -1;
@@ -54,6 +83,9 @@ static bool launch_one(struct nx_race *r)
 		uint8_t srv = r->next_server++;
 		r->att_state[a] = NX_RACE_ATT_UDP;
 		r->att_server[a] = srv;
+		r->att_resends[a] = 0;
+		r->att_sent_at[a] = now;
+		r->att_rto[a] = r->io->rto(r, srv);
 		if (r->io->send_udp(r, a, srv) == 0) {
 			return true;
 		}
@@ -67,20 +99,20 @@ static bool launch_one(struct nx_race *r)
 static void launch_next(struct nx_race *r, uint64_t now)
 {
 	if (nx_race_active(r) < r->race) {
-		launch_one(r);
+		launch_one(r, now);
 	}
 	int active = nx_race_active(r);
 	if (active == 0 && r->next_server >= r->n_servers) {
 		finish(r, NX_UP_FAILED, -1);
 		return;
 	}
-	r->stagger_at = r->next_server < r->n_servers && active < r->race ? now + r->stagger_ms
-									    : NEVER;
+	r->stagger_at =
+	    r->next_server < r->n_servers && active < r->race ? now + r->stagger_ms : NEVER;
 	rearm(r);
 }
 
-void nx_race_start(struct nx_race *r, const struct nx_race_io *io, uint64_t now,
-		   unsigned n_servers, unsigned race, unsigned stagger_ms, unsigned timeout_ms)
+void nx_race_start(struct nx_race *r, const struct nx_race_io *io, uint64_t now, unsigned n_servers,
+		   unsigned race, unsigned stagger_ms, unsigned timeout_ms)
 {
 	r->io = io;
 	r->running = true;
@@ -103,9 +135,12 @@ void nx_race_tick(struct nx_race *r, uint64_t now)
 	}
 	if (now >= r->deadline_at) {
 		finish(r, NX_UP_TIMEOUT, -1);
-	} else if (now >= r->stagger_at) {
+		return;
+	}
+	resend_silent(r, now); /* never ends the race */
+	if (now >= r->stagger_at) {
 		r->stagger_at = NEVER;
-		launch_next(r, now);
+		launch_next(r, now); /* may end it: r is not touched after */
 	} else {
 		rearm(r);
 	}
@@ -136,7 +171,9 @@ void nx_race_truncated(struct nx_race *r, int att, uint64_t now)
 	r->att_state[att] = NX_RACE_ATT_TCP;
 	if (r->io->send_tcp(r, att, r->att_server[att]) < 0) {
 		nx_race_failed(r, att, now);
+		return;
 	}
+	rearm(r); /* a TCP attempt has no re-send to wait for */
 }
 
 void nx_race_abort(struct nx_race *r)

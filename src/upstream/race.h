@@ -10,6 +10,12 @@
  * deadline, `timeout_ms` after the start, covers everything. When no attempt runs and no
  * server is left untried, the operation has failed.
  *
+ * Retransmission: a UDP attempt that has heard nothing for its server's retransmission timeout
+ * (io->rto, from that server's measured round trips) sends its query again, the same bytes to
+ * the same server, and the timeout doubles; at most NX_RACE_RESENDS times per attempt, always
+ * within the one deadline. A lost datagram then costs one timeout, not the whole deadline, and
+ * a client's own retry (which joins the same operation) is not needed to recover it.
+ *
  * Events come in through nx_race_* calls; effects go out through nx_race_io. Times are
  * milliseconds on the caller's monotonic clock. Threading: one race belongs to one thread; the
  * io callbacks run inside the nx_race_* call that caused them. The done callback is called
@@ -22,6 +28,8 @@
 
 #include "upstream/upstream.h"
 
+#define NX_RACE_RESENDS 2 /* re-sends per UDP attempt */
+
 enum nx_race_att { NX_RACE_ATT_IDLE, NX_RACE_ATT_UDP, NX_RACE_ATT_TCP };
 
 struct nx_race;
@@ -29,6 +37,10 @@ struct nx_race;
 struct nx_race_io {
 	/* Ask server `srv` over UDP as attempt `att`. 0, or < 0: the attempt failed at once. */
 	int (*send_udp)(struct nx_race *r, int att, int srv);
+	/* Send attempt `att`'s UDP query to its server again (same id, same socket). */
+	void (*resend_udp)(struct nx_race *r, int att, int srv);
+	/* Retransmission timeout for server `srv` in ms; 0: never re-send to it. */
+	uint32_t (*rto)(struct nx_race *r, int srv);
 	/* Re-ask the attempt's server over TCP (after TC). 0, or < 0: the attempt failed. */
 	int (*send_tcp)(struct nx_race *r, int att, int srv);
 	/* Release an attempt's transport state; `o` is its outcome for the per-server stats. */
@@ -44,18 +56,21 @@ struct nx_race {
 	const struct nx_race_io *io;
 	bool running;
 	uint8_t n_servers;
-	uint8_t next_server;   /* next server not yet tried */
-	uint8_t race;          /* attempts at once, 1..NX_UP_MAX_ATTEMPTS */
+	uint8_t next_server; /* next server not yet tried */
+	uint8_t race;	     /* attempts at once, 1..NX_UP_MAX_ATTEMPTS */
 	uint32_t stagger_ms;
 	uint64_t deadline_at;
-	uint64_t stagger_at;   /* next staggered launch, UINT64_MAX when none is due */
-	uint8_t att_state[NX_UP_MAX_ATTEMPTS];  /* enum nx_race_att */
+	uint64_t stagger_at; /* next staggered launch, UINT64_MAX when none is due */
+	uint8_t att_state[NX_UP_MAX_ATTEMPTS]; /* enum nx_race_att */
 	uint8_t att_server[NX_UP_MAX_ATTEMPTS];
+	uint8_t att_resends[NX_UP_MAX_ATTEMPTS];  /* re-sends so far */
+	uint32_t att_rto[NX_UP_MAX_ATTEMPTS];	  /* current timeout, 0: no re-send */
+	uint64_t att_sent_at[NX_UP_MAX_ATTEMPTS]; /* last (re)transmission */
 };
 
 /* Start: asks the first server (and fails at once when every server fails to send). */
-void nx_race_start(struct nx_race *r, const struct nx_race_io *io, uint64_t now,
-		   unsigned n_servers, unsigned race, unsigned stagger_ms, unsigned timeout_ms);
+void nx_race_start(struct nx_race *r, const struct nx_race_io *io, uint64_t now, unsigned n_servers,
+		   unsigned race, unsigned stagger_ms, unsigned timeout_ms);
 /* The armed time has come (a spurious early call is harmless). */
 void nx_race_tick(struct nx_race *r, uint64_t now);
 /* A validated, usable answer for attempt `att`: it wins. */

@@ -1,5 +1,7 @@
 #include "upstream/upstream.h"
 
+#include "base/err.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +13,9 @@ struct slot {
 	_Atomic uint64_t bucket[NX_UP_LATENCY_NBUCKETS];
 	_Atomic uint64_t count;
 	_Atomic uint64_t sum_us;
+	_Atomic uint64_t resends;
+	_Atomic uint32_t srtt_us;   /* smoothed round trip, 0 before the first sample */
+	_Atomic uint32_t rttvar_us; /* its mean deviation */
 };
 
 static struct slot g_slots[NX_UP_STATS_MAX];
@@ -20,7 +25,8 @@ static const unsigned g_bounds[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_M
 
 int nx_up_stats_index(const char *name)
 {
-	/* Names are stored cut to the slot; compare the cut form so a long name maps to one slot. */
+	/* Names are stored cut to the slot; compare the cut form so a long name maps to one slot.
+	 */
 	char cut[sizeof(g_slots[0].name)];
 	snprintf(cut, sizeof(cut), "%s", name);
 	pthread_mutex_lock(&g_lock);
@@ -58,6 +64,8 @@ void nx_up_stats_read(int i, struct nx_up_stats_row *row)
 	}
 	row->count = atomic_load_explicit(&s->count, memory_order_relaxed);
 	row->sum_seconds = (double)atomic_load_explicit(&s->sum_us, memory_order_relaxed) / 1e6;
+	row->resends = atomic_load_explicit(&s->resends, memory_order_relaxed);
+	row->rto_ms = nx_up_stats_rto_ms(i);
 }
 
 const char *nx_up_outcome_name(enum nx_up_outcome o)
@@ -85,4 +93,54 @@ void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us)
 	}
 	atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->sum_us, latency_us, memory_order_relaxed);
+}
+
+/*
+ * Round-trip estimate per server (RFC 6298's SRTT and RTTVAR, gains 1/8 and 1/4), shared by the
+ * workers. Updates are relaxed loads and stores, not read-modify-write: two workers' samples
+ * landing at once may lose one, which an estimate can afford.
+ */
+void nx_up_stats_rtt(int idx, uint64_t rtt_us);
+void nx_up_stats_rtt(int idx, uint64_t rtt_us)
+{
+	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
+		return;
+	}
+	struct slot *s = &g_slots[idx];
+	uint32_t r = (uint32_t)NX_MIN(NX_MAX(rtt_us, 1), (uint64_t)UINT32_MAX / 8);
+	uint32_t srtt = atomic_load_explicit(&s->srtt_us, memory_order_relaxed);
+	uint32_t var = atomic_load_explicit(&s->rttvar_us, memory_order_relaxed);
+	if (srtt == 0) {
+		srtt = r;
+		var = r / 2;
+	} else {
+		uint32_t dev = srtt > r ? srtt - r : r - srtt;
+		var = (uint32_t)(((uint64_t)var * 3 + dev) / 4);
+		srtt = (uint32_t)(((uint64_t)srtt * 7 + r) / 8);
+	}
+	atomic_store_explicit(&s->srtt_us, srtt, memory_order_relaxed);
+	atomic_store_explicit(&s->rttvar_us, var, memory_order_relaxed);
+}
+
+void nx_up_stats_resend(int idx);
+void nx_up_stats_resend(int idx)
+{
+	if (idx >= 0 && idx < NX_UP_STATS_MAX) {
+		atomic_fetch_add_explicit(&g_slots[idx].resends, 1, memory_order_relaxed);
+	}
+}
+
+uint32_t nx_up_stats_rto_ms(int idx)
+{
+	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
+		return NX_UP_RTO_INITIAL_MS;
+	}
+	const struct slot *s = &g_slots[idx];
+	uint64_t srtt = atomic_load_explicit(&s->srtt_us, memory_order_relaxed);
+	uint64_t var = atomic_load_explicit(&s->rttvar_us, memory_order_relaxed);
+	if (srtt == 0) {
+		return NX_UP_RTO_INITIAL_MS;
+	}
+	uint64_t ms = (srtt + 4 * var + 999) / 1000;
+	return (uint32_t)NX_MIN(NX_MAX(ms, (uint64_t)NX_UP_RTO_MIN_MS), (uint64_t)NX_UP_RTO_MAX_MS);
 }

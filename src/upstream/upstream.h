@@ -40,6 +40,14 @@
 #define NX_UP_MAX_ATTEMPTS NX_CONF_RACE_CONCURRENT_MAX /* concurrent attempts per operation */
 #define NX_UP_QUERY_MAX 512    /* our upstream query: header + one question + OPT */
 #define NX_UP_STATS_MAX 64     /* distinct upstream servers with metric series */
+/*
+ * Retransmission timeout per server: SRTT + 4 RTTVAR of its answers, within [MIN, MAX]; INITIAL
+ * before its first answer (Unbound starts at 376 ms). A silent UDP query is sent again after
+ * it, then after twice that (race.h, NX_RACE_RESENDS).
+ */
+#define NX_UP_RTO_INITIAL_MS 400
+#define NX_UP_RTO_MIN_MS 200
+#define NX_UP_RTO_MAX_MS 1000
 
 /* One upstream server as the engine uses it (copied out of the config by the daemon). */
 struct nx_up_server {
@@ -100,10 +108,14 @@ struct nx_up_stats_row {
 	uint64_t bucket[NX_UP_LATENCY_NBUCKETS]; /* cumulative counts per upper bound */
 	uint64_t count;
 	double sum_seconds;
+	uint64_t resends; /* UDP queries sent again after a silent retransmission timeout */
+	uint32_t rto_ms;  /* the retransmission timeout a new query to it gets now */
 };
 
 /* Find or create the stats slot for a server text (control thread). -1 when full. */
 int nx_up_stats_index(const char *name);
+/* Retransmission timeout for a server's slot now (ms). */
+uint32_t nx_up_stats_rto_ms(int idx);
 /* Number of slots in use; read row i. */
 int nx_up_stats_count(void);
 void nx_up_stats_read(int i, struct nx_up_stats_row *row);

@@ -13,10 +13,11 @@ answer made from `default_a` / `default_aaaa`).
     up.script["big.example"] = Rule(txt_count=40)          # many TXT records
     up.script["tc.example"] = Rule(tc_udp=True)            # TC over UDP, full answer over TCP
     up.script["dead.example"] = Rule(drop=True)            # never answers
+    up.script["lossy.example"] = Rule(drop_first=True)     # answers only re-sent queries
     up.script["spoof.example"] = Rule(spoof=["wrong_id"], delay_ms=300)
 
 Queries are recorded as Query objects in `up.log` (see Query for the fields); `up.queries(name)`
-filters by name, case-insensitively.
+filters by name, case-insensitively; `up.exchanges(name)` counts a re-sent UDP query once.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class Rule:
     ttl: int = 300
     delay_ms: int = 0  # wait before sending the (real) reply
     drop: bool = False  # never reply
+    # UDP: drop the first datagram of each exchange (id and source port), answer its re-sends:
+    # a lost query, as nxdns's retransmission must recover it
+    drop_first: bool = False
     rcode: str = "NOERROR"  # e.g. "NXDOMAIN", "SERVFAIL"
     tc_udp: bool = False  # over UDP reply with TC and no records; TCP gets the full answer
     txt_count: int = 0  # answer with this many TXT records of txt_size bytes (big answers)
@@ -181,6 +185,24 @@ class FakeUpstream:
             out = [q for q in out if q.transport == transport]
         return out
 
+    def exchanges(self, name: Optional[str] = None,
+                  transport: Optional[str] = None) -> List[Query]:
+        """The first datagram of each exchange: nxdns re-sends a silent UDP query with the same
+        id from the same port, so count these to count the queries nxdns meant to ask."""
+        seen, out = set(), []
+        for q in self.queries(name, transport):
+            key = (q.transport, q.src_addr, q.src_port, q.id, _norm(q.qname))
+            if q.transport == "tcp" or key not in seen:
+                seen.add(key)
+                out.append(q)
+        return out
+
+    def _first_of_exchange(self, rec: Query) -> bool:
+        with self._lock:
+            return not any(q is not rec and q.transport == rec.transport and q.id == rec.id
+                           and q.src_port == rec.src_port and q.src_addr == rec.src_addr
+                           for q in self.log)
+
     def wait_for(self, name: str, count: int = 1, timeout: float = 5.0) -> List[Query]:
         """Wait until `count` queries for name were received; returns them (maybe fewer)."""
         end = time.monotonic() + timeout
@@ -309,9 +331,11 @@ class FakeUpstream:
                 continue
             if query.flags & dns.flags.QR:
                 continue
-            self._record("udp", wire, query, src)
+            rec = self._record("udp", wire, query, src)
             rule = self._rule(query.question[0].name.to_text()) if query.question else Rule()
             if rule.drop:
+                continue
+            if rule.drop_first and self._first_of_exchange(rec):
                 continue
 
             def right_source(data, src=src):

@@ -47,7 +47,7 @@ def test_identical_queries_share_one_exchange(one_worker):
         assert r.id == q.id
         assert r.question[0].name.to_text() == name + ".", "each client gets its own case"
         assert answers(r) == ["192.0.2.60"]
-    assert len(upstream.queries("same.example")) == 1, "identical queries were not coalesced"
+    assert len(upstream.exchanges("same.example")) == 1, "identical queries were not coalesced"
     assert nxdns.counter(COAL) - before == len(cases) - 1
 
 
@@ -62,7 +62,7 @@ def test_identical_queries_across_workers_share_one_exchange(make_upstream, make
     socks = [_send_udp(nx.port, q) for q in qs]
     replies = [_recv_udp(s) for s in socks]
     assert all(r is not None and answers(r) == ["192.0.2.1"] for r in replies)
-    n = len(up.queries("spread.example"))
+    n = len(up.exchanges("spread.example"))
     assert n == 1, f"8 identical concurrent queries made {n} upstream exchanges"
 
 
@@ -77,7 +77,7 @@ def test_udp_and_tcp_clients_coalesce(one_worker):
     assert ru is not None and ru.id == 1 and answers(ru) == ["192.0.2.1"]
     assert rt.id == 2 and rt.question[0].name.to_text() == "Mixed.Example."
     assert answers(rt) == ["192.0.2.1"]
-    assert len(upstream.queries("mixed.example")) == 1
+    assert len(upstream.exchanges("mixed.example")) == 1
 
 
 @pytest.mark.parametrize("a,b", [
@@ -94,7 +94,7 @@ def test_different_keys_not_coalesced(one_worker, a, b):
     assert ra is not None and rb is not None
     assert ra.question[0].rdtype == qa.question[0].rdtype
     assert rb.question[0].rdtype == qb.question[0].rdtype
-    assert len(upstream.queries("keys.example")) == 2
+    assert len(upstream.exchanges("keys.example")) == 2
 
 
 def test_waiter_bound_counted(make_upstream, make_nxdns):

@@ -102,6 +102,20 @@ static void udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 	switch (f->mode) {
 	case FAKE_NEVER:
 		return;
+	case FAKE_ANSWER_RESENT: {
+		/* the same id from the same port seen before: a re-send (a "lost" first copy) */
+		unsigned seen = f->n_udp - 1 < FAKE_REC ? f->n_udp - 1 : FAKE_REC;
+		bool again = false;
+		for (unsigned i = 0; i < seen && !again; i++) {
+			again = f->ids[i] == qm.id && f->sports[i] == f->sports[f->n_udp - 1];
+		}
+		if (!again) {
+			return;
+		}
+		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out, sizeof(out));
+		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
+		return;
+	}
 	case FAKE_ANSWER:
 		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out, sizeof(out));
 		send_udp(f, out, (size_t)len, from, false, f->delay_ms);

@@ -34,6 +34,7 @@ enum fake_mode {
 	FAKE_WRONG_QUESTION_FIRST, /* reply for another name at once, the right one 10 ms later */
 	FAKE_UPPER_CASE,	   /* right answer, question name upper-cased */
 	FAKE_TC,		   /* UDP: empty reply with TC; TCP per tcp_mode */
+	FAKE_ANSWER_RESENT,	   /* drop a query's first datagram, answer its re-sends */
 };
 
 enum fake_tcp_mode {

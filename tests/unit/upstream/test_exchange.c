@@ -23,6 +23,7 @@
 #include "dns/msg.h"
 #include "dns/wire.h"
 #include "fakeup.h"
+#include "upstream/race.h"
 #include "upstream/upstream.h"
 
 #define N_FAKES 3
@@ -468,6 +469,55 @@ static void test_dead_port_bounded(void **state)
 	assert_true(d->res == NX_UP_TIMEOUT || d->res == NX_UP_FAILED);
 	assert_int_equal(d->server, -1);
 	assert_true(elapsed(d) <= 600);
+}
+
+/* ---- retransmission ---- */
+
+/*
+ * The first datagram is lost (the fake drops it): the query goes again, same id and port, after
+ * the server's retransmission timeout (400 ms before any answer), and the answer to the copy
+ * completes the operation well inside the deadline.
+ */
+static void test_lost_datagram_resent(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_ANSWER_RESENT, false);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 1, 1, 20, 3000), 0);
+	run_until(c, 1, 5000);
+	assert_int_equal(d->calls, 1);
+	assert_int_equal(d->res, NX_UP_ANSWER);
+	assert_int_equal(d->server, 0);
+	assert_int_equal(f->n_udp, 2);
+	assert_int_equal(f->ids[1], f->ids[0]);
+	assert_int_equal(f->sports[1], f->sports[0]);
+	assert_true(elapsed(d) >= NX_UP_RTO_INITIAL_MS);
+	assert_true(elapsed(d) < 3000);
+	struct nx_up_stats_row r = stats_of(c, 0);
+	assert_int_equal(r.resends, 1);
+	assert_int_equal(r.outcome[NX_UP_O_ANSWER], 1);
+	assert_int_equal(r.outcome[NX_UP_O_TIMEOUT], 0);
+	/* the answer is a round-trip sample (from the first send): the timeout now follows it */
+	assert_true(r.rto_ms >= NX_UP_RTO_MIN_MS && r.rto_ms <= NX_UP_RTO_MAX_MS);
+}
+
+/* A silent server: two re-sends (timeout 400 ms, then 800), then the deadline, nothing more. */
+static void test_resends_bounded(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_NEVER, false);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 1, 1, 20, 1500), 0);
+	run_until(c, 1, 4000);
+	run_for(c, 50);
+	assert_int_equal(d->res, NX_UP_TIMEOUT);
+	assert_int_equal(f->n_udp, 1 + NX_RACE_RESENDS);
+	for (unsigned i = 1; i < f->n_udp; i++) {
+		assert_int_equal(f->ids[i], f->ids[0]);
+		assert_int_equal(f->sports[i], f->sports[0]);
+	}
+	assert_int_equal(stats_of(c, 0).resends, NX_RACE_RESENDS);
+	assert_int_equal(stats_of(c, 0).outcome[NX_UP_O_TIMEOUT], 1);
 }
 
 /* ---- reply validation ---- */
@@ -933,6 +983,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_refused_port_fails_over_at_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dead_server_fails_alone, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queued_send_dropped_when_op_ends, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_datagram_resent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resends_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_ops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ops_reused, setup, teardown),

@@ -1,8 +1,8 @@
 /*
  * The race logic (upstream/race.c) driven deterministically: a fake transport records what the
  * race asks for, and the test moves the clock by hand. No sockets, no loop, no sleeping: the
- * stagger, the one deadline, failover, send errors, TCP after truncation, clamping and abort
- * are checked to the millisecond.
+ * stagger, the one deadline, failover, send errors, TCP after truncation, retransmission,
+ * clamping and abort are checked to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 
 #include "upstream/race.h"
 
-enum ev_kind { EV_UDP, EV_TCP, EV_STOP, EV_DONE };
+enum ev_kind { EV_UDP, EV_TCP, EV_STOP, EV_DONE, EV_RESEND };
 
 struct ev {
 	enum ev_kind kind;
@@ -26,9 +26,10 @@ struct fx {
 	struct nx_race r;
 	struct ev ev[64];
 	int n_ev;
-	uint64_t armed;      /* last arm() request */
+	uint64_t armed;	     /* last arm() request */
 	int fail_udp_srv[8]; /* send_udp to these servers fails */
-	int fail_tcp;        /* send_tcp fails */
+	int fail_tcp;	     /* send_tcp fails */
+	uint32_t rto[8];     /* per server retransmission timeout, 0 = none (the default) */
 	int done_calls;
 };
 
@@ -48,6 +49,16 @@ static int io_udp(struct nx_race *r, int att, int srv)
 {
 	push(r, EV_UDP, att, srv, 0);
 	return fx_of(r)->fail_udp_srv[srv] ? -1 : 0;
+}
+
+static void io_resend(struct nx_race *r, int att, int srv)
+{
+	push(r, EV_RESEND, att, srv, 0);
+}
+
+static uint32_t io_rto(struct nx_race *r, int srv)
+{
+	return fx_of(r)->rto[srv];
 }
 
 static int io_tcp(struct nx_race *r, int att, int srv)
@@ -72,7 +83,15 @@ static void io_done(struct nx_race *r, enum nx_up_result res, int att, int srv)
 	push(r, EV_DONE, att, srv, (int)res);
 }
 
-static const struct nx_race_io IO = {io_udp, io_tcp, io_stop, io_arm, io_done};
+static const struct nx_race_io IO = {
+    .send_udp = io_udp,
+    .resend_udp = io_resend,
+    .rto = io_rto,
+    .send_tcp = io_tcp,
+    .stop = io_stop,
+    .arm = io_arm,
+    .done = io_done,
+};
 
 static int setup(void **state)
 {
@@ -214,11 +233,10 @@ static void test_send_errors_skip_servers_and_can_fail_at_start(void **state)
 	int seen = 0;
 	f->fail_udp_srv[0] = 1;
 	nx_race_start(&f->r, &IO, 0, 2, 1, 100, 1000);
-	expect(f, &seen,
-	       (struct ev[]){{EV_UDP, -1, 0, 0},
-			     {EV_STOP, -1, 0, NX_UP_O_ERROR},
-			     {EV_UDP, -1, 1, 0}},
-	       3);
+	expect(
+	    f, &seen,
+	    (struct ev[]){{EV_UDP, -1, 0, 0}, {EV_STOP, -1, 0, NX_UP_O_ERROR}, {EV_UDP, -1, 1, 0}},
+	    3);
 	assert_true(f->r.running);
 	/* every send fails: the race ends inside start */
 	struct fx *g = test_calloc(1, sizeof(*g));
@@ -292,13 +310,107 @@ static void test_abort_cancels_everything(void **state)
 	assert_int_equal(f->done_calls, 1);
 }
 
+/* ---- retransmission ---- */
+
+/* One silent server: the query goes again after the timeout, then after twice it, then no more. */
+static void test_resend_doubles_then_stops(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 200;
+	nx_race_start(&f->r, &IO, 1000, 1, 2, 100, 2000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	int a = att_of(f, 0);
+	assert_int_equal(f->armed, 1200);
+	nx_race_tick(&f->r, 1199);
+	assert_int_equal(f->n_ev, seen);
+	nx_race_tick(&f->r, 1200);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, a, 0, 0}}, 1);
+	assert_int_equal(f->armed, 1600); /* 1200 + 2 x 200 */
+	nx_race_tick(&f->r, 1600);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, a, 0, 0}}, 1);
+	assert_int_equal(f->armed, 3000); /* NX_RACE_RESENDS spent: only the deadline */
+	assert_int_equal(NX_RACE_RESENDS, 2);
+	/* the answer to either copy wins, as the attempt's own */
+	nx_race_answer(&f->r, a);
+	expect(f, &seen,
+	       (struct ev[]){{EV_STOP, a, 0, NX_UP_O_ANSWER}, {EV_DONE, a, 0, NX_UP_ANSWER}}, 2);
+}
+
+/* A re-send never goes past the deadline, and a late tick sends once, not once per period. */
+static void test_resend_within_deadline(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 400;
+	nx_race_start(&f->r, &IO, 0, 1, 1, 100, 500);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 400);
+	nx_race_tick(&f->r, 450); /* the loop ran late */
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 500); /* next re-send at 1250: after the deadline */
+	nx_race_tick(&f->r, 500);
+	expect(f, &seen,
+	       (struct ev[]){{EV_STOP, -1, 0, NX_UP_O_TIMEOUT}, {EV_DONE, -1, -1, NX_UP_TIMEOUT}},
+	       2);
+}
+
+/* Each attempt keeps its own server's clock; TCP (after TC) and rto 0 never re-send. */
+static void test_resend_per_attempt(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 300;
+	f->rto[1] = 250;
+	f->rto[2] = 0;
+	nx_race_start(&f->r, &IO, 0, 3, 3, 100, 2000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	nx_race_tick(&f->r, 100);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 1, 0}}, 1);
+	nx_race_tick(&f->r, 200);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 2, 0}}, 1);
+	assert_int_equal(f->armed, 300); /* server 0's timeout */
+	nx_race_tick(&f->r, 300);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 350); /* server 1: 100 + 250 */
+	nx_race_truncated(&f->r, att_of(f, 1), 340);
+	expect(f, &seen, (struct ev[]){{EV_TCP, -1, 1, 0}}, 1);
+	assert_int_equal(f->armed, 900); /* server 0 again at 300 + 600; 1 is on TCP, 2 has none */
+	nx_race_tick(&f->r, 900);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 2000);
+	nx_race_answer(&f->r, att_of(f, 2));
+	assert_int_equal(f->done_calls, 1);
+}
+
+/* A failover launch gets a fresh timeout of its own server. */
+static void test_resend_after_failover(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 200;
+	f->rto[1] = 500;
+	nx_race_start(&f->r, &IO, 0, 2, 1, 100, 3000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	nx_race_failed(&f->r, att_of(f, 0), 150);
+	expect(f, &seen, (struct ev[]){{EV_STOP, -1, 0, NX_UP_O_ERROR}, {EV_UDP, -1, 1, 0}}, 2);
+	assert_int_equal(f->armed, 650);
+	nx_race_tick(&f->r, 650);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 1, 0}}, 1);
+	assert_int_equal(f->armed, 1650);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_single_answer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_doubles_then_stops, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_within_deadline, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_per_attempt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_after_failover, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stagger_then_fast_second_wins, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_failure_moves_on_at_once_and_restarts_stagger, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_moves_on_at_once_and_restarts_stagger,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_is_one_for_the_whole_operation, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_every_server_fails, setup, teardown),

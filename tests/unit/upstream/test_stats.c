@@ -16,6 +16,8 @@
 
 /* Internal to the module (exchange.c declares it the same way); the engine's only writer. */
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
+void nx_up_stats_rtt(int idx, uint64_t rtt_us);
+void nx_up_stats_resend(int idx);
 
 static const unsigned bounds_ms[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_MS;
 
@@ -69,6 +71,36 @@ static void test_outcome_names(void **state)
 	assert_string_equal(nx_up_outcome_name(NX_UP_O_TIMEOUT), "timeout");
 	assert_string_equal(nx_up_outcome_name(NX_UP_O_CANCELLED), "cancelled");
 	assert_string_equal(nx_up_outcome_name(NX_UP_O_ERROR), "error");
+}
+
+/* The retransmission timeout follows the server's round trips (SRTT + 4 RTTVAR), clamped. */
+static void test_rto_estimate(void **state)
+{
+	(void)state;
+	int i = nx_up_stats_index("rto");
+	assert_int_equal(nx_up_stats_rto_ms(i), NX_UP_RTO_INITIAL_MS); /* no sample yet */
+	assert_int_equal(nx_up_stats_rto_ms(-1), NX_UP_RTO_INITIAL_MS);
+	nx_up_stats_rtt(i, 100000); /* 100 ms: srtt 100, rttvar 50 */
+	assert_int_equal(nx_up_stats_rto_ms(i), 300);
+	nx_up_stats_rtt(i, 100000); /* srtt 100, rttvar 37.5 */
+	assert_int_equal(nx_up_stats_rto_ms(i), 250);
+	for (int k = 0; k < 40; k++) { /* steady 100 ms: rttvar decays, the floor holds */
+		nx_up_stats_rtt(i, 100000);
+	}
+	assert_int_equal(nx_up_stats_rto_ms(i), NX_UP_RTO_MIN_MS);
+	for (int k = 0; k < 40; k++) { /* a slow path (1.5 s): capped */
+		nx_up_stats_rtt(i, 1500000);
+	}
+	assert_int_equal(nx_up_stats_rto_ms(i), NX_UP_RTO_MAX_MS);
+	int j = nx_up_stats_index("rto-fast");
+	nx_up_stats_rtt(j, 150); /* loopback: the floor */
+	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MIN_MS);
+	nx_up_stats_resend(j);
+	nx_up_stats_resend(j);
+	struct nx_up_stats_row r = row_of(j);
+	assert_int_equal(r.resends, 2);
+	assert_int_equal(r.rto_ms, NX_UP_RTO_MIN_MS);
+	assert_int_equal(row_of(i).resends, 0);
 }
 
 static void test_outcomes_counted(void **state)
@@ -185,6 +217,7 @@ int main(void)
 	    cmocka_unit_test(test_index_long_name_stable),
 	    cmocka_unit_test(test_outcome_names),
 	    cmocka_unit_test(test_outcomes_counted),
+	    cmocka_unit_test(test_rto_estimate),
 	    cmocka_unit_test(test_buckets_cumulative),
 	    cmocka_unit_test(test_buckets_le_boundary),
 	    cmocka_unit_test(test_buckets_overflow),
