@@ -137,3 +137,30 @@ def test_serve_stale_when_upstream_fails(make_upstream, make_nxdns, stale):
         assert r.rcode() == dns.rcode.SERVFAIL, dns.rcode.to_text(r.rcode())
         assert not r.answer
         assert delta(before, after, "nxdns_cache_stale_hits_total") == 0
+
+
+def test_scan_does_not_flush_the_working_set(make_upstream, make_nxdns):
+    """A burst of names asked for once (a scan, 5x the cache) passes through the cache's
+    probation and leaves the answers asked for again alone (S3-FIFO); plain CLOCK would have
+    evicted every one of them."""
+    up = make_upstream()
+    nx = start_nx(make_nxdns, [up], cached_config(size=200))
+    hot = [f"hot{i}.example" for i in range(50)]
+    for name in hot:
+        for _ in range(2):  # a miss that stores it, then a hit while on probation
+            r = nx.udp(make_query(name, edns=0))
+            assert answers(r) == ["192.0.2.1"]
+    for i in range(1000):
+        r = nx.udp(make_query(f"scan{i}.example", edns=0))
+        assert r.rcode() == dns.rcode.NOERROR
+    before = nx.metrics()
+    assert before.get("nxdns_cache_entries") == 200
+    assert before.get("nxdns_cache_evictions_total") >= 800
+    for name in hot:
+        r = nx.udp(make_query(name, edns=0))
+        assert answers(r) == ["192.0.2.1"]
+    after = nx.metrics()
+    assert delta(before, after, "nxdns_cache_hits_total") == 50, "a hot answer was evicted"
+    assert delta(before, after, "nxdns_cache_misses_total") == 0
+    assert all(len(up.exchanges(name)) == 1 for name in hot)
+    assert after.get("nxdns_cache_promoted_total") >= 50
