@@ -58,16 +58,14 @@ struct shard {
 	struct entry *e; /* cap slots, in this allocation */
 	uint64_t *fifo;	 /* probation ring: (low 32 bits of hash << 32) | slot, oldest first */
 	int32_t *bucket; /* mask + 1 chain heads, in this allocation */
-	uint32_t
-	    *ghost; /* ghost_mask + 1 cells: (uint32_t)hash | 1 of recent probation evictions */
+	uint32_t *ghost;  /* ghost_mask + 1 cells: (uint32_t)hash | 1 of probation's evictions */
 	size_t alloc_size;
 	uint32_t cap;
 	uint32_t mask;
 	uint32_t count;
 	uint32_t hand; /* main queue's CLOCK hand (a slot index) */
 	int32_t free_head;
-	uint32_t small_cap;			/* probation's share of cap */
-	uint32_t small_count;			/* entries on probation */
+	uint32_t small_count; /* entries on probation; its share: 1/NX_CACHE_SMALL_DIVISOR */
 	uint32_t fifo_cap, fifo_head, fifo_len; /* records in the ring, some stale (see fifo_pop) */
 	uint32_t ghost_mask;
 	/* counters, under lock */
@@ -142,9 +140,8 @@ static uint32_t pow2_at_least(uint32_t v)
 static struct shard *shard_new(struct nx_cache *c, uint32_t cap)
 {
 	uint32_t nb = pow2_at_least(cap);
-	uint32_t small_cap = NX_MAX(cap / NX_CACHE_SMALL_DIVISOR, 1u);
-	/* Twice probation's share: room for records of entries that left it by other paths. */
-	uint32_t fifo_cap = 2 * small_cap + 8;
+	/* A record for every slot (an empty cache fills on probation) and a few stale ones. */
+	uint32_t fifo_cap = cap + 8;
 	size_t size = sizeof(struct shard) + (size_t)cap * sizeof(struct entry) +
 		      (size_t)fifo_cap * sizeof(uint64_t) + (size_t)nb * sizeof(int32_t) +
 		      (size_t)nb * sizeof(uint32_t);
@@ -164,7 +161,6 @@ static struct shard *shard_new(struct nx_cache *c, uint32_t cap)
 	s->alloc_size = size;
 	s->cap = cap;
 	s->mask = nb - 1;
-	s->small_cap = small_cap;
 	s->fifo_cap = fifo_cap;
 	s->ghost_mask = nb - 1;
 	for (uint32_t i = 0; i < cap; i++) {
@@ -398,20 +394,29 @@ static bool ghost_take(struct shard *s, uint64_t hash)
 }
 
 /*
- * Oldest live probationer, its record taken off the ring; -1 when none is left. A record is
+ * Take the oldest record off the ring: its slot if it is live, -1 if it was stale. A record is
  * stale when its slot was freed (and maybe reused) since: the slot is no longer on probation,
  * or holds another key.
  */
+static int32_t fifo_pop_one(struct shard *s)
+{
+	uint64_t r = s->fifo[s->fifo_head];
+	s->fifo_head = s->fifo_head + 1 == s->fifo_cap ? 0 : s->fifo_head + 1;
+	s->fifo_len--;
+	int32_t i = (int32_t)(uint32_t)r;
+	const struct entry *e = &s->e[i];
+	if (e->blob && (e->state & SLOT_SMALL) && (uint32_t)e->hash == (uint32_t)(r >> 32)) {
+		return i;
+	}
+	return -1;
+}
+
+/* Oldest live probationer, its record taken off the ring; -1 when none is left. */
 static int32_t fifo_pop(struct shard *s)
 {
 	while (s->fifo_len) {
-		uint64_t r = s->fifo[s->fifo_head];
-		s->fifo_head = s->fifo_head + 1 == s->fifo_cap ? 0 : s->fifo_head + 1;
-		s->fifo_len--;
-		int32_t i = (int32_t)(uint32_t)r;
-		const struct entry *e = &s->e[i];
-		if (e->blob && (e->state & SLOT_SMALL) &&
-		    (uint32_t)e->hash == (uint32_t)(r >> 32)) {
+		int32_t i = fifo_pop_one(s);
+		if (i >= 0) {
 			return i;
 		}
 	}
@@ -429,14 +434,14 @@ static void promote(struct shard *s, int32_t i, bool earned)
 }
 
 /*
- * Put slot i on probation. A full ring moves its oldest live record's entry up first, hit or
- * not: that happens while an empty cache fills (nothing is evicted, so probation outgrows its
- * share) and, rarely, when stale records crowd the ring.
+ * Put slot i on probation. The ring has a record for every slot and 8 more, so it is full only
+ * when stale records crowd it: then its oldest record goes, and if that one is live its entry
+ * moves up, hit or not (rare: it needs 8 stale records and a live one at the head).
  */
 static void fifo_push(struct shard *s, int32_t i)
 {
 	if (s->fifo_len == s->fifo_cap) {
-		int32_t j = fifo_pop(s);
+		int32_t j = fifo_pop_one(s);
 		if (j >= 0) {
 			promote(s, j, freq_of(&s->e[j]) > 0);
 		}
@@ -524,7 +529,10 @@ static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 	if (s->count == 0) {
 		return false;
 	}
-	if (s->small_count >= s->small_cap || s->small_count == s->count) {
+	/* Probation gives up an entry while it holds its share of the entries held (not of the
+	 * slots: under byte pressure a shard holds fewer entries than it has slots). */
+	if ((uint64_t)s->small_count * NX_CACHE_SMALL_DIVISOR >= s->count ||
+	    s->small_count == s->count) {
 		if (evict_small(c, s, now_ms, dead)) {
 			return true;
 		}
@@ -533,10 +541,16 @@ static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 	return evict_main(c, s, now_ms, dead);
 }
 
-/* Reserve `size` budget bytes, evicting round robin over the shards until they fit. */
-static bool reserve(struct nx_cache *c, uint32_t size, uint64_t now_ms)
+/*
+ * Reserve `size` budget bytes, evicting until they fit: from `own` (the shard the copy goes
+ * to) while it has entries, then round robin over the others. Own first keeps each shard's
+ * probation and main queue in proportion: a shard that only gave up bytes would drain its
+ * probation and then sweep its working set, while the one taking the inserts never evicted.
+ */
+static bool reserve(struct nx_cache *c, struct shard *own, uint32_t size, uint64_t now_ms)
 {
 	unsigned empty = 0;
+	bool own_empty = false;
 	for (;;) {
 		uint64_t cur = atomic_load_explicit(&c->live_bytes, memory_order_relaxed);
 		while (cur + size <= c->budget) {
@@ -546,14 +560,21 @@ static bool reserve(struct nx_cache *c, uint32_t size, uint64_t now_ms)
 				return true;
 			}
 		}
-		unsigned si = atomic_fetch_add_explicit(&c->evict_cursor, 1, memory_order_relaxed) &
-			      (c->nshards - 1);
-		struct shard *s = c->shard[si];
+		struct shard *s = own;
+		if (own_empty) {
+			unsigned si = atomic_fetch_add_explicit(&c->evict_cursor, 1,
+								memory_order_relaxed) &
+				      (c->nshards - 1);
+			s = c->shard[si];
+		}
 		struct nx_cache_blob *dead = NULL;
 		pthread_mutex_lock(&s->lock);
 		bool ok = evict_one(c, s, now_ms, &dead);
 		pthread_mutex_unlock(&s->lock);
 		release(c, dead);
+		if (s == own && !ok) {
+			own_empty = true;
+		}
 		/* All shards empty and still no room: other threads hold the bytes in flight. */
 		empty = ok ? 0 : empty + 1;
 		if (empty >= 2 * c->nshards) {
@@ -590,32 +611,40 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 		return -ENOMEM;
 	}
 	nx_cache_blob_fill(b, &c->p, &plan, buf, m);
-	if (!reserve(c, plan.size, now_ms)) {
+	struct shard *s = shard_of(c, h.hash);
+	if (!reserve(c, s, plan.size, now_ms)) {
 		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_responses, b, plan.size);
 		atomic_fetch_add_explicit(&c->no_room, 1, memory_order_relaxed);
 		return NX_ELIMIT;
 	}
 
-	struct shard *s = shard_of(c, h.hash);
 	struct nx_cache_blob *dead = NULL;
 	pthread_mutex_lock(&s->lock);
 	int32_t old = find(s, &h, k);
-	bool main_queue; /* else probation */
-	unsigned freq = 0;
 	if (old >= 0) {
-		/* a refreshed copy keeps its place: the key's use is what earned it */
-		main_queue = !(s->e[old].state & SLOT_SMALL);
-		freq = main_queue ? freq_of(&s->e[old]) : 0;
-		unlink_slot(s, old, &dead);
+		/* A refreshed copy takes the old one's slot and keeps its place in its queue and
+		 * its use count: the key's use is what earned them. */
+		struct entry *e = &s->e[old];
+		e->blob->next_free = dead;
+		dead = e->blob;
+		e->blob = b;
+		e->stored_ms = now_ms;
+		e->ttl = plan.ttl;
+		e->hits = 0;
+		e->state &= (uint8_t)~SLOT_PREFETCHED;
 		s->replaced++;
-	} else {
-		if (s->count == s->cap) {
-			evict_one(c, s, now_ms, &dead);
-		}
-		main_queue = ghost_take(s, h.hash);
-		if (main_queue) {
-			s->readmitted++;
-		}
+		s->inserts++;
+		pthread_mutex_unlock(&s->lock);
+		release(c, dead);
+		return 0;
+	}
+	/* Looked up before evicting: the victim's ghost cell may be this key's. */
+	bool main_queue = ghost_take(s, h.hash); /* else probation */
+	if (main_queue) {
+		s->readmitted++;
+	}
+	if (s->count == s->cap) {
+		evict_one(c, s, now_ms, &dead);
 	}
 	int32_t i = s->free_head;
 	nx_require(i >= 0);
@@ -634,7 +663,7 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 	s->count++;
 	s->inserts++;
 	if (main_queue) {
-		set_freq(e, freq);
+		set_freq(e, 1); /* one pass of the hand, as S3-FIFO puts it at the head of main */
 	} else {
 		fifo_push(s, i);
 	}

@@ -337,20 +337,19 @@ static void test_ghost_readmission(void **state)
 		snprintf(name, sizeof(name), "fill%u.test", i);
 		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 100 + i, 0, 1000), 0);
 	}
-	/*
-	 * The ring holds 12 records, so while the cache filled, fill0..fill7 were moved up
-	 * unhit to make room for records (not counted as promotions: never hit); fill8..fill19 are
-	 * on probation. x evicts fill8 and queues behind fill9..fill19: the twelfth put after it
-	 * evicts it.
-	 */
+	/* Everything is on probation: x evicts fill0 and queues behind fill1..fill19, so the
+	 * twentieth put after it evicts it. */
 	assert_int_equal(put_tag(c, "x.test", NX_DNS_T_A, 3600, 1, 0, 1000), 0);
-	for (uint32_t i = 0; i < 12; i++) {
+	for (uint32_t i = 0; i < 19; i++) {
 		snprintf(name, sizeof(name), "more%u.test", i);
 		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 200 + i, 0, 1000), 0);
 	}
-	assert_int_equal(get_tag(c, "x.test", NX_DNS_T_A, 1000, NULL), -1); /* gone... */
 	struct nx_cache_stats s = st(c);
-	assert_int_equal(s.evictions, 13);
+	assert_int_equal(s.evictions, 20);
+	assert_int_equal(put_tag(c, "more19.test", NX_DNS_T_A, 3600, 219, 0, 1000), 0);
+	assert_int_equal(get_tag(c, "x.test", NX_DNS_T_A, 1000, NULL), -1); /* gone... */
+	s = st(c);
+	assert_int_equal(s.evictions, 21);
 	assert_int_equal(s.promoted, 0);
 	assert_int_equal(s.readmitted, 0);
 	/* ...but remembered: asked for again, it skips probation */
@@ -411,6 +410,101 @@ static void test_main_clock_counts(void **state)
 	nx_cache_free(c);
 }
 
+/* A refreshed copy (prefetch, a stale entry asked again) keeps its place and its use. */
+static void test_refresh_keeps_place(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 20, 1, NULL);
+	char name[64];
+	assert_int_equal(put_tag(c, "k.test", NX_DNS_T_A, 3600, 1, 0, 1000), 0);
+	assert_int_equal(get_tag(c, "k.test", NX_DNS_T_A, 1000, NULL), 1); /* hit on probation */
+	assert_int_equal(put_tag(c, "k.test", NX_DNS_T_A, 3600, 2, 0, 2000), 0);
+	for (uint32_t i = 0; i < 60; i++) { /* k reaches the head of probation: it moves up */
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 100 + i, 0, 2000), 0);
+	}
+	assert_int_equal(get_tag(c, "k.test", NX_DNS_T_A, 2000, NULL), 2);
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.replaced, 1);
+	assert_int_equal(s.promoted, 1);
+	assert_int_equal(s.entries, 20);
+	nx_cache_free(c);
+}
+
+/* An entry found dead by a lookup was asked for again: its next copy skips probation. */
+static void test_dead_entry_readmitted(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 20, 1, NULL);
+	assert_int_equal(put_tag(c, "d.test", NX_DNS_T_A, 1, 1, 0, 1000), 0);
+	assert_int_equal(get_tag(c, "d.test", NX_DNS_T_A, 3000, NULL), -1); /* dead: unlinked */
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.expired, 1);
+	assert_int_equal(s.entries, 0);
+	assert_int_equal(put_tag(c, "d.test", NX_DNS_T_A, 300, 2, 0, 3000), 0);
+	s = st(c);
+	assert_int_equal(s.readmitted, 1);
+	nx_cache_free(c);
+}
+
+/* A flush empties probation and forgets the ghost table: nothing is readmitted after it. */
+static void test_flush_resets_policy(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 10, 1, NULL);
+	char name[64];
+	for (uint32_t i = 0; i < 11; i++) { /* the eleventh evicts n0 into the ghost table */
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, i, 0, 1000), 0);
+	}
+	assert_int_equal(st(c).evictions, 1);
+	nx_cache_flush(c);
+	assert_int_equal(st(c).entries, 0);
+	assert_int_equal(put_tag(c, "n0.test", NX_DNS_T_A, 3600, 50, 0, 2000), 0);
+	assert_int_equal(st(c).readmitted, 0);
+	/* and the emptied shard fills and evicts as a fresh one */
+	for (uint32_t i = 1; i < 30; i++) {
+		snprintf(name, sizeof(name), "m%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 100 + i, 0, 2000), 0);
+	}
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.entries, 10);
+	assert_int_equal(s.evictions, 1 + 20);
+	nx_cache_free(c);
+}
+
+/*
+ * Scan resistance when bytes, not entries, fill the cache, over several shards: each put
+ * evicts from its own shard, so no shard drains its probation and sweeps its working set.
+ */
+static void test_scan_resistance_bytes_shards(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 1000, 4, NULL); /* 256,000 bytes: ~300 answers of ~800 */
+	char name[64];
+	for (uint32_t i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "hot%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, i, 700, 1000), 0);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 1000, NULL), i);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 1000, NULL), i);
+	}
+	for (uint32_t i = 0; i < 20000; i++) {
+		snprintf(name, sizeof(name), "scan%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 1000 + i, 700, 2000), 0);
+	}
+	struct nx_cache_stats s = st(c);
+	assert_true(s.entries < 400); /* bytes were the bound */
+	for (uint32_t i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "hot%u.test", i);
+		assert_int_equal(get_tag(c, name, NX_DNS_T_A, 3000, NULL), i);
+	}
+	nx_cache_free(c);
+}
+
 static void test_byte_eviction(void **state)
 {
 	struct talloc t;
@@ -419,8 +513,9 @@ static void test_byte_eviction(void **state)
 	assert_int_equal(nx_cache_budget_bytes(100), 65535);
 	assert_int_equal(put_tag(c, "one.test", NX_DNS_T_A, 300, 1, 30000, 1000), 0);
 	assert_int_equal(put_tag(c, "two.test", NX_DNS_T_A, 300, 2, 30000, 1000), 0);
-	assert_int_equal(get_tag(c, "one.test", NX_DNS_T_A, 1000, NULL), 1); /* referenced */
-	/* the third does not fit: two goes (one has its second chance) */
+	assert_int_equal(get_tag(c, "one.test", NX_DNS_T_A, 1000, NULL), 1); /* hit */
+	/* the third does not fit: probation gives up its oldest; one was hit and moves up, two
+	 * goes */
 	assert_int_equal(put_tag(c, "three.test", NX_DNS_T_A, 300, 3, 30000, 1000), 0);
 	assert_int_equal(get_tag(c, "two.test", NX_DNS_T_A, 1000, NULL), -1);
 	assert_int_equal(get_tag(c, "one.test", NX_DNS_T_A, 1000, NULL), 1);
@@ -1082,6 +1177,10 @@ int main(void)
 	    cmocka_unit_test(test_scan_resistance),
 	    cmocka_unit_test(test_ghost_readmission),
 	    cmocka_unit_test(test_main_clock_counts),
+	    cmocka_unit_test(test_refresh_keeps_place),
+	    cmocka_unit_test(test_dead_entry_readmitted),
+	    cmocka_unit_test(test_flush_resets_policy),
+	    cmocka_unit_test(test_scan_resistance_bytes_shards),
 	    cmocka_unit_test(test_byte_eviction),
 	    cmocka_unit_test(test_oversized),
 	    cmocka_unit_test(test_alloc_fail_insert_and_replace),
