@@ -387,7 +387,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "of names asked for once (a scan, random subdomains) cannot push out the "
 		       "answers your network uses all the time (S3-FIFO; "
 		       "`nxdns_cache_promoted_total`, `nxdns_cache_readmitted_total`). Each entry "
-		       "costs about 50 bytes of slots and index up front (`nxdns_cache_slot_bytes`) "
+		       "costs about 60 bytes of slots and index up front (`nxdns_cache_slot_bytes`) "
 		       "besides its stored answer.",
 	},
 	{

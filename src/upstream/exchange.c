@@ -42,6 +42,7 @@
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 void nx_up_stats_rtt(int idx, uint64_t rtt_us);
 void nx_up_stats_resend(int idx);
+void nx_up_stats_backoff(int idx);
 
 #define PORT_TRIES 8            /* random source ports tried before the kernel picks one */
 #define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
@@ -105,6 +106,7 @@ struct attempt {
 	bool queued;           /* a UDP send is wanted (cleared when the attempt stops) */
 	uint8_t slot;
 	uint16_t id;           /* transaction id sent */
+	bool resent;           /* the query was queued again (a re-send) */
 	struct up_tcp *tcp;    /* TCP retry in progress (NX_OWNER_upstream_tcp) */
 	uint64_t sent_us;
 };
@@ -693,6 +695,13 @@ static void tcp_connected(uv_connect_t *req, int status)
 
 /* ---- the race's transport (nx_race_io) ---- */
 
+/* The stats slot of the server attempt a asks. */
+static int server_stats(const struct attempt *a)
+{
+	const struct op *op = a->op;
+	return op->servers[op->race.att_server[att_index(op, a)]].stats;
+}
+
 /* Send the queued queries: per socket one sendmmsg; failures reach the race afterwards. */
 static void out_flush_once(struct nx_upstream *u)
 {
@@ -756,9 +765,15 @@ static void out_flush_once(struct nx_upstream *u)
 		}
 		for (unsigned m = 0; m < k; m++) {
 			who[m]->queued = false;
+			if (m < off && who[m]->resent) {
+				nx_up_stats_resend(server_stats(who[m]));
+			}
 		}
 		for (unsigned m = off; m < k; m++) {
-			failed[n_failed++] = who[m];
+			/* a re-send is a spare copy: the first one may still be answered */
+			if (!who[m]->resent) {
+				failed[n_failed++] = who[m];
+			}
 		}
 	}
 	uint64_t now = uv_now(u->loop);
@@ -826,6 +841,7 @@ static int io_send_udp(struct nx_race *r, int att, int srv)
 	p->cur_n++;
 	sock_attach(s, a);
 	a->sent_us = nx_now_mono_us();
+	a->resent = false;
 	queue_send(u, a);
 	return 0;
 }
@@ -838,7 +854,8 @@ static void io_resend_udp(struct nx_race *r, int att, int srv)
 	if (!a->sock) {
 		return;
 	}
-	nx_up_stats_resend(op->servers[srv].stats);
+	a->resent = true;
+	nx_up_stats_backoff(op->servers[srv].stats);
 	queue_send(op->u, a);
 }
 
@@ -877,9 +894,9 @@ static void io_stop(struct nx_race *r, int att, int srv, enum nx_up_outcome o)
 	struct attempt *a = &op->att[att];
 	uint64_t lat = o == NX_UP_O_ANSWER ? nx_now_mono_us() - a->sent_us : 0;
 	nx_up_stats_outcome(op->servers[srv].stats, o, lat);
-	if (o == NX_UP_O_ANSWER && !a->tcp) {
-		/* From the first send even when re-sent: an upper bound of the round trip, so the
-		 * estimate errs towards fewer re-sends (Karn's ambiguity, resolved cautiously). */
+	if (o == NX_UP_O_ANSWER && !a->tcp && !a->resent) {
+		/* Karn: an answer to a re-sent query could be to either copy, so only answers to
+		 * queries sent once are round-trip samples (and end a backed-off timeout). */
 		nx_up_stats_rtt(op->servers[srv].stats, lat);
 	}
 	sock_detach(a);

@@ -36,8 +36,7 @@ static void rearm(struct nx_race *r)
 static void resend_silent(struct nx_race *r, uint64_t now)
 {
 	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
-		uint64_t due = resend_due(r, i);
-		if (due > now || due >= r->deadline_at) {
+		if (resend_due(r, i) > now) {
 			continue;
 		}
 		r->att_resends[i]++;

@@ -16,6 +16,7 @@ struct slot {
 	_Atomic uint64_t resends;
 	_Atomic uint32_t srtt_us;   /* smoothed round trip, 0 before the first sample */
 	_Atomic uint32_t rttvar_us; /* its mean deviation */
+	_Atomic uint32_t backoff_ms; /* timeout doubled by a re-send, until a clean sample */
 };
 
 static struct slot g_slots[NX_UP_STATS_MAX];
@@ -120,6 +121,23 @@ void nx_up_stats_rtt(int idx, uint64_t rtt_us)
 	}
 	atomic_store_explicit(&s->srtt_us, srtt, memory_order_relaxed);
 	atomic_store_explicit(&s->rttvar_us, var, memory_order_relaxed);
+	atomic_store_explicit(&s->backoff_ms, 0, memory_order_relaxed);
+}
+
+/*
+ * A query to the server went unanswered for its timeout and is sent again: later queries get
+ * twice that timeout until an answer to a query sent once gives a fresh sample (RFC 6298
+ * section 5.5, which keeps a backed-off timeout until then; without it, answers that only come
+ * after a re-send, which Karn's rule does not sample, would never raise the estimate).
+ */
+void nx_up_stats_backoff(int idx);
+void nx_up_stats_backoff(int idx)
+{
+	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
+		return;
+	}
+	uint32_t next = NX_MIN(2 * nx_up_stats_rto_ms(idx), (uint32_t)NX_UP_RTO_MAX_MS);
+	atomic_store_explicit(&g_slots[idx].backoff_ms, next, memory_order_relaxed);
 }
 
 void nx_up_stats_resend(int idx);
@@ -138,9 +156,8 @@ uint32_t nx_up_stats_rto_ms(int idx)
 	const struct slot *s = &g_slots[idx];
 	uint64_t srtt = atomic_load_explicit(&s->srtt_us, memory_order_relaxed);
 	uint64_t var = atomic_load_explicit(&s->rttvar_us, memory_order_relaxed);
-	if (srtt == 0) {
-		return NX_UP_RTO_INITIAL_MS;
-	}
-	uint64_t ms = (srtt + 4 * var + 999) / 1000;
+	uint64_t backoff = atomic_load_explicit(&s->backoff_ms, memory_order_relaxed);
+	uint64_t ms = srtt == 0 ? NX_UP_RTO_INITIAL_MS : (srtt + 4 * var + 999) / 1000;
+	ms = NX_MAX(ms, backoff);
 	return (uint32_t)NX_MIN(NX_MAX(ms, (uint64_t)NX_UP_RTO_MIN_MS), (uint64_t)NX_UP_RTO_MAX_MS);
 }

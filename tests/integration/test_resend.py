@@ -29,6 +29,8 @@ def test_lost_query_is_recovered_by_a_resend(make_upstream, make_nxdns):
     assert m.get("nxdns_upstream_resends_total", server=up.addr) == 1
     assert m.get("nxdns_upstream_exchanges_total", server=up.addr, outcome="answer") == 1
     assert m.get("nxdns_upstream_exchanges_total", server=up.addr, outcome="timeout") == 0
+    # no round-trip sample from a re-sent query (Karn); the doubled timeout holds until one
+    assert m.get("nxdns_upstream_rto_seconds", server=up.addr) == 0.8
 
 
 def test_silent_upstream_resends_are_bounded(make_upstream, make_nxdns):
@@ -45,8 +47,8 @@ def test_silent_upstream_resends_are_bounded(make_upstream, make_nxdns):
 
 
 def test_timeout_follows_the_measured_round_trip(make_upstream, make_nxdns):
-    """Before any answer the timeout is the initial 0.4 s; loopback answers bring it to the 0.2 s
-    floor, and a fast server is never re-sent to."""
+    """Before any answer the timeout is the initial 0.4 s; answers from a loopback server bring
+    it down (to the 0.2 s floor unless the machine stalls one of them)."""
     up = make_upstream()
     nx = make_nxdns([up])
     assert nx.metrics().get("nxdns_upstream_rto_seconds", server=up.addr) == 0.4
@@ -54,6 +56,8 @@ def test_timeout_follows_the_measured_round_trip(make_upstream, make_nxdns):
         r = nx.udp(make_query(f"fast{i}.example", edns=0))
         assert r.rcode() == dns.rcode.NOERROR
     m = nx.metrics()
-    assert m.get("nxdns_upstream_rto_seconds", server=up.addr) == 0.2
-    assert m.get("nxdns_upstream_resends_total", server=up.addr) == 0
-    assert len(up.queries()) == 5
+    rto = m.get("nxdns_upstream_rto_seconds", server=up.addr)
+    assert 0.2 <= rto < 0.4, f"timeout {rto} s after five loopback answers"
+    resends = m.get("nxdns_upstream_resends_total", server=up.addr)
+    assert len(up.queries()) == 5 + resends
+    assert len(up.exchanges()) == 5

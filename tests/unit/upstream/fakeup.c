@@ -104,10 +104,11 @@ static void udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 		return;
 	case FAKE_ANSWER_RESENT: {
 		/* the same id from the same port seen before: a re-send (a "lost" first copy) */
+		uint16_t sport = ntohs(((const struct sockaddr_in *)from)->sin_port);
 		unsigned seen = f->n_udp - 1 < FAKE_REC ? f->n_udp - 1 : FAKE_REC;
 		bool again = false;
 		for (unsigned i = 0; i < seen && !again; i++) {
-			again = f->ids[i] == qm.id && f->sports[i] == f->sports[f->n_udp - 1];
+			again = f->ids[i] == qm.id && f->sports[i] == sport;
 		}
 		if (!again) {
 			return;

@@ -497,8 +497,17 @@ static void test_lost_datagram_resent(void **state)
 	assert_int_equal(r.resends, 1);
 	assert_int_equal(r.outcome[NX_UP_O_ANSWER], 1);
 	assert_int_equal(r.outcome[NX_UP_O_TIMEOUT], 0);
-	/* the answer is a round-trip sample (from the first send): the timeout now follows it */
-	assert_true(r.rto_ms >= NX_UP_RTO_MIN_MS && r.rto_ms <= NX_UP_RTO_MAX_MS);
+	/* Karn: no sample from a re-sent query; the doubled timeout holds until a clean one */
+	assert_int_equal(r.rto_ms, 2 * NX_UP_RTO_INITIAL_MS);
+	f->mode = FAKE_ANSWER;
+	struct done *d2 = &c->d[1];
+	assert_int_equal(start_op(c, d2, 1, 1, 20, 3000), 0);
+	run_until(c, 2, 5000);
+	assert_int_equal(d2->res, NX_UP_ANSWER);
+	assert_int_equal(f->n_udp, 3);
+	r = stats_of(c, 0);
+	assert_int_equal(r.resends, 1);
+	assert_int_equal(r.rto_ms, NX_UP_RTO_MIN_MS); /* a loopback round trip: the floor */
 }
 
 /* A silent server: two re-sends (timeout 400 ms, then 800), then the deadline, nothing more. */
@@ -507,8 +516,8 @@ static void test_resends_bounded(void **state)
 	struct tctx *c = *state;
 	struct fake *f = add_fake(c, FAKE_NEVER, false);
 	struct done *d = &c->d[0];
-	assert_int_equal(start_op(c, d, 1, 1, 20, 1500), 0);
-	run_until(c, 1, 4000);
+	assert_int_equal(start_op(c, d, 1, 1, 20, 3000), 0);
+	run_until(c, 1, 6000);
 	run_for(c, 50);
 	assert_int_equal(d->res, NX_UP_TIMEOUT);
 	assert_int_equal(f->n_udp, 1 + NX_RACE_RESENDS);
@@ -518,6 +527,8 @@ static void test_resends_bounded(void **state)
 	}
 	assert_int_equal(stats_of(c, 0).resends, NX_RACE_RESENDS);
 	assert_int_equal(stats_of(c, 0).outcome[NX_UP_O_TIMEOUT], 1);
+	/* backed off twice: 400 -> 800 -> 1000 (the cap) for the next query */
+	assert_int_equal(stats_of(c, 0).rto_ms, NX_UP_RTO_MAX_MS);
 }
 
 /* ---- reply validation ---- */

@@ -383,6 +383,24 @@ static void test_resend_per_attempt(void **state)
 	assert_int_equal(f->done_calls, 1);
 }
 
+/* A re-send and a staggered launch due in the same tick both happen. */
+static void test_resend_and_stagger_same_tick(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 100;
+	f->rto[1] = 300;
+	nx_race_start(&f->r, &IO, 0, 2, 2, 100, 2000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 100);
+	nx_race_tick(&f->r, 100);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}, {EV_UDP, -1, 1, 0}}, 2);
+	assert_int_equal(f->armed, 300); /* server 0 again at 100 + 200 */
+	nx_race_tick(&f->r, 300);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 400); /* server 1 at 100 + 300 */
+}
+
 /* A failover launch gets a fresh timeout of its own server. */
 static void test_resend_after_failover(void **state)
 {
@@ -408,6 +426,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_resend_within_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resend_per_attempt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resend_after_failover, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_and_stagger_same_tick, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stagger_then_fast_second_wins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_moves_on_at_once_and_restarts_stagger,
 					    setup, teardown),

@@ -18,6 +18,7 @@
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 void nx_up_stats_rtt(int idx, uint64_t rtt_us);
 void nx_up_stats_resend(int idx);
+void nx_up_stats_backoff(int idx);
 
 static const unsigned bounds_ms[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_MS;
 
@@ -95,6 +96,17 @@ static void test_rto_estimate(void **state)
 	int j = nx_up_stats_index("rto-fast");
 	nx_up_stats_rtt(j, 150); /* loopback: the floor */
 	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MIN_MS);
+	/* a re-send doubles it until a clean sample (RFC 6298 5.5) */
+	nx_up_stats_backoff(j);
+	assert_int_equal(nx_up_stats_rto_ms(j), 2 * NX_UP_RTO_MIN_MS);
+	nx_up_stats_backoff(j);
+	nx_up_stats_backoff(j);
+	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MAX_MS);
+	nx_up_stats_rtt(j, 150);
+	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MIN_MS);
+	int k = nx_up_stats_index("rto-backoff-first");
+	nx_up_stats_backoff(k); /* before any sample: twice the initial */
+	assert_int_equal(nx_up_stats_rto_ms(k), 2 * NX_UP_RTO_INITIAL_MS);
 	nx_up_stats_resend(j);
 	nx_up_stats_resend(j);
 	struct nx_up_stats_row r = row_of(j);
