@@ -6,18 +6,22 @@
  * sits on the shard's free list.
  *
  * Eviction is S3-FIFO (Yang et al., SOSP 2023) over the slots: a new entry starts on probation
- * (SLOT_SMALL, in a FIFO ring of about a tenth of the shard); the main queue is every other
- * entry, swept by a CLOCK hand with a 2-bit use count. When room is needed and probation holds
- * its share, the oldest probationer leaves: to the main queue if it was hit while waiting,
- * otherwise out of the cache, its hash remembered in a direct-mapped "ghost" table. A put whose
+ * (SLOT_SMALL, a FIFO ring with a record per slot); the main queue is every other entry, swept
+ * by a CLOCK hand with a 2-bit use count. When room is needed and probation holds its share (a
+ * tenth of the entries held), the oldest probationer leaves: to the main queue if it was hit
+ * while waiting, otherwise out of the cache, its hash remembered in a direct-mapped "ghost"
+ * table. A put whose
  * key is in the ghost table (evicted from probation, then asked for again) goes straight to the
  * main queue. So a stream of names asked for once (a scan, a burst of random subdomains) cycles
  * through probation only and never evicts the main queue's working set, which plain CLOCK
  * cannot promise: there, every entry that a sweep finds unreferenced goes.
  * The byte budget is one atomic shared by all shards: a put reserves its copy's bytes with a
- * compare-and-swap that never lets live_bytes pass the budget, evicting by CLOCK from shards in
- * round-robin order (one lock at a time) until the reservation fits. Freed bytes are released
- * only after the copy is freed, so live_bytes >= bytes actually held, always <= budget.
+ * compare-and-swap that never lets live_bytes pass the budget, evicting from its own shard
+ * (then, once that is empty, from the others in round-robin order; one lock at a time) until
+ * the reservation fits; never the key's own old copy, which a refresh replaces in place (so a
+ * refresh under byte pressure may evict one copy more than it needs, given back when the old
+ * copy is freed). Freed bytes are released only after the copy is freed, so live_bytes >=
+ * bytes actually held, always <= budget.
  */
 #include "cache/cache.h"
 
@@ -433,6 +437,17 @@ static void promote(struct shard *s, int32_t i, bool earned)
 	}
 }
 
+/* Add slot i's record at the tail of the ring (which has room). */
+static void fifo_append(struct shard *s, int32_t i)
+{
+	uint32_t at = s->fifo_head + s->fifo_len;
+	if (at >= s->fifo_cap) {
+		at -= s->fifo_cap;
+	}
+	s->fifo[at] = ((uint64_t)(uint32_t)s->e[i].hash << 32) | (uint32_t)i;
+	s->fifo_len++;
+}
+
 /*
  * Put slot i on probation. The ring has a record for every slot and 8 more, so it is full only
  * when stale records crowd it: then its oldest record goes, and if that one is live its entry
@@ -446,12 +461,7 @@ static void fifo_push(struct shard *s, int32_t i)
 			promote(s, j, freq_of(&s->e[j]) > 0);
 		}
 	}
-	uint32_t at = s->fifo_head + s->fifo_len;
-	if (at >= s->fifo_cap) {
-		at -= s->fifo_cap;
-	}
-	s->fifo[at] = ((uint64_t)(uint32_t)s->e[i].hash << 32) | (uint32_t)i;
-	s->fifo_len++;
+	fifo_append(s, i);
 	s->e[i].state |= SLOT_SMALL;
 	s->small_count++;
 }
@@ -468,11 +478,14 @@ static void drop(struct shard *s, int32_t i, enum age_state st, struct nx_cache_
 
 /*
  * Evict from probation (under lock): the oldest probationer that was hit moves to the main
- * queue, one that was not leaves (into the ghost table). Returns false if probation ran empty.
+ * queue, one that was not leaves (into the ghost table). The entry with hash *spare (a key
+ * being refreshed: its copy replaces this one) is never the victim; unhit, it goes back to
+ * the tail. Returns false if probation ran out of candidates.
  */
 static bool evict_small(struct nx_cache *c, struct shard *s, uint64_t now_ms,
-			struct nx_cache_blob **dead)
+			struct nx_cache_blob **dead, const uint64_t *spare)
 {
+	bool spared = false;
 	for (;;) {
 		int32_t i = fifo_pop(s);
 		if (i < 0) {
@@ -483,6 +496,14 @@ static bool evict_small(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 		enum age_state st = age_of(c, e, now_ms, &age);
 		if (st == FRESH && freq_of(e) > 0) {
 			promote(s, i, true);
+			continue;
+		}
+		if (spare && e->hash == *spare) {
+			fifo_append(s, i); /* the pop made room */
+			if (spared) {
+				return false; /* round the whole ring: nothing else is left */
+			}
+			spared = true;
 			continue;
 		}
 		if (st == FRESH) {
@@ -499,14 +520,14 @@ static bool evict_small(struct nx_cache *c, struct shard *s, uint64_t now_ms,
  * expired, the rest as evictions.
  */
 static bool evict_main(struct nx_cache *c, struct shard *s, uint64_t now_ms,
-		       struct nx_cache_blob **dead)
+		       struct nx_cache_blob **dead, const uint64_t *spare)
 {
 	/* Each pass takes one off every count, so the loop ends by the fourth. */
 	for (uint64_t step = 0; step <= (SLOT_FREQ_MAX + 1) * (uint64_t)s->cap; step++) {
 		int32_t i = (int32_t)s->hand;
 		struct entry *e = &s->e[i];
 		s->hand = s->hand + 1 == s->cap ? 0 : s->hand + 1;
-		if (!e->blob || (e->state & SLOT_SMALL)) {
+		if (!e->blob || (e->state & SLOT_SMALL) || (spare && e->hash == *spare)) {
 			continue;
 		}
 		uint64_t age;
@@ -518,13 +539,16 @@ static bool evict_main(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 		drop(s, i, st, dead);
 		return true;
 	}
-	nx_require(!"clock found no victim in a non-empty main queue");
-	return false;
+	nx_require(spare || !"clock found no victim in a non-empty main queue");
+	return false; /* only the spared entry is left */
 }
 
-/* Evict one entry (under lock). Returns false only on an empty shard. */
+/*
+ * Evict one entry (under lock), never the one with hash *spare (NULL: any). Returns false on
+ * an empty shard, or one holding only that entry.
+ */
 static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
-		      struct nx_cache_blob **dead)
+		      struct nx_cache_blob **dead, const uint64_t *spare)
 {
 	if (s->count == 0) {
 		return false;
@@ -533,12 +557,15 @@ static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 	 * slots: under byte pressure a shard holds fewer entries than it has slots). */
 	if ((uint64_t)s->small_count * NX_CACHE_SMALL_DIVISOR >= s->count ||
 	    s->small_count == s->count) {
-		if (evict_small(c, s, now_ms, dead)) {
+		if (evict_small(c, s, now_ms, dead, spare)) {
 			return true;
 		}
 	}
-	nx_require(s->count > s->small_count);
-	return evict_main(c, s, now_ms, dead);
+	if (s->count == s->small_count) {
+		nx_require(spare); /* else probation could always give up an entry */
+		return false;
+	}
+	return evict_main(c, s, now_ms, dead, spare);
 }
 
 /*
@@ -547,7 +574,8 @@ static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
  * probation and main queue in proportion: a shard that only gave up bytes would drain its
  * probation and then sweep its working set, while the one taking the inserts never evicted.
  */
-static bool reserve(struct nx_cache *c, struct shard *own, uint32_t size, uint64_t now_ms)
+static bool reserve(struct nx_cache *c, struct shard *own, uint32_t size, uint64_t now_ms,
+		    uint64_t spare)
 {
 	unsigned empty = 0;
 	bool own_empty = false;
@@ -569,7 +597,7 @@ static bool reserve(struct nx_cache *c, struct shard *own, uint32_t size, uint64
 		}
 		struct nx_cache_blob *dead = NULL;
 		pthread_mutex_lock(&s->lock);
-		bool ok = evict_one(c, s, now_ms, &dead);
+		bool ok = evict_one(c, s, now_ms, &dead, &spare);
 		pthread_mutex_unlock(&s->lock);
 		release(c, dead);
 		if (s == own && !ok) {
@@ -612,7 +640,8 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 	}
 	nx_cache_blob_fill(b, &c->p, &plan, buf, m);
 	struct shard *s = shard_of(c, h.hash);
-	if (!reserve(c, s, plan.size, now_ms)) {
+	/* Never evicts this key's own old copy: a refresh replaces it in place below. */
+	if (!reserve(c, s, plan.size, now_ms, h.hash)) {
 		c->alloc.free(c->alloc.ctx, NX_OWNER_cache_responses, b, plan.size);
 		atomic_fetch_add_explicit(&c->no_room, 1, memory_order_relaxed);
 		return NX_ELIMIT;
@@ -644,7 +673,7 @@ int nx_cache_put(struct nx_cache *c, const struct nx_cache_key *k, const uint8_t
 		s->readmitted++;
 	}
 	if (s->count == s->cap) {
-		evict_one(c, s, now_ms, &dead);
+		evict_one(c, s, now_ms, &dead, NULL);
 	}
 	int32_t i = s->free_head;
 	nx_require(i >= 0);

@@ -331,7 +331,7 @@ static void test_ghost_readmission(void **state)
 {
 	struct talloc t;
 	talloc_init(&t);
-	struct nx_cache *c = mk(&t, 20, 1, NULL); /* probation's share: 2 */
+	struct nx_cache *c = mk(&t, 20, 1, NULL);
 	char name[64];
 	for (uint32_t i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "fill%u.test", i);
@@ -429,6 +429,36 @@ static void test_refresh_keeps_place(void **state)
 	assert_int_equal(s.replaced, 1);
 	assert_int_equal(s.promoted, 1);
 	assert_int_equal(s.entries, 20);
+	nx_cache_free(c);
+}
+
+/*
+ * A refresh when bytes are short: the room is made from other entries, never from the key's
+ * own old copy (oldest and unhit on probation here, so the first victim otherwise), which the
+ * new copy replaces in place.
+ */
+static void test_refresh_under_byte_pressure(void **state)
+{
+	struct talloc t;
+	talloc_init(&t);
+	struct nx_cache *c = mk(&t, 100, 1, NULL); /* 65535 bytes */
+	char name[64];
+	assert_int_equal(put_tag(c, "k.test", NX_DNS_T_A, 3600, 1, 3000, 1000), 0);
+	for (uint32_t i = 0; i < 18; i++) { /* 19 copies of ~3 KB: nearly full, nothing evicted */
+		snprintf(name, sizeof(name), "n%u.test", i);
+		assert_int_equal(put_tag(c, name, NX_DNS_T_A, 3600, 100 + i, 3000, 1000), 0);
+	}
+	struct nx_cache_stats s = st(c);
+	assert_int_equal(s.entries, 19);
+	assert_int_equal(s.evictions, 0);
+	/* a 9 KB copy of k does not fit: room comes from n0 on, not from k (the oldest) */
+	assert_int_equal(put_tag(c, "k.test", NX_DNS_T_A, 3600, 2, 9000, 2000), 0);
+	s = st(c);
+	assert_int_equal(s.replaced, 1);
+	assert_true(s.evictions >= 1);
+	assert_true(s.live_bytes <= s.budget_bytes);
+	assert_int_equal(get_tag(c, "k.test", NX_DNS_T_A, 2000, NULL), 2);
+	assert_int_equal(get_tag(c, "n0.test", NX_DNS_T_A, 2000, NULL), -1);
 	nx_cache_free(c);
 }
 
@@ -1178,6 +1208,7 @@ int main(void)
 	    cmocka_unit_test(test_ghost_readmission),
 	    cmocka_unit_test(test_main_clock_counts),
 	    cmocka_unit_test(test_refresh_keeps_place),
+	    cmocka_unit_test(test_refresh_under_byte_pressure),
 	    cmocka_unit_test(test_dead_entry_readmitted),
 	    cmocka_unit_test(test_flush_resets_policy),
 	    cmocka_unit_test(test_scan_resistance_bytes_shards),
