@@ -750,11 +750,17 @@ static void out_flush_once(struct nx_upstream *u)
 			who[k++] = a;
 		}
 		/* An error for one destination (unreachable, refused by a firewall) fails that
-		 * query alone; a full socket buffer fails what is left. */
+		 * query alone, re-send or not: the server said no. A full socket buffer fails
+		 * what is left, except re-sends: a spare copy is dropped, the first may still be
+		 * answered. Re-sends are counted once they are sent. */
 		unsigned off = 0;
+		bool sent_ok[TX_BATCH] = {false};
 		while (off < k) {
 			int r = sendmmsg(s->fd, mm + off, k - off, MSG_DONTWAIT);
 			if (r > 0) {
+				for (int m = 0; m < r; m++) {
+					sent_ok[off + (unsigned)m] = true;
+				}
 				off += (unsigned)r;
 			} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 				   errno != ENOBUFS && errno != EINTR) {
@@ -765,12 +771,11 @@ static void out_flush_once(struct nx_upstream *u)
 		}
 		for (unsigned m = 0; m < k; m++) {
 			who[m]->queued = false;
-			if (m < off && who[m]->resent) {
+			if (sent_ok[m] && who[m]->resent) {
 				nx_up_stats_resend(server_stats(who[m]));
 			}
 		}
 		for (unsigned m = off; m < k; m++) {
-			/* a re-send is a spare copy: the first one may still be answered */
 			if (!who[m]->resent) {
 				failed[n_failed++] = who[m];
 			}

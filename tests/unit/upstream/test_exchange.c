@@ -507,7 +507,8 @@ static void test_lost_datagram_resent(void **state)
 	assert_int_equal(f->n_udp, 3);
 	r = stats_of(c, 0);
 	assert_int_equal(r.resends, 1);
-	assert_int_equal(r.rto_ms, NX_UP_RTO_MIN_MS); /* a loopback round trip: the floor */
+	/* the clean answer ended the backoff (3 x its round trip, so a loopback one is far below) */
+	assert_true(r.rto_ms < 2 * NX_UP_RTO_INITIAL_MS);
 }
 
 /* A silent server: two re-sends (timeout 400 ms, then 800), then the deadline, nothing more. */
