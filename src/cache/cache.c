@@ -62,7 +62,7 @@ struct shard {
 	struct entry *e; /* cap slots, in this allocation */
 	uint64_t *fifo;	 /* probation ring: (low 32 bits of hash << 32) | slot, oldest first */
 	int32_t *bucket; /* mask + 1 chain heads, in this allocation */
-	uint32_t *ghost;  /* ghost_mask + 1 cells: (uint32_t)hash | 1 of probation's evictions */
+	uint32_t *ghost; /* ghost_mask + 1 cells: (uint32_t)hash | 1 of probation's evictions */
 	size_t alloc_size;
 	uint32_t cap;
 	uint32_t mask;
@@ -427,14 +427,14 @@ static int32_t fifo_pop(struct shard *s)
 	return -1;
 }
 
-/* Move slot i from probation to the main queue; `earned` (counted) when it was hit there. */
-static void promote(struct shard *s, int32_t i, bool earned)
+/* Move slot i from probation to the main queue; counted as a promotion when it was hit there. */
+static void promote(struct shard *s, int32_t i)
 {
-	s->e[i].state &= (uint8_t)~SLOT_SMALL;
-	s->small_count--;
-	if (earned) {
+	if (freq_of(&s->e[i]) > 0) {
 		s->promoted++;
 	}
+	s->e[i].state &= (uint8_t)~SLOT_SMALL;
+	s->small_count--;
 }
 
 /* Add slot i's record at the tail of the ring (which has room). */
@@ -458,7 +458,7 @@ static void fifo_push(struct shard *s, int32_t i)
 	if (s->fifo_len == s->fifo_cap) {
 		int32_t j = fifo_pop_one(s);
 		if (j >= 0) {
-			promote(s, j, freq_of(&s->e[j]) > 0);
+			promote(s, j);
 		}
 	}
 	fifo_append(s, i);
@@ -495,7 +495,7 @@ static bool evict_small(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 		uint64_t age;
 		enum age_state st = age_of(c, e, now_ms, &age);
 		if (st == FRESH && freq_of(e) > 0) {
-			promote(s, i, true);
+			promote(s, i);
 			continue;
 		}
 		if (spare && e->hash == *spare) {
@@ -555,8 +555,7 @@ static bool evict_one(struct nx_cache *c, struct shard *s, uint64_t now_ms,
 	}
 	/* Probation gives up an entry while it holds its share of the entries held (not of the
 	 * slots: under byte pressure a shard holds fewer entries than it has slots). */
-	if ((uint64_t)s->small_count * NX_CACHE_SMALL_DIVISOR >= s->count ||
-	    s->small_count == s->count) {
+	if ((uint64_t)s->small_count * NX_CACHE_SMALL_DIVISOR >= s->count) {
 		if (evict_small(c, s, now_ms, dead, spare)) {
 			return true;
 		}
@@ -590,9 +589,9 @@ static bool reserve(struct nx_cache *c, struct shard *own, uint32_t size, uint64
 		}
 		struct shard *s = own;
 		if (own_empty) {
-			unsigned si = atomic_fetch_add_explicit(&c->evict_cursor, 1,
-								memory_order_relaxed) &
-				      (c->nshards - 1);
+			unsigned si =
+			    atomic_fetch_add_explicit(&c->evict_cursor, 1, memory_order_relaxed) &
+			    (c->nshards - 1);
 			s = c->shard[si];
 		}
 		struct nx_cache_blob *dead = NULL;
