@@ -24,6 +24,7 @@
 	X(R_SERVFAIL, "nxdns_answers_total", "result=\"servfail\"", "")                        \
 	X(R_REFUSED, "nxdns_answers_total", "result=\"refused\"", "")                          \
 	X(R_FORMERR, "nxdns_answers_total", "result=\"formerr\"", "")                          \
+	X(R_BADVERS, "nxdns_answers_total", "result=\"badvers\"", "")                          \
 	X(R_NOTIMP, "nxdns_answers_total", "result=\"notimp\"", "")                            \
 	X(R_ANY, "nxdns_answers_total", "result=\"rfc8482\"", "")                              \
 	X(R_TRUNCATED, "nxdns_truncated_total", "", "UDP answers truncated to the client's size")\
@@ -43,6 +44,12 @@
 	X(D_TCP_TOO_BIG, "nxdns_dropped_total", "reason=\"tcp_write_queue_full\"", "")         \
 	X(D_TCP_READ_TIMEOUT, "nxdns_dropped_total", "reason=\"tcp_read_timeout\"", "")        \
 	X(D_TCP_PIPELINE, "nxdns_dropped_total", "reason=\"tcp_pipeline_full\"", "")           \
+	X(D_BAD_FRAME, "nxdns_dropped_total", "reason=\"bad_frame\"", "")                     \
+	X(D_TLS_HANDSHAKE, "nxdns_dropped_total", "reason=\"tls_handshake_timeout\"", "")     \
+	X(STREAM_EVICTED, "nxdns_stream_evicted_total", "",                                       \
+	  "Idle stream connections closed to make room at a listener's connection cap")          \
+	X(STREAM_PAUSED, "nxdns_stream_permit_waits_total", "",                                   \
+	  "Stream queries that found no query permit and paused their connection's reading")     \
 	X(ACL_REFUSED, "nxdns_acl_refused_total", "", "Queries refused by access control")      \
 	X(TCP_ACCEPTED, "nxdns_tcp_accepted_total", "", "TCP connections accepted")             \
 	X(TCP_IDLE_CLOSED, "nxdns_tcp_idle_closed_total", "", "TCP connections closed idle")   \
@@ -67,6 +74,8 @@
 #define NX_GAUGES(X)                                                                            \
 	X(IN_FLIGHT, "nxdns_dns_in_flight", "DNS queries being handled (all listeners)")        \
 	X(TCP_CONNS, "nxdns_tcp_server_connections", "Open TCP client connections")            \
+	X(DOT_CONNS, "nxdns_dot_server_connections", "Open DNS-over-TLS client connections")   \
+	X(DOH_CONNS, "nxdns_doh_server_connections", "Open DNS-over-HTTPS client connections") \
 	X(PERMITS_USED, "nxdns_query_permits_in_use", "Query permits held by upstream work")
 
 enum nx_stat {

@@ -20,12 +20,17 @@
 #include "daemon/lists.h"
 #include "filter/rules.h"
 #include "dns/msg.h"
-#include "net/tcp.h"
+#include "net/reply.h"
+#include "net/stream.h"
 #include "net/udp.h"
 #include "querylog/querylog.h"
 #include "upstream/upstream.h"
 
 #define NX_MAX_LISTENERS 16      /* listener.dns entries (each gets UDP + TCP per worker) */
+/* Stream listeners per worker: TCP for each listener.dns address, then listener.dot, .doh. */
+#define NX_MAX_STREAM_LISTENERS (3 * NX_MAX_LISTENERS)
+/* How long a stream query may wait for a query permit (listener.permit_wait_ms). */
+#define NX_WORKER_PERMIT_WAIT_MS 2000
 #define NX_COALESCE_SHARDS 16    /* locks of the process-wide in-flight table */
 #define NX_COALESCE_BUCKETS 64   /* buckets per shard (chains beyond): 1024 in all */
 
@@ -40,10 +45,10 @@ struct nx_coalesce_shard {
 	struct pending *buckets[NX_COALESCE_BUCKETS];
 } __attribute__((aligned(64)));
 
-/* A TCP answer built by another worker for one of this worker's connections. */
+/* An answer built by another worker for a handle this worker owns (a stream connection). */
 struct nx_handoff {
 	struct nx_handoff *next;
-	struct nx_tcp_conn *conn; /* held by the waiter; released by the receiving worker */
+	struct nx_reply to;       /* held by the waiter; released by the receiving worker */
 	size_t len;               /* 0: nothing to send (the answer could not be built) */
 	uint8_t data[];
 };
@@ -78,8 +83,10 @@ struct nx_worker {
 	struct nx_snapref *snap;    /* held reference: the worker's current blocklist snapshot */
 	struct nx_udp_batch *batch; /* owned */
 	struct nx_udp_sock *udp[NX_MAX_LISTENERS];
-	struct nx_tcp_server *tcp[NX_MAX_LISTENERS];
-	size_t n_listen;
+	size_t n_udp;
+	struct nx_stream_server *streams[NX_MAX_STREAM_LISTENERS]; /* see nx_daemon.stream_open */
+	size_t n_streams;
+	uint8_t *rx;                /* owned: stream receive scratch (NX_STREAM_RX_SCRATCH) */
 	struct nx_upstream *up;     /* owned */
 	struct pending *free_pending;
 	unsigned n_pending_alloc;
@@ -87,7 +94,7 @@ struct nx_worker {
 	unsigned n_waiters_alloc;
 	bool stopping;
 	pthread_mutex_t inbox_lock;
-	struct nx_handoff *inbox;   /* TCP answers from other workers (owned, NX_OWNER_tcp_writes) */
+	struct nx_handoff *inbox;   /* stream answers from other workers (owned, NX_OWNER_tcp_writes) */
 	struct nx_cache *cache;     /* borrowed: the daemon's, shared by all workers (NULL = off) */
 	struct nx_qlog *qlog;       /* borrowed: the daemon's query log (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
@@ -103,7 +110,9 @@ struct nx_daemon {
 	uint64_t gen;
 	struct nx_worker *workers;  /* owned array */
 	unsigned n_workers;
-	atomic_int tcp_open[NX_MAX_LISTENERS]; /* open TCP connections per listener address */
+	/* Open connections per stream listener, all workers: [0, n_dns) TCP on listener.dns,
+	 * then listener.dot, then listener.doh (the order nx_worker_init opens them in). */
+	atomic_int stream_open[NX_MAX_STREAM_LISTENERS];
 	atomic_int permits_used;    /* process-wide query permits held */
 	struct nx_coalesce_shard coalesce[NX_COALESCE_SHARDS];
 	uv_barrier_t stop_barrier;  /* workers finish their upstream work before any closes sockets */
@@ -144,7 +153,8 @@ void nx_daemon_qlog_stop(struct nx_daemon *d);
 void nx_daemon_qlog_reconfigure(struct nx_daemon *d);
 
 /* pipeline.c */
-size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap);
-void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t len);
+/* The one entry for a query from any transport: an nx_query_cb (net/reply.h). */
+int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, size_t len,
+		      bool truncated, uint8_t *out, size_t cap);
 void nx_pipeline_shutdown(struct nx_worker *w);
 void nx_pipeline_drain_inbox(struct nx_worker *w);

@@ -4,12 +4,15 @@
  *   read + parse -> admission (ACL) -> protocol checks -> [filter, cache: later stages]
  *   -> forward (coalesced per key, one permit per upstream operation) -> relay to each waiter.
  *
- * Immediate answers are written into the caller's buffer (the UDP batch goes out in one
- * sendmmsg); forwarded answers are relayed from the upstream engine's receive buffer into the
- * worker's scratch buffer and queued (nx_udp_reply_later: one sendmmsg per socket at the end of
- * the loop turn) or sent at once (TCP, or a client on another worker's socket). Nothing here
- * allocates per query: pending operations and waiters come from per-worker free lists that grow
- * to the peak and are reused.
+ * One entry for every transport: nx_pipeline_query takes the query with a reply handle
+ * (net/reply.h) and never asks which transport it came over; the handle's plain fields (peer,
+ * protocol, whether the size is the datagram's) and its ops are all it uses. Immediate answers
+ * are written into the caller's buffer (the UDP batch goes out in one sendmmsg, a stream frames
+ * it); forwarded answers are relayed from the upstream engine's receive buffer into the
+ * worker's scratch buffer and sent through the held handle (UDP on its own worker: queued for
+ * one sendmmsg per socket at the end of the loop turn) or handed to the worker that owns the
+ * handle when it cannot be sent from here. Nothing here allocates per query: pending
+ * operations and waiters come from per-worker free lists that grow to the peak and are reused.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -27,7 +30,7 @@
 struct waiter {
 	struct waiter *next;
 	struct nx_worker *w;        /* the worker whose socket/connection the client is on */
-	bool tcp;
+	struct nx_reply to;         /* held (nx_reply_hold) until answered */
 	bool edns;
 	bool do_bit;
 	uint16_t id;
@@ -37,17 +40,7 @@ struct waiter {
 	struct nx_filter_result fr;     /* the query's decision (e.g. an exception), for the log */
 	uint64_t t0_us;                 /* arrival, monotonic */
 	int64_t ts_ms;                  /* arrival, wall clock */
-	struct sockaddr_storage client; /* for the log (a TCP connection may be gone by then) */
 	struct nx_dns_question q;   /* the client's question, in the client's case */
-	union {
-		struct {
-			struct nx_udp_sock *sock;   /* borrowed: worker sockets outlive waiters */
-			struct sockaddr_storage peer;
-			socklen_t peer_len;
-			struct nx_udp_origin origin;
-		} udp;
-		struct nx_tcp_conn *conn; /* held (nx_tcp_hold) until answered */
-	} to;
 };
 
 struct pending {
@@ -75,9 +68,9 @@ static struct pending **bucket_of(struct nx_coalesce_shard *sh, uint64_t h)
 	return &sh->buckets[h % NX_COALESCE_BUCKETS];
 }
 
-/* Where a query came from and how to answer it later. */
+/* A query being handled: where it came from (the handle) and what handle() found out. */
 struct origin {
-	bool tcp;
+	const struct nx_reply *r;   /* borrowed for the call; copied into a waiter to answer later */
 	struct nx_client_policy policy;
 	/* filled by handle() for the query log */
 	bool have_q;                /* the question parsed: its name is at pkt + 12 */
@@ -89,11 +82,7 @@ struct origin {
 	uint8_t matched_len;
 	uint64_t t0_us;
 	int64_t ts_ms;
-	const struct sockaddr *peer;
-	socklen_t peer_len;
-	struct nx_udp_sock *sock;
-	const struct nx_udp_origin *uorigin;
-	struct nx_tcp_conn *conn;
+	const struct sockaddr *peer; /* the handle's */
 };
 
 static struct waiter *waiter_get(struct nx_worker *w, unsigned cap)
@@ -266,7 +255,7 @@ static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap
 	out[o] = 0;
 }
 
-static void log_answer(struct nx_worker *w, bool tcp, const struct sockaddr *client,
+static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct sockaddr *client,
 		       const uint8_t *qname, size_t qlen, uint16_t qtype,
 		       const struct nx_filter_result *fr, const uint8_t *matched, size_t mlen,
 		       bool cached, int upstream, uint64_t t0_us, int64_t ts_ms,
@@ -283,7 +272,7 @@ static void log_answer(struct nx_worker *w, bool tcp, const struct sockaddr *cli
 	} else if (client->sa_family == AF_INET6) {
 		memcpy(rec.client, &((const struct sockaddr_in6 *)client)->sin6_addr, 16);
 	}
-	rec.proto = tcp ? NX_QLOG_PROTO_TCP : NX_QLOG_PROTO_UDP;
+	rec.proto = (uint8_t)proto; /* the same order: static_assert below */
 	rec.qtype = qtype;
 	rec.rcode = rlen >= 4 ? (uint8_t)(reply[3] & 0x0f) : 0;
 	rec.action = fr->action;
@@ -305,13 +294,13 @@ static void log_answer(struct nx_worker *w, bool tcp, const struct sockaddr *cli
 	nx_qlog_push(w->qlog, w->idx, &rec);
 }
 
-/* Hand a TCP answer to the worker that owns the connection (bounded by the waiters it holds). */
+/* Hand an answer to the worker that owns the waiter's handle (bounded by the waiters it holds). */
 static void handoff(struct waiter *x, const uint8_t *buf, size_t len)
 {
 	struct nx_worker *t = x->w;
 	struct nx_handoff *h = nx_mem_alloc(NX_OWNER_tcp_writes, sizeof(*h) + len);
 	if (!h) {
-		/* No room for the answer: still tell the owner to drop the connection's hold. */
+		/* No room for the answer: still tell the owner to drop the handle's hold. */
 		nx_stat_inc(NX_STAT_D_SEND);
 		len = 0;
 		h = nx_mem_alloc(NX_OWNER_tcp_writes, sizeof(*h));
@@ -322,7 +311,7 @@ static void handoff(struct waiter *x, const uint8_t *buf, size_t len)
 			return;
 		}
 	}
-	h->conn = x->to.conn;
+	h->to = x->to;
 	h->len = len;
 	memcpy(h->data, buf, len);
 	pthread_mutex_lock(&t->inbox_lock);
@@ -341,41 +330,26 @@ void nx_pipeline_drain_inbox(struct nx_worker *w)
 	while (h) {
 		struct nx_handoff *next = h->next;
 		if (h->len > 0) {
-			nx_tcp_send(h->conn, h->data, h->len);
+			nx_reply_send(&h->to, h->data, h->len, true);
 		}
-		nx_tcp_release(h->conn);
+		nx_reply_release(&h->to);
 		nx_mem_free(NX_OWNER_tcp_writes, h, sizeof(*h) + h->len);
 		h = next;
 	}
 }
 
+/* Answer a waiter through its handle, from whichever worker finished the operation. */
 static void send_reply(struct nx_worker *w, struct waiter *x, const uint8_t *buf, size_t len)
 {
-	if (x->tcp) {
-		if (x->w != w) {
-			handoff(x, buf, len);
-			return;
-		}
-		if (len > 0) {
-			nx_tcp_send(x->to.conn, buf, len);
-		}
-		nx_tcp_release(x->to.conn);
+	bool own = x->w == w;
+	if (!own && !x->to.any_thread) {
+		handoff(x, buf, len);
 		return;
 	}
-	if (len == 0) {
-		return;
+	if (len > 0) {
+		nx_reply_send(&x->to, buf, len, own);
 	}
-	/* UDP on our own socket: queued, the turn's replies leave in one sendmmsg (flushed by
-	 * the worker's prepare handle). On another worker's socket: sendmsg now, which is safe
-	 * from any thread (the sockets outlive all upstream work: see the stop barrier). */
-	const struct sockaddr *peer = (const struct sockaddr *)&x->to.udp.peer;
-	int rc = x->w == w ? nx_udp_reply_later(x->to.udp.sock, peer, x->to.udp.peer_len,
-						&x->to.udp.origin, buf, len)
-			   : nx_udp_reply(x->to.udp.sock, peer, x->to.udp.peer_len,
-					  &x->to.udp.origin, buf, len);
-	if (rc < 0) {
-		nx_stat_inc(NX_STAT_D_SEND);
-	}
+	nx_reply_release(&x->to);
 }
 
 static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg, size_t len,
@@ -436,7 +410,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			.q = &x->q,
 			.edns = x->edns,
 			.do_bit = x->do_bit,
-			.max_size = x->tcp ? NX_DNS_MSG_MAX : x->max_size,
+			.max_size = x->max_size,
 		};
 		int rlen;
 		struct nx_filter_result lfr = x->fr;
@@ -477,7 +451,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
 		} else if (w->qlog) {
-			log_answer(w, x->tcp, (const struct sockaddr *)&x->client, x->q.name,
+			log_answer(w, (enum nx_proto)x->to.proto, (const struct sockaddr *)&x->to.peer, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
 				   x->t0_us, x->ts_ms, w->tx, (size_t)rlen);
 		}
@@ -508,7 +482,6 @@ static int find_zone(const struct nx_conf *c, const struct nx_dns_question *q)
 static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const struct origin *o,
 			size_t max_size)
 {
-	x->tcp = o->tcp;
 	x->id = m->id;
 	x->qflags = m->flags;
 	x->edns = m->edns.present;
@@ -520,16 +493,9 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->fr = o->fr;
 	x->t0_us = o->t0_us;
 	x->ts_ms = o->ts_ms;
-	memcpy(&x->client, o->peer, NX_MIN((size_t)o->peer_len, sizeof(x->client)));
-	if (o->tcp) {
-		x->to.conn = o->conn;
-		nx_tcp_hold(o->conn);
-	} else {
-		x->to.udp.sock = o->sock;
-		memcpy(&x->to.udp.peer, o->peer, o->peer_len);
-		x->to.udp.peer_len = o->peer_len;
-		x->to.udp.origin = *o->uorigin;
-	}
+	x->to = *o->r;
+	x->to.client_id = ""; /* borrowed for the query callback only */
+	nx_reply_hold(&x->to);
 	nx_gauge_add(NX_GAUGE_IN_FLIGHT, 1);
 }
 
@@ -537,29 +503,18 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 static void unfill_waiter(struct nx_worker *w, struct waiter *x)
 {
 	nx_gauge_add(NX_GAUGE_IN_FLIGHT, -1);
-	if (x->tcp) {
-		nx_tcp_release(x->to.conn);
-	}
+	nx_reply_release(&x->to);
 	waiter_put(w, x);
 }
 
-/* No permit, slot or waiter room: a UDP query is dropped, a stream query closes its connection. */
-static void refuse_work(const struct origin *o, enum nx_stat udp_reason, enum nx_stat tcp_reason)
-{
-	if (o->tcp) {
-		nx_stat_inc(tcp_reason);
-		nx_tcp_abort(o->conn);
-	} else {
-		nx_stat_inc(udp_reason);
-	}
-}
-
 /*
- * Forward a query, or join an identical in-flight operation as one more waiter. With
- * `with_waiter` false (prefetch) the operation only fills the cache: an identical operation
- * already running is enough, and no permit means no prefetch (nothing is counted as dropped).
+ * Forward a query, or join an identical in-flight operation as one more waiter. Returns 0, or
+ * NX_REPLY_BUSY_PERMIT / NX_REPLY_BUSY_WAITERS when there is no room now (the transport drops
+ * or waits: net/reply.h). With `with_waiter` false (prefetch) the operation only fills the
+ * cache: an identical operation already running is enough, and no permit means no prefetch
+ * (nothing is counted as dropped).
  */
-static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
+static int start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 			    const struct origin *o, size_t max_size, bool with_waiter)
 {
 	struct nx_confref *r = w->cref;
@@ -585,8 +540,7 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 	if (with_waiter) {
 		x = waiter_get(w, waiter_cap);
 		if (!x) {
-			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
-			return;
+			return NX_REPLY_BUSY_PERMIT;
 		}
 		fill_waiter(x, m, o, max_size);
 		x->w = w;
@@ -600,20 +554,19 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 		    p->name_len == m->q.name_len && memcmp(p->name, key, p->name_len) == 0) {
 			if (!x) {
 				pthread_mutex_unlock(&sh->lock);
-				return; /* prefetch: already being fetched */
+				return 0; /* prefetch: already being fetched */
 			}
 			if (p->n_waiters >= c->coalesce_max_waiters) {
 				pthread_mutex_unlock(&sh->lock);
 				unfill_waiter(w, x);
-				refuse_work(o, NX_STAT_D_WAITERS, NX_STAT_D_WAITERS);
-				return;
+				return NX_REPLY_BUSY_WAITERS;
 			}
 			x->next = p->waiters;
 			p->waiters = x;
 			p->n_waiters++;
 			pthread_mutex_unlock(&sh->lock);
 			nx_stat_inc(NX_STAT_COALESCED);
-			return;
+			return 0;
 		}
 	}
 
@@ -628,9 +581,9 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 		pthread_mutex_unlock(&sh->lock);
 		if (x) {
 			unfill_waiter(w, x);
-			refuse_work(o, NX_STAT_D_NO_SLOT, NX_STAT_D_NO_PERMIT);
+			return NX_REPLY_BUSY_PERMIT;
 		}
-		return;
+		return 0;
 	}
 	p->w = w;
 	p->hash = h;
@@ -668,12 +621,6 @@ static void start_operation(struct nx_worker *w, const struct nx_dns_msg *m,
 		/* The callback was not called: finish it as failed (answers whoever joined). */
 		on_upstream_done(p, NX_UP_FAILED, NULL, 0, NULL, -1);
 	}
-}
-
-static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const struct origin *o,
-		      size_t max_size)
-{
-	start_operation(w, m, o, max_size, true);
 	return 0;
 }
 
@@ -681,11 +628,11 @@ static size_t forward(struct nx_worker *w, const struct nx_dns_msg *m, const str
  * only goes into the cache). Skipped when an identical operation runs or no permit is free. */
 static void prefetch(struct nx_worker *w, const struct nx_dns_msg *m)
 {
-	struct origin none = {.tcp = false};
+	struct origin none = {.r = NULL};
 	(void)start_operation(w, m, &none, 0, false);
 }
 
-static size_t error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, bool have_q,
+static int error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, bool have_q,
 			  size_t max_size, int rcode, enum nx_stat stat)
 {
 	struct nx_dns_reply_ctx ctx = {
@@ -698,21 +645,21 @@ static size_t error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, 
 	};
 	int n = nx_dns_build_error(out, cap, &ctx, rcode, -1, NULL);
 	nx_stat_inc(stat);
-	return n > 0 ? (size_t)n : 0;
+	return n > 0 ? n : 0;
 }
 
-/* The protocol-independent part. */
-static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
-		     struct origin *o, uint8_t *out, size_t cap)
+/* One query, whatever its transport: an immediate answer's length, 0, or NX_REPLY_*. */
+static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
+		  struct origin *o, uint8_t *out, size_t cap)
 {
 	struct nx_dns_msg m;
 	if (nx_dns_hdr_parse(pkt, len, &m) < 0) {
 		nx_stat_inc(NX_STAT_D_SHORT);
-		return 0;
+		return NX_REPLY_BAD_FRAME;
 	}
 	if (m.flags & NX_DNS_F_QR) {
 		nx_stat_inc(NX_STAT_D_RESPONSE);
-		return 0;
+		return NX_REPLY_BAD_FRAME;
 	}
 	const struct nx_conf *c = w->cref->c;
 	bool parsed = !truncated && nx_dns_msg_parse(pkt, len, &m) == 0;
@@ -722,7 +669,8 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 		o->qtype = m.q.qtype;
 		o->qname_len = m.q.name_len;
 	}
-	size_t limit = o->tcp ? NX_DNS_MSG_MAX : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
+	size_t limit = !o->r->datagram ? NX_DNS_MSG_MAX
+				       : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
 	if (!nx_conf_acl_allows(c, o->peer)) {
 		nx_stat_inc(NX_STAT_ACL_REFUSED);
 		return error_reply(out, cap, &m, have_q, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
@@ -734,12 +682,12 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 		return error_reply(out, cap, &m, false, limit, NX_DNS_FORMERR, NX_STAT_R_FORMERR);
 	}
 	if (m.edns.present && m.edns.version != 0) {
-		return error_reply(out, cap, &m, true, limit, NX_DNS_BADVERS, NX_STAT_R_FORMERR);
+		return error_reply(out, cap, &m, true, limit, NX_DNS_BADVERS, NX_STAT_R_BADVERS);
 	}
 	if (m.q.qtype == NX_DNS_T_AXFR || m.q.qtype == 251 /* IXFR */) {
 		return error_reply(out, cap, &m, true, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
 	}
-	if (m.q.qtype == NX_DNS_T_ANY && !o->tcp) {
+	if (m.q.qtype == NX_DNS_T_ANY && o->r->datagram) {
 		struct nx_dns_reply_ctx ctx = {
 			.id = m.id,
 			.qflags = m.flags,
@@ -750,7 +698,7 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 		};
 		int n = nx_dns_build_any_hinfo(out, cap, &ctx, 3600);
 		nx_stat_inc(NX_STAT_R_ANY);
-		return n > 0 ? (size_t)n : 0;
+		return n > 0 ? n : 0;
 	}
 	struct nx_decide_ctx dc;
 	decide_ctx(w, &dc);
@@ -775,7 +723,7 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 			n = nx_decide_local_answer(&dc, out, cap, &ctx);
 			nx_stat_inc(NX_STAT_R_LOCAL);
 		}
-		return n > 0 ? (size_t)n : 0;
+		return n > 0 ? n : 0;
 	}
 	/* Allowed by a rule or an exception: the answer's CNAMEs are not checked either. */
 	struct nx_client_policy pol = o->policy;
@@ -802,7 +750,7 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 			int bn = cname_block(&dc, &pol, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
 					     &o->matched_len);
 			if (bn > 0) {
-				return (size_t)bn;
+				return bn;
 			}
 			bool trunc = false;
 			int n = nx_dns_relay(out, cap, w->cbuf, &cm, &ctx, 0, -1, NULL, &trunc);
@@ -818,61 +766,43 @@ static size_t handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool t
 			if (hit.prefetch) {
 				prefetch(w, &m);
 			}
-			return (size_t)n;
+			return n;
 		}
 	}
-	return forward(w, &m, o, limit);
+	return start_operation(w, &m, o, limit, true);
 }
 
-size_t nx_pipeline_udp(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap)
+_Static_assert((int)NX_PROTO_UDP == (int)NX_QLOG_PROTO_UDP &&
+		       (int)NX_PROTO_TCP == (int)NX_QLOG_PROTO_TCP &&
+		       (int)NX_PROTO_DOT == (int)NX_QLOG_PROTO_DOT &&
+		       (int)NX_PROTO_DOH == (int)NX_QLOG_PROTO_DOH,
+	       "the query log stores enum nx_proto values");
+_Static_assert(NX_STAT_Q_TCP == NX_STAT_Q_UDP + NX_PROTO_TCP &&
+		       NX_STAT_Q_DOT == NX_STAT_Q_UDP + NX_PROTO_DOT &&
+		       NX_STAT_Q_DOH == NX_STAT_Q_UDP + NX_PROTO_DOH,
+	       "nxdns_queries_total rows are in protocol order");
+
+int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, size_t len,
+		      bool truncated, uint8_t *out, size_t cap)
 {
 	struct nx_worker *w = ud;
-	nx_stat_inc(NX_STAT_Q_UDP);
+	nx_stat_inc((enum nx_stat)(NX_STAT_Q_UDP + r->proto));
 	struct origin o = {
-		.tcp = false,
-		.peer = p->peer,
-		.peer_len = p->peer_len,
-		.sock = p->sock,
-		.uorigin = p->origin,
+		.r = r,
+		.peer = (const struct sockaddr *)&r->peer,
 	};
 	nx_filter_result_clear(&o.fr);
 	if (w->qlog) {
 		o.t0_us = nx_now_mono_us();
 		o.ts_ms = nx_now_wall_ms();
 	}
-	size_t n = handle(w, p->data, p->len, p->truncated, &o, out, cap);
+	int n = handle(w, msg, len, truncated, &o, out, cap);
 	if (n > 0 && w->qlog) {
-		log_answer(w, false, p->peer, p->data + NX_DNS_HDR_LEN, o.have_q ? o.qname_len : 0,
-			   o.qtype, &o.fr, o.matched, o.matched_len, o.cached, -1, o.t0_us, o.ts_ms,
-			   out, n);
+		log_answer(w, (enum nx_proto)r->proto, o.peer, msg + NX_DNS_HDR_LEN,
+			   o.have_q ? o.qname_len : 0, o.qtype, &o.fr, o.matched, o.matched_len,
+			   o.cached, -1, o.t0_us, o.ts_ms, out, (size_t)n);
 	}
 	return n;
-}
-
-void nx_pipeline_tcp(void *ud, struct nx_tcp_conn *c, const uint8_t *msg, size_t len)
-{
-	struct nx_worker *w = ud;
-	nx_stat_inc(NX_STAT_Q_TCP);
-	struct origin o = {
-		.tcp = true,
-		.peer = nx_tcp_peer(c),
-		.peer_len = sizeof(struct sockaddr_storage),
-		.conn = c,
-	};
-	nx_filter_result_clear(&o.fr);
-	if (w->qlog) {
-		o.t0_us = nx_now_mono_us();
-		o.ts_ms = nx_now_wall_ms();
-	}
-	size_t n = handle(w, msg, len, false, &o, w->tx, sizeof(w->tx));
-	if (n > 0) {
-		if (w->qlog) {
-			log_answer(w, true, o.peer, msg + NX_DNS_HDR_LEN, o.have_q ? o.qname_len : 0,
-				   o.qtype, &o.fr, o.matched, o.matched_len, o.cached, -1, o.t0_us,
-				   o.ts_ms, w->tx, n);
-		}
-		nx_tcp_send(c, w->tx, n);
-	}
 }
 
 void nx_pipeline_shutdown(struct nx_worker *w)

@@ -1,6 +1,7 @@
 /*
- * Worker threads: one libuv loop each, owning its UDP and TCP sockets (SO_REUSEPORT), its
- * upstream engine and its pools. Sockets and handles are set up by the control thread before
+ * Worker threads: one libuv loop each, owning its UDP sockets and stream listeners (TCP, DoT,
+ * DoH; SO_REUSEPORT), its upstream engine and its pools. Every listener hands its queries to the
+ * one pipeline entry, nx_pipeline_query. Sockets and handles are set up by the control thread before
  * the worker's thread starts (the loop is not running yet), so bind errors are reported
  * synchronously at startup.
  */
@@ -12,11 +13,14 @@
 #include "base/stats.h"
 #include "daemon/impl.h"
 
-static void tcp_limits(const struct nx_conf *c, struct nx_tcp_limits *lim)
+static void stream_limits(const struct nx_conf *c, struct nx_stream_limits *lim)
 {
 	lim->max_conns = c->dns_max_connections;
 	lim->idle_ms = c->tcp_idle_timeout_ms;
 	lim->read_ms = c->tcp_read_timeout_ms;
+	lim->handshake_ms = c->tcp_read_timeout_ms;
+	lim->permit_wait_ms = NX_WORKER_PERMIT_WAIT_MS;
+	lim->max_streams = 100;
 }
 
 static void on_close_noop(uv_handle_t *h)
@@ -26,7 +30,7 @@ static void on_close_noop(uv_handle_t *h)
 /*
  * Stop order matters with the shared in-flight table: every worker first finishes its upstream
  * operations (answering waiters that may sit on other workers' sockets), then all meet at the
- * barrier, then each drains the TCP answers handed to it and closes its sockets.
+ * barrier, then each drains the stream answers handed to it and closes its sockets.
  */
 static void stop_worker(struct nx_worker *w, bool barrier)
 {
@@ -41,11 +45,13 @@ static void stop_worker(struct nx_worker *w, bool barrier)
 		nx_udp_flush_later(w->batch); /* answers of the operations shutdown just ended */
 		uv_close((uv_handle_t *)&w->flush, on_close_noop);
 	}
-	for (size_t i = 0; i < w->n_listen; i++) {
+	for (size_t i = 0; i < w->n_udp; i++) {
 		nx_udp_close(w->udp[i]);
-		nx_tcp_close(w->tcp[i]);
 		w->udp[i] = NULL;
-		w->tcp[i] = NULL;
+	}
+	for (size_t i = 0; i < w->n_streams; i++) {
+		nx_stream_close(w->streams[i]);
+		w->streams[i] = NULL;
 	}
 	uv_close((uv_handle_t *)&w->wake, on_close_noop);
 }
@@ -65,10 +71,10 @@ static void on_wake(uv_async_t *a)
 	if (r != w->cref) {
 		nx_confref_release(w->cref);
 		w->cref = r;
-		struct nx_tcp_limits lim;
-		tcp_limits(r->c, &lim);
-		for (size_t i = 0; i < w->n_listen; i++) {
-			nx_tcp_set_limits(w->tcp[i], &lim);
+		struct nx_stream_limits lim;
+		stream_limits(r->c, &lim);
+		for (size_t i = 0; i < w->n_streams; i++) {
+			nx_stream_set_limits(w->streams[i], &lim);
 		}
 		nx_upstream_set_max_ops(w->up, r->c->permits);
 	} else {
@@ -84,6 +90,33 @@ static void on_wake(uv_async_t *a)
 	if (w->stopping) {
 		stop_worker(w, true);
 	}
+}
+
+/* Open the next stream listener (its shared connection counter is the next slot). */
+static int open_stream(struct nx_worker *w, enum nx_proto proto, const struct nx_addr *a,
+		       int listener)
+{
+	if (w->n_streams >= NX_MAX_STREAM_LISTENERS) {
+		return NX_ELIMIT;
+	}
+	struct nx_stream_limits lim;
+	stream_limits(w->cref->c, &lim);
+	struct nx_stream_env env = {
+		.rx = w->rx,
+		.cb = nx_pipeline_query,
+		.ud = w,
+		.out = w->tx,
+	};
+	size_t k = w->n_streams;
+	int rc = nx_stream_listen(&w->loop, proto, a, listener, &w->d->stream_open[k], &lim, NULL,
+				  &env, &w->streams[k]);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s %s: %s", nx_proto_name(proto),
+		       a->text, nx_strerror(rc));
+		return rc;
+	}
+	w->n_streams++;
+	return 0;
 }
 
 int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
@@ -114,22 +147,24 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 	if (rc < 0) {
 		return rc;
 	}
-	struct nx_tcp_limits lim;
-	tcp_limits(c, &lim);
-	w->n_listen = NX_MIN(c->n_listen_dns, NX_MAX_LISTENERS);
-	for (size_t i = 0; i < w->n_listen; i++) {
+	w->rx = nx_mem_alloc(NX_OWNER_worker_buffers, NX_STREAM_RX_SCRATCH);
+	if (!w->rx) {
+		return -ENOMEM;
+	}
+	size_t n = NX_MIN(c->n_listen_dns, NX_MAX_LISTENERS);
+	for (size_t i = 0; i < n; i++) {
 		const struct nx_addr *a = &c->listen_dns[i];
-		rc = nx_udp_open(&w->loop, a, (int)i, w->batch, nx_pipeline_udp, w, &w->udp[i]);
+		rc = nx_udp_open(&w->loop, a, (int)i, w->batch, nx_pipeline_query, w, &w->udp[i]);
 		if (rc < 0) {
 			nx_log(NX_LOG_ERR, "daemon", "cannot listen on udp %s: %s", a->text,
 			       nx_strerror(rc));
 			return rc;
 		}
-		rc = nx_tcp_open(&w->loop, a, (int)i, &d->tcp_open[i], &lim, nx_pipeline_tcp, w,
-				 &w->tcp[i]);
+		w->n_udp++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rc = open_stream(w, NX_PROTO_TCP, &c->listen_dns[i], (int)i);
 		if (rc < 0) {
-			nx_log(NX_LOG_ERR, "daemon", "cannot listen on tcp %s: %s", a->text,
-			       nx_strerror(rc));
 			return rc;
 		}
 	}
@@ -171,6 +206,7 @@ void nx_worker_deinit(struct nx_worker *w)
 	nx_pipeline_shutdown(w);
 	nx_upstream_free(w->up);
 	nx_udp_batch_free(w->batch);
+	nx_mem_free(NX_OWNER_worker_buffers, w->rx, NX_STREAM_RX_SCRATCH);
 	int rc = uv_loop_close(&w->loop);
 	if (rc < 0) {
 		nx_log(NX_LOG_WARN, "daemon", "worker %u loop close: %s", w->idx, uv_strerror(rc));

@@ -22,7 +22,7 @@ struct nx_udp_batch {
 	struct iovec tx_iov[NX_UDP_BATCH];
 	uint8_t tx_ctl[NX_UDP_BATCH][CTL_LEN];
 	uint8_t tx[NX_UDP_BATCH][NX_UDP_TX_SLOT];
-	/* Replies queued by nx_udp_reply_later use tx*[0..n_later) between read callbacks. */
+	/* Replies queued by udp_reply_later (later answers) use tx*[0..n_later) between read callbacks. */
 	bool busy;                 /* a read callback is filling tx* */
 	unsigned n_later;
 	struct nx_udp_sock *later_sock[NX_UDP_BATCH];
@@ -35,8 +35,41 @@ struct nx_udp_sock {
 	int listener;
 	bool pktinfo;             /* wildcard bind: echo the destination address */
 	struct nx_udp_batch *b;   /* borrowed: the worker's, outlives its sockets */
-	nx_udp_query_cb cb;
+	nx_query_cb cb;
 	void *ud;
+};
+
+static int udp_reply(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+		     const struct nx_udp_origin *origin, const uint8_t *buf, size_t len);
+static int udp_reply_later(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+			   const struct nx_udp_origin *origin, const uint8_t *buf, size_t len);
+
+/* ---- the reply handle ---- */
+
+/* On the owner thread: queued for the turn's sendmmsg; elsewhere: sendmsg now (thread-safe). */
+static int op_send(struct nx_reply *r, const uint8_t *msg, size_t len, bool owner_thread)
+{
+	const struct sockaddr *peer = (const struct sockaddr *)&r->peer;
+	int rc = owner_thread ? udp_reply_later(r->t.udp.sock, peer, r->peer_len, &r->t.udp.origin,
+						msg, len)
+			      : udp_reply(r->t.udp.sock, peer, r->peer_len, &r->t.udp.origin, msg,
+					  len);
+	if (rc < 0) {
+		nx_stat_inc(NX_STAT_D_SEND);
+	}
+	return rc;
+}
+
+/* A datagram's handle is a value: nothing to keep alive (sockets outlive replies). */
+static void op_noop(struct nx_reply *r)
+{
+	(void)r;
+}
+
+static const struct nx_reply_ops udp_ops = {
+	.send = op_send,
+	.hold = op_noop,
+	.release = op_noop,
 };
 
 struct nx_udp_batch *nx_udp_batch_new(void)
@@ -130,12 +163,14 @@ void nx_udp_flush_later(struct nx_udp_batch *b)
 	}
 }
 
-int nx_udp_reply_later(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
-		       const struct nx_udp_origin *origin, const uint8_t *buf, size_t len)
+/* Queue a reply for the turn's sendmmsg (owner thread only). A reply larger than a slot, or one
+ * queued while a read callback fills the batch, is sent at once instead. */
+static int udp_reply_later(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+			   const struct nx_udp_origin *origin, const uint8_t *buf, size_t len)
 {
 	struct nx_udp_batch *b = s->b;
 	if (b->busy || len > NX_UDP_TX_SLOT || peer_len > sizeof(b->later_peer[0])) {
-		return nx_udp_reply(s, peer, peer_len, origin, buf, len);
+		return udp_reply(s, peer, peer_len, origin, buf, len);
 	}
 	if (b->n_later == NX_UDP_BATCH) {
 		nx_udp_flush_later(b);
@@ -197,26 +232,32 @@ static void read_batches(struct nx_udp_sock *s)
 		int out = 0;
 		for (int i = 0; i < n; i++) {
 			struct msghdr *mh = &b->rx_msgs[i].msg_hdr;
-			struct nx_udp_origin origin = {0};
+			struct nx_reply r;
+			r.ops = &udp_ops;
+			r.peer_len = NX_MIN(mh->msg_namelen, (socklen_t)sizeof(r.peer));
+			memcpy(&r.peer, &b->peers[i], r.peer_len);
+			r.proto = NX_PROTO_UDP;
+			r.datagram = true;
+			r.any_thread = true;
+			r.listener = (uint8_t)s->listener;
+			r.client_id = "";
+			r.t.udp.sock = s;
+			r.t.udp.origin.family = 0;
 			if (s->pktinfo) {
-				origin_from_cmsg(mh, &origin);
+				origin_from_cmsg(mh, &r.t.udp.origin);
 			}
-			struct nx_udp_pkt p = {
-				.data = b->rx[i],
-				.len = b->rx_msgs[i].msg_len,
-				.truncated = (mh->msg_flags & MSG_TRUNC) != 0,
-				.peer = (const struct sockaddr *)&b->peers[i],
-				.peer_len = mh->msg_namelen,
-				.origin = &origin,
-				.sock = s,
-				.listener = s->listener,
-			};
-			size_t rlen = s->cb(s->ud, &p, b->tx[out], NX_UDP_TX_SLOT);
-			if (rlen == 0) {
+			int rlen = s->cb(s->ud, &r, b->rx[i], b->rx_msgs[i].msg_len,
+					 (mh->msg_flags & MSG_TRUNC) != 0, b->tx[out], NX_UDP_TX_SLOT);
+			if (rlen <= 0) {
+				if (rlen == NX_REPLY_BUSY_WAITERS) {
+					nx_stat_inc(NX_STAT_D_WAITERS);
+				} else if (rlen == NX_REPLY_BUSY_PERMIT) {
+					nx_stat_inc(NX_STAT_D_NO_SLOT);
+				}
 				continue;
 			}
-			b->tx_iov[out] = (struct iovec){b->tx[out], rlen};
-			size_t clen = origin_to_cmsg(&origin, b->tx_ctl[out], CTL_LEN);
+			b->tx_iov[out] = (struct iovec){b->tx[out], (size_t)rlen};
+			size_t clen = origin_to_cmsg(&r.t.udp.origin, b->tx_ctl[out], CTL_LEN);
 			b->tx_msgs[out].msg_hdr = (struct msghdr){
 				.msg_name = &b->peers[i],
 				.msg_namelen = mh->msg_namelen,
@@ -251,7 +292,7 @@ void nx_udp_close(struct nx_udp_sock *s)
 }
 
 int nx_udp_open(uv_loop_t *loop, const struct nx_addr *addr, int listener, struct nx_udp_batch *b,
-		nx_udp_query_cb cb, void *ud, struct nx_udp_sock **out)
+		nx_query_cb cb, void *ud, struct nx_udp_sock **out)
 {
 	bool pktinfo = false;
 	int fd = nx_sock_udp_listen(addr, true, &pktinfo);
@@ -284,8 +325,9 @@ int nx_udp_open(uv_loop_t *loop, const struct nx_addr *addr, int listener, struc
 	return 0;
 }
 
-int nx_udp_reply(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
-		 const struct nx_udp_origin *origin, const uint8_t *buf, size_t len)
+/* Send one reply now (non-blocking, any thread). 0 or -errno. */
+static int udp_reply(struct nx_udp_sock *s, const struct sockaddr *peer, socklen_t peer_len,
+		     const struct nx_udp_origin *origin, const uint8_t *buf, size_t len)
 {
 	uint8_t ctl[CTL_LEN];
 	struct iovec iov = {(void *)buf, len};

@@ -144,7 +144,11 @@ def test_edns_version_1_gets_badvers(nxdns, upstream):
     # dnspython 2.3's make_query(use_edns=1) sends version 0: set the version explicitly.
     q.use_edns(edns=1, payload=1232)
     assert q.edns == 1
+    formerr = nxdns.counter("nxdns_answers_total", result="formerr")
     r = nxdns.udp(q)
     assert r.rcode() == dns.rcode.BADVERS, dns.rcode.to_text(r.rcode())
     assert r.edns == 0
     assert not upstream.queries("v1.example")
+    # Counted as what it is, not as a FORMERR.
+    assert nxdns.wait_counter("nxdns_answers_total", 1, result="badvers") == 1
+    assert nxdns.counter("nxdns_answers_total", result="formerr") == formerr

@@ -1,5 +1,7 @@
-"""Query permits bound in-flight upstream work: UDP without a permit is dropped (dropped_no_slot),
-a stream query without one closes its connection (dropped_no_permit)."""
+"""Query permits bound in-flight upstream work: UDP without a permit is dropped (dropped_no_slot);
+a stream query without one pauses its connection until a permit frees (backpressure), and only
+when that wait outlasts listener.permit_wait_ms is the connection closed (dropped_no_permit),
+after the answers already in flight."""
 
 import socket
 
@@ -57,19 +59,38 @@ def test_udp_without_permit_dropped_and_counted(one_permit):
     assert answers(nx.udp(make_query("after.example", edns=0))) == ["192.0.2.1"]
 
 
-def test_tcp_without_permit_closes_connection_and_counts(one_permit):
-    nx, up = one_permit
+def test_tcp_query_waits_for_a_permit(make_upstream, make_nxdns):
+    up = make_upstream()
+    up.script["hold.example"] = Rule(delay_ms=700, records=[("A", "192.0.2.50")])
+    nx = make_nxdns([up], config={"query_budget": {"permits": 1}})
+    s = _hold_the_permit(nx, up)
+    with tcp_connect(nx.port) as t:
+        t.sendall(tcp_frame(make_query("second.example", id=7, edns=0).to_wire()))
+        assert nx.wait_counter("nxdns_stream_permit_waits_total", 1) >= 1
+        # Answered once the first operation gives its permit back, on the same connection.
+        wire = tcp_read_msg(t, 5.0)
+        assert wire is not None, "the waiting TCP query's connection was closed"
+        r = dns.message.from_wire(wire)
+        assert r.id == 7 and answers(r) == ["192.0.2.1"]
+    _first_answer(s)
+    assert nx.counter(DROP, reason="dropped_no_permit") == 0
+
+
+def test_tcp_gives_up_after_the_permit_wait(make_upstream, make_nxdns):
+    up = make_upstream()
+    up.script["hold.example"] = Rule(delay_ms=4000, records=[("A", "192.0.2.50")])
+    nx = make_nxdns([up], config={"query_budget": {"permits": 1},
+                                  "upstream": {"timeout_ms": 6000}})
     before = nx.counter(DROP, reason="dropped_no_permit")
     s = _hold_the_permit(nx, up)
     with tcp_connect(nx.port) as t:
         t.sendall(tcp_frame(make_query("second.example", edns=0).to_wire()))
-        assert wait_closed(t, 3.0), "a TCP query without a permit did not close its connection"
+        assert wait_closed(t, 4.0), "a TCP query that waited past the permit wait stayed open"
     assert nx.wait_counter(DROP, before + 1, reason="dropped_no_permit") >= before + 1
     assert not up.queries("second.example")
     _first_answer(s)
     assert wait_until(lambda: nx.counter("nxdns_query_permits_in_use") == 0)
     assert answers(nx.tcp(make_query("after-tcp.example", edns=0))) == ["192.0.2.1"]
-
 
 
 def test_keepalive_connection_holds_no_permit(make_upstream, make_nxdns):

@@ -111,16 +111,42 @@ def test_slowloris_read_timeout(make_upstream, make_nxdns):
         >= before + 1
 
 
-def test_connection_cap_refuses_and_counts(make_upstream, make_nxdns):
+def test_connection_cap_evicts_the_oldest_idle_connection(make_upstream, make_nxdns):
+    # One worker: eviction looks at the connections of the worker that accepts.
     nx = make_nxdns([make_upstream()], config={
-        "listener": {"dns_max_connections": 2, "tcp_idle_timeout_ms": 30000}})
-    before = nx.counter("nxdns_dropped_total", reason="connection_cap")
+        "listener": {"dns_max_connections": 2, "tcp_idle_timeout_ms": 30000, "workers": 1}})
+    before = nx.counter("nxdns_stream_evicted_total")
     a, b = tcp_connect(nx.port), tcp_connect(nx.port)
     try:
         assert answers(_ask(a, "cap-a.example", 1)) == ["192.0.2.1"]
         assert answers(_ask(b, "cap-b.example", 2)) == ["192.0.2.1"]
         assert wait_until(lambda: nx.counter("nxdns_tcp_server_connections") == 2), \
             "gauge nxdns_tcp_server_connections should read 2"
+        # A third client at the cap: `a`, idle longest, makes room; `b` stays.
+        with tcp_connect(nx.port) as c:
+            assert answers(_ask(c, "cap-c.example", 3)) == ["192.0.2.1"]
+            assert wait_closed(a, 3.0), "the oldest idle connection was not closed at the cap"
+            assert nx.wait_counter("nxdns_stream_evicted_total", before + 1) >= before + 1
+            assert answers(_ask(b, "cap-b2.example", 4)) == ["192.0.2.1"]
+    finally:
+        a.close()
+        b.close()
+    assert nx.metrics().get("nxdns_tcp_server_connections_peak") >= 2
+
+
+def test_connection_cap_refuses_when_no_connection_is_idle(make_upstream, make_nxdns):
+    up = make_upstream()
+    up.script["busy-a.example"] = Rule(delay_ms=1500, records=[("A", "192.0.2.31")])
+    up.script["busy-b.example"] = Rule(delay_ms=1500, records=[("A", "192.0.2.32")])
+    nx = make_nxdns([up], config={
+        "listener": {"dns_max_connections": 2, "tcp_idle_timeout_ms": 30000, "workers": 1}})
+    before = nx.counter("nxdns_dropped_total", reason="connection_cap")
+    a, b = tcp_connect(nx.port), tcp_connect(nx.port)
+    try:
+        a.sendall(tcp_frame(make_query("busy-a.example", id=1).to_wire()))
+        b.sendall(tcp_frame(make_query("busy-b.example", id=2).to_wire()))
+        assert wait_until(lambda: len(up.queries("busy-b.example")) > 0 and
+                          len(up.queries("busy-a.example")) > 0)
         try:
             c = tcp_connect(nx.port)
         except ConnectionResetError:
@@ -131,22 +157,57 @@ def test_connection_cap_refuses_and_counts(make_upstream, make_nxdns):
                     c.sendall(tcp_frame(make_query("cap-c.example", id=3).to_wire()))
                 except (ConnectionResetError, BrokenPipeError):
                     pass
-                assert wait_closed(c, 3.0), "a third connection beyond the cap of 2 stayed open"
+                assert wait_closed(c, 3.0), "a connection beyond the cap of 2 stayed open"
         assert nx.wait_counter("nxdns_dropped_total", before + 1, reason="connection_cap") \
             >= before + 1
         # The cap is per listener: the IPv6 listener still accepts.
         with tcp_connect(nx.port, "::1") as v6:
             assert answers(_ask(v6, "cap-v6.example", 4)) == ["192.0.2.1"]
-        # The accepted connections still work, and closing one frees a place.
-        assert answers(_ask(a, "cap-a2.example", 5)) == ["192.0.2.1"]
-        a.close()
-        assert wait_until(lambda: nx.counter("nxdns_tcp_server_connections") <= 1)
-        with tcp_connect(nx.port) as d:
-            assert answers(_ask(d, "cap-d.example", 6)) == ["192.0.2.1"]
+        # The busy connections were not sacrificed: both get their answers.
+        assert answers(dns.message.from_wire(tcp_read_msg(a, 5.0))) == ["192.0.2.31"]
+        assert answers(dns.message.from_wire(tcp_read_msg(b, 5.0))) == ["192.0.2.32"]
     finally:
         a.close()
         b.close()
-    assert nx.metrics().get("nxdns_tcp_server_connections_peak") >= 2
+
+
+def test_empty_frames_are_not_activity(make_upstream, make_nxdns):
+    nx = make_nxdns([make_upstream()], config={"listener": {"tcp_idle_timeout_ms": 600}})
+    with tcp_connect(nx.port) as s:
+        assert answers(_ask(s, "before-empty.example", 1)) == ["192.0.2.1"]
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 4.0 and not closed:
+            try:
+                s.sendall(b"\x00\x00")  # an empty frame every 150 ms
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            closed = wait_closed(s, 0.15)
+        assert closed, "empty frames kept an idle connection open"
+        assert time.monotonic() - t0 < 3.0
+
+
+def test_more_pipelined_queries_than_permits_all_answered(make_upstream, make_nxdns):
+    """100 uncached queries pipelined on one connection with 4 permits: the connection stops
+    reading while it waits (backpressure) and every query is answered; none is lost."""
+    up = make_upstream()
+    nx = make_nxdns([up], config={"query_budget": {"permits": 4}, "cache": {"size": 0}})
+    for i in range(100):
+        up.script[f"p{i}.example"] = Rule(delay_ms=20, records=[("A", f"192.0.2.{i + 1}")])
+    with tcp_connect(nx.port) as s:
+        s.sendall(b"".join(tcp_frame(make_query(f"p{i}.example", id=1000 + i).to_wire())
+                           for i in range(100)))
+        got = {}
+        for _ in range(100):
+            wire = tcp_read_msg(s, 10.0)
+            assert wire is not None, f"connection closed after {len(got)} answers"
+            r = dns.message.from_wire(wire)
+            got[r.id] = answers(r)
+    assert sorted(got) == [1000 + i for i in range(100)]
+    assert all(got[1000 + i] == [f"192.0.2.{i + 1}"] for i in range(100))
+    assert nx.counter("nxdns_stream_permit_waits_total") >= 1
+    assert nx.counter("nxdns_dropped_total", reason="dropped_no_permit") == 0
 
 
 def test_tcp_servfail_when_upstream_fails(nxdns, upstream):

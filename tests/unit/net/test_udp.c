@@ -1,5 +1,6 @@
 /*
- * The UDP listener's queued replies (nx_udp_reply_later / nx_udp_flush_later) on a real libuv
+ * The UDP listener's queued replies (a reply handle's send on its owner thread, then
+ * nx_udp_flush_later) on a real libuv
  * loop over 127.0.0.1: nothing leaves before the flush, everything leaves at it (in order, from
  * the listener's port), a full queue flushes itself, an oversized reply goes out at once, and a
  * reply queued from inside a read callback goes out at once without clobbering that callback's
@@ -28,22 +29,36 @@ struct fx {
 	/* read callback behaviour */
 	int got;
 	bool later_from_cb;         /* queue a "later" reply from inside the callback */
-	struct sockaddr_storage peer;
-	socklen_t peer_len;
+	struct nx_reply h;          /* the handle of the last query (a copy, as the pipeline keeps) */
 };
 
-static size_t on_query(void *ud, const struct nx_udp_pkt *p, uint8_t *out, size_t cap)
+static int on_query(void *ud, const struct nx_reply *r, const uint8_t *msg, size_t len,
+		    bool truncated, uint8_t *out, size_t cap)
 {
 	struct fx *f = ud;
 	f->got++;
-	memcpy(&f->peer, p->peer, p->peer_len);
-	f->peer_len = p->peer_len;
+	assert_int_equal(r->proto, NX_PROTO_UDP);
+	assert_true(r->datagram && r->any_thread);
+	f->h = *r;
 	if (f->later_from_cb) {
-		assert_int_equal(nx_udp_reply_later(p->sock, p->peer, p->peer_len, p->origin,
-						    (const uint8_t *)"later", 5), 0);
+		assert_int_equal(nx_reply_send(&f->h, (const uint8_t *)"later", 5, true), 0);
 	}
 	memcpy(out, "now", 3);
 	return 3;
+}
+
+static void send_query(struct fx *f)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons(f->port)};
+	int before = f->got;
+	assert_true(sendto(f->client, "q", 1, 0, (struct sockaddr *)&to, sizeof(to)) == 1);
+	for (int i = 0; i < 100 && f->got == before; i++) {
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(f->got, before + 1);
 }
 
 static uint16_t free_port(void)
@@ -74,11 +89,13 @@ static int setup(void **state)
 	f->client = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	struct sockaddr_in c = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	assert_int_equal(bind(f->client, (struct sockaddr *)&c, sizeof(c)), 0);
-	socklen_t l = sizeof(c);
-	getsockname(f->client, (struct sockaddr *)&c, &l);
-	memcpy(&f->peer, &c, sizeof(c));
-	f->peer_len = sizeof(c);
 	*state = f;
+	/* A first query gives the handle later replies go through; its "now" is read here. */
+	send_query(f);
+	usleep(20000);
+	char buf[16];
+	assert_true(recv(f->client, buf, sizeof(buf), 0) == 3);
+	f->got = 0;
 	return 0;
 }
 
@@ -124,9 +141,7 @@ static int drain(struct fx *f, char (*msgs)[64], int max, uint16_t *from_port)
 
 static void later(struct fx *f, const char *text)
 {
-	assert_int_equal(nx_udp_reply_later(f->s, (struct sockaddr *)&f->peer, f->peer_len, NULL,
-					    (const uint8_t *)text, strlen(text)),
-			 0);
+	assert_int_equal(nx_reply_send(&f->h, (const uint8_t *)text, strlen(text), true), 0);
 }
 
 static void test_nothing_before_flush_all_at_it(void **state)
@@ -172,9 +187,7 @@ static void test_oversized_goes_at_once(void **state)
 	static uint8_t big[NX_UDP_TX_SLOT + 100];
 	memset(big, 'x', sizeof(big));
 	char m[4][64];
-	assert_int_equal(nx_udp_reply_later(f->s, (struct sockaddr *)&f->peer, f->peer_len, NULL, big,
-					    sizeof(big)),
-			 0);
+	assert_int_equal(nx_reply_send(&f->h, big, sizeof(big), true), 0);
 	assert_int_equal(drain(f, m, 4, NULL), 1);
 }
 
@@ -185,15 +198,7 @@ static void test_later_inside_read_callback(void **state)
 	struct fx *f = *state;
 	f->later_from_cb = true;
 	later(f, "queued-before"); /* flushed by the read callback before it reuses the arrays */
-	struct sockaddr_in to = {.sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				 .sin_port = htons(f->port)};
-	assert_true(sendto(f->client, "q", 1, 0, (struct sockaddr *)&to, sizeof(to)) == 1);
-	for (int i = 0; i < 100 && f->got == 0; i++) {
-		uv_run(&f->loop, UV_RUN_NOWAIT);
-		usleep(1000);
-	}
-	assert_int_equal(f->got, 1);
+	send_query(f);
 	char m[8][64];
 	int n = drain(f, m, 8, NULL);
 	assert_int_equal(n, 3);
