@@ -305,6 +305,12 @@ static int unknown_key(struct nx_conf_ld *ld, struct fy_node *k, const char *pre
 		return nx_conf_fail(ld, k, NULL,
 				    "unknown key '%s' (write dotted keys as nested mappings)", path);
 	}
+	for (size_t i = 0; i < nx_conf_n_moved_keys; i++) {
+		if (!strcmp(nx_conf_moved_keys[i].path, path)) {
+			return nx_conf_fail(ld, k, NULL, "%s is no longer a key: %s", path,
+					    nx_conf_moved_keys[i].hint);
+		}
+	}
 	char hint[PATH_TEXT_MAX];
 	suggest(prefix, name, hint, sizeof(hint));
 	if (hint[0]) {
