@@ -63,6 +63,7 @@ struct nx_conf_ld {
 	struct nx_conf *c;     /* the config being built */
 	bool *seen;            /* per key: set from the file (else the default applies) */
 	struct nx_conf_pos *pos; /* per key: position of its value when seen */
+	bool in_default;       /* parsing a key's built-in default: its nodes are not in the file */
 	struct nx_conf_ref *refs; /* owned (NX_OWNER_config) until the load ends */
 	size_t n_refs, cap_refs;
 };

@@ -538,7 +538,9 @@ static int apply_default(struct nx_conf_ld *ld, const struct nx_conf_key *k)
 	}
 	const char *name = ld->name;
 	ld->name = "<built-in default>";
+	ld->in_default = true;
 	int rc = k->type->parse(ld, k, fy_document_root(doc), NULL);
+	ld->in_default = false;
 	ld->name = name;
 	fy_document_destroy(doc);
 	return rc;

@@ -91,6 +91,14 @@ static int host_name(const char *text, const char *what, char **out, char *why, 
 	}
 	size_t n = strlen(text);
 	n -= text[n - 1] == '.';
+	for (size_t i = 0; i < n; i++) {
+		bool edge = i == 0 || text[i - 1] == '.' || i + 1 == n || text[i + 1] == '.';
+		if (text[i] == '-' && edge) {
+			snprintf(why, cap, "%s '%s' is not a host name: a label starts or ends with '-'",
+				 what, text);
+			return -1;
+		}
+	}
 	const char *last = text;
 	for (size_t i = 0; i + 1 < n; i++) {
 		if (text[i] == '.') {
@@ -381,6 +389,9 @@ static void set_pos(struct nx_conf_ld *ld, struct nx_conf_upstream *u, struct fy
 		    struct fy_node *fallback)
 {
 	int line = 0, col = 0;
+	if (ld->in_default) {
+		return; /* not in the file: no position to point at */
+	}
 	if (nx_conf_node_pos(ld, n, &line, &col) || nx_conf_node_pos(ld, fallback, &line, &col)) {
 		u->line = (unsigned)line;
 		u->col = (unsigned)col;
