@@ -88,8 +88,8 @@ struct nx_admin_hooks {
 
 /*
  * Bind `listen` (SO_REUSEADDR; IPV6_V6ONLY off, so [::]:port also takes IPv4), start MHD on it
- * and register its epoll fd and timer on `loop`. When hooks->conf gives admin.tls_cert and
- * admin.tls_key, the listener speaks HTTPS only (files read here: a change needs a restart).
+ * and register its epoll fd and timer on `loop`. When hooks->conf has admin.tls, the listener
+ * speaks HTTPS only with tls.cert and tls.key (files read here: a change needs a restart).
  * Without a password hash in the config a one-time setup token is logged (WARN, "admin setup
  * token: ...").
  * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is

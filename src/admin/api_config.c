@@ -415,6 +415,10 @@ static json_t *clients_list(const struct nx_conf *c)
 		for (size_t j = 0; ids && j < cl->n_ids; j++) {
 			json_array_append_new(ids, cidr_text(&cl->ids[j]));
 		}
+		for (size_t j = 0; ids && j < cl->n_client_ids; j++) {
+			/* as written, so a PUT of what was read keeps the client's ids */
+			json_array_append_new(ids, json_sprintf("id:%s", cl->client_ids[j]));
+		}
 		json_t *o = json_pack("{s:s, s:o, s:o}", "name", cl->name, "ids", ids, "groups",
 				      str_array(cl->groups, cl->n_groups));
 		if (!o || json_array_append_new(a, o)) {

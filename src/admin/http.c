@@ -638,20 +638,25 @@ static void tls_free(struct nx_admin *a)
 	a->tls_key = a->tls_cert = NULL;
 }
 
-/* Load admin.tls_cert / tls_key when the config names them. */
+/* With admin.tls, load tls.cert / tls.key (shared with the DoT and DoH listeners). */
 static int tls_load(struct nx_admin *a)
 {
 	const struct nx_conf *c = nx_admin_conf(a);
-	if (!c || !c->admin_tls_cert || !c->admin_tls_key) {
+	if (!c || !c->admin_tls) {
 		return 0;
 	}
-	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-		nx_log(NX_LOG_ERR, "admin", "admin.tls_cert is set but libmicrohttpd has no TLS");
+	if (!c->tls_cert || !c->tls_key) {
+		/* The generated self-signed certificate is not handed to the admin yet. */
+		nx_log(NX_LOG_ERR, "admin", "admin.tls is true but tls.cert and tls.key are not set");
 		return NX_ECONFIG;
 	}
-	int rc = read_pem(c->admin_tls_cert, "certificate", &a->tls_cert, &a->tls_cert_len);
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		nx_log(NX_LOG_ERR, "admin", "admin.tls is true but libmicrohttpd has no TLS");
+		return NX_ECONFIG;
+	}
+	int rc = read_pem(c->tls_cert, "certificate", &a->tls_cert, &a->tls_cert_len);
 	if (!rc) {
-		rc = read_pem(c->admin_tls_key, "key", &a->tls_key, &a->tls_key_len);
+		rc = read_pem(c->tls_key, "key", &a->tls_key, &a->tls_key_len);
 	}
 	if (rc) {
 		tls_free(a);

@@ -20,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "admin/impl.h"
 #include "base/err.h"
 #include "base/log.h"
 
-enum kind { K_UINT, K_BOOL, K_STR, K_ADDRS, K_CIDRS };
+enum kind { K_UINT, K_BOOL, K_STR, K_ADDRS, K_CIDRS, K_UPSTREAMS };
 
 struct setting {
 	const char *key; /* dotted schema key */
@@ -44,7 +46,7 @@ struct setting {
 
 /* The settings the API reads and changes. A row per key; later routes add theirs here. */
 static const struct setting settings[] = {
-    L("upstream.servers", K_ADDRS, upstreams, n_upstreams),
+    L("upstream.servers", K_UPSTREAMS, upstreams, n_upstreams),
     S("upstream.race", K_UINT, race),
     S("upstream.timeout_ms", K_UINT, timeout_ms),
     S("upstream.stagger_ms", K_UINT, stagger_ms),
@@ -91,6 +93,46 @@ static json_t *cidr_json(const struct nx_cidr *c)
 	return json_string(text);
 }
 
+/*
+ * An upstream as the file can take it back: its text, or the mapping form when the file gave
+ * what the text cannot carry (pins, an address for a host name, a name apart from the url).
+ */
+static json_t *upstream_json(const struct nx_conf_upstream *u)
+{
+	bool own_name = u->auth_name && !strchr(u->text, '#') &&
+			(!u->host || strcmp(u->auth_name, u->host));
+	bool address = u->host && u->resolved;
+	if (!own_name && !address && u->n_pins == 0) {
+		return json_string(u->text);
+	}
+	json_t *o = json_pack("{s:s}", "url", u->text);
+	if (o && own_name) {
+		json_object_set_new(o, "name", json_string(u->auth_name));
+	}
+	if (o && address) {
+		char host[INET6_ADDRSTRLEN];
+		const void *ss = &u->addr.ss;
+		const void *a = u->addr.ss.ss_family == AF_INET
+					? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
+					: (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+		if (inet_ntop(u->addr.ss.ss_family, a, host, sizeof(host))) {
+			json_object_set_new(o, "address", json_string(host));
+		}
+	}
+	if (o && u->n_pins) {
+		json_t *pins = json_array();
+		for (size_t i = 0; pins && i < u->n_pins; i++) {
+			char b64[sodium_base64_ENCODED_LEN(NX_CONF_PIN_BYTES,
+							   sodium_base64_VARIANT_ORIGINAL)];
+			sodium_bin2base64(b64, sizeof(b64), u->pins[i], NX_CONF_PIN_BYTES,
+					  sodium_base64_VARIANT_ORIGINAL);
+			json_array_append_new(pins, json_string(b64));
+		}
+		json_object_set_new(o, "pin_sha256", pins);
+	}
+	return o;
+}
+
 static json_t *setting_json(const struct nx_conf *c, const struct setting *s)
 {
 	switch (s->kind) {
@@ -115,6 +157,14 @@ static json_t *setting_json(const struct nx_conf *c, const struct setting *s)
 		const struct nx_cidr *v = *FIELD(c, s, struct nx_cidr *);
 		for (size_t i = 0; a && i < COUNT(c, s); i++) {
 			json_array_append_new(a, cidr_json(&v[i]));
+		}
+		return a;
+	}
+	case K_UPSTREAMS: {
+		json_t *a = json_array();
+		const struct nx_conf_upstream *v = *FIELD(c, s, struct nx_conf_upstream *);
+		for (size_t i = 0; a && i < COUNT(c, s); i++) {
+			json_array_append_new(a, upstream_json(&v[i]));
 		}
 		return a;
 	}

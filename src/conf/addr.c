@@ -91,6 +91,10 @@ int nx_addr_parse_why(const char *s, int default_port, struct nx_addr *out, cons
 		*why = "address too long";
 		return NX_ECONFIG;
 	}
+	if (strstr(s, "://")) {
+		*why = "expected addr:port, not a URL";
+		return NX_ECONFIG;
+	}
 	char host[sizeof(out->text)];
 	const char *port_text = NULL;
 	bool v6 = false;

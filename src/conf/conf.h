@@ -28,6 +28,10 @@
 #define NX_CONF_NAME_MAX 64       /* bytes of a source, group or client name */
 #define NX_CONF_MAX_TOKENS 32     /* admin.tokens: one per script or dashboard; each check is linear */
 #define NX_CONF_TOKEN_HASH_BYTES 32 /* SHA-256 of an API token */
+#define NX_CONF_PIN_BYTES 32      /* an RFC 7469 pin: SHA-256 of the SubjectPublicKeyInfo */
+#define NX_CONF_MAX_PINS 8        /* pins per upstream: the current key, its backups, a rollover */
+#define NX_CONF_UP_TEXT_MAX 128   /* bytes of an upstream as written, NUL included */
+#define NX_CONF_CLIENT_ID_MAX 64  /* bytes of a client id (AdGuard Home's ClientID limit) */
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -42,11 +46,41 @@ struct nx_cidr {
 	uint8_t prefix;   /* prefix length */
 };
 
+/* How an upstream is spoken to. */
+enum nx_conf_up_kind {
+	NX_CONF_UP_PLAIN = 0, /* `addr:port`: UDP, TCP after a truncated answer */
+	NX_CONF_UP_TCP = 1,   /* `tcp://addr[:port]`: TCP only (RFC 7766) */
+	NX_CONF_UP_DOT = 2,   /* `tls://host[:port][#name]`: DNS over TLS (RFC 7858) */
+	NX_CONF_UP_DOH = 3,   /* `https://host[:port]/path[#name]`: DNS over HTTPS (RFC 8484) */
+};
+
+/*
+ * One upstream server of upstream.servers or a forward zone. A host written as an IP address
+ * is resolved at load; a host name is resolved later, through upstream.bootstrap
+ * (nx_up_bootstrap_resolve), unless the mapping form gave `address`.
+ */
+struct nx_conf_upstream {
+	enum nx_conf_up_kind kind;
+	struct nx_addr addr;   /* address:port to connect to; valid when `resolved` */
+	bool resolved;         /* false only for a host name not resolved yet */
+	uint16_t port;         /* port to connect to (host order), also before resolution */
+	char *host;            /* owned: lower-cased host name when the host is a name, else NULL */
+	char *auth_name;       /* owned: name the server's certificate must match and the SNI sent
+				* (`#name`, the mapping's `name`, else the host name), or NULL:
+				* the certificate is checked against the address. DoT/DoH only. */
+	char *path;            /* owned: DoH request path ("/dns-query"), NULL for other kinds */
+	uint8_t (*pins)[NX_CONF_PIN_BYTES]; /* owned array: SPKI SHA-256 pins (RFC 7469); with
+					     * any, the server's key must match one */
+	size_t n_pins;
+	char text[NX_CONF_UP_TEXT_MAX]; /* as written (the url of a mapping), for logs and labels */
+	unsigned line, col;    /* position in the file (0 for a default), for later errors */
+};
+
 struct nx_fwd_zone {
 	uint8_t name[NX_DNS_NAME_MAX]; /* lower-cased wire name */
 	uint8_t name_len;
 	char *text;                    /* owned: as written */
-	struct nx_addr *servers;       /* owned array */
+	struct nx_conf_upstream *servers; /* owned array */
 	size_t n_servers;
 };
 
@@ -68,11 +102,17 @@ struct nx_conf_group {
 	bool filtering;        /* false: this group's clients are never filtered */
 };
 
-/* clients[i]: identified by address; its groups resolved into one source mask at load. */
+/*
+ * clients[i]: identified by address and/or by client id; its groups resolved into one source
+ * mask at load.
+ */
 struct nx_conf_client {
 	char *name;                   /* owned: as written, unique */
 	struct nx_cidr *ids;          /* owned array: addresses / prefixes that identify it */
 	size_t n_ids;
+	char **client_ids;            /* owned array of owned `id:` names ([a-z0-9-]{1,64}), unique
+				       * across all clients */
+	size_t n_client_ids;
 	uint64_t groups_mask_sources; /* OR of its groups' sources_mask */
 	bool filtering;               /* any of its groups filters */
 	char **groups;                /* owned array of owned group names (default: {"default"}) */
@@ -115,15 +155,30 @@ struct nx_conf {
 	unsigned dns_max_connections; /* per listener address */
 	unsigned tcp_idle_timeout_ms;
 	unsigned tcp_read_timeout_ms;
+	struct nx_addr *listen_dot; /* owned array; empty: no DNS-over-TLS listener */
+	size_t n_listen_dot;
+	struct nx_addr *listen_doh; /* owned array; empty: no DNS-over-HTTPS listener */
+	size_t n_listen_doh;
+	unsigned tls_handshake_timeout_ms;
+	unsigned doh_max_streams;   /* concurrent HTTP/2 streams per DoH connection */
+	unsigned permit_wait_ms;    /* a stream query may pause its connection this long for a
+				     * permit before the connection is closed */
+
+	/* tls.*: the server certificate of DoT, DoH and the admin's HTTPS */
+	char *tls_cert;        /* owned: absolute PEM path, or NULL (a generated self-signed one) */
+	char *tls_key;         /* owned: absolute PEM path; set exactly when tls_cert is */
+	char *tls_server_name; /* owned: lower-cased host name without the trailing dot, or NULL */
 
 	/* upstream.* */
-	struct nx_addr *upstreams; /* owned array */
+	struct nx_conf_upstream *upstreams; /* owned array */
 	size_t n_upstreams;
 	unsigned race;
 	unsigned timeout_ms;
 	unsigned stagger_ms;
 	struct nx_fwd_zone *zones; /* owned array, sorted by label count descending */
 	size_t n_zones;
+	struct nx_addr *bootstrap; /* owned array; empty: the plain servers of upstream.servers */
+	size_t n_bootstrap;
 
 	/* query_budget.* */
 	unsigned permits;
@@ -134,6 +189,8 @@ struct nx_conf {
 	size_t n_allow;
 	struct nx_cidr *deny; /* owned; checked before allow */
 	size_t n_deny;
+	bool admit_client_ids; /* a known client id admits a query that allow would refuse (deny
+				* still applies); enforced by the pipeline */
 
 	/* filter.* */
 	bool filter_enabled;
@@ -174,8 +231,7 @@ struct nx_conf {
 	char *admin_password_hash;  /* owned: crypto_pwhash_str() text, or NULL (none set yet) */
 	unsigned admin_session_ttl_s;
 	bool admin_metrics_auth;    /* /metrics and /healthz need a token or session */
-	char *admin_tls_cert;       /* owned: absolute PEM path, or NULL (plain HTTP) */
-	char *admin_tls_key;        /* owned: absolute PEM path; set exactly when the cert is */
+	bool admin_tls;             /* HTTPS with tls.cert/tls.key (or the generated certificate) */
 	struct nx_conf_token *admin_tokens; /* owned array, file order */
 	size_t n_admin_tokens;
 
@@ -218,6 +274,21 @@ bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);
  */
 void nx_conf_client_policy(const struct nx_conf *c, const struct sockaddr *sa, uint64_t *eligible,
 			   bool *filtering, int *client_idx);
+
+/*
+ * As nx_conf_client_policy, with the client id a DoH path (`/dns-query/<id>`) or a DoT SNI
+ * (`<id>.<tls.server_name>`) carried: a client that lists `id:<client_id>` wins over the
+ * address; an unknown id, NULL or "" falls back to the address. The id only picks the policy:
+ * it never widens access (the ACL still applies unless access.admit_client_ids). Per query: no
+ * allocation, a linear scan of the client ids.
+ */
+void nx_conf_client_policy_id(const struct nx_conf *c, const struct sockaddr *sa,
+			      const char *client_id, uint64_t *eligible, bool *filtering,
+			      int *client_idx);
+/* Index of the client that lists `id:<id>`, or -1 (NULL, "" and unknown ids). No allocation. */
+int nx_conf_client_by_id(const struct nx_conf *c, const char *id);
+/* Is `id` a well-formed client id: 1..NX_CONF_CLIENT_ID_MAX of [a-z0-9-]? */
+bool nx_conf_client_id_ok(const char *id);
 
 /*
  * Local records of the wire name (any case, len bytes) and type qtype; qtype 255 (ANY) means

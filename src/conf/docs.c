@@ -58,9 +58,11 @@ static const char intro[] =
 	"a reload keeps the running configuration. `nxdns check-config` checks a file "
 	"without starting the server.\n"
 	"\n"
-	"Addresses are IP addresses, never host names: `addr:port`, with IPv6 in brackets "
-	"(`[::1]:53`). Where a port is optional the key says so. Client address ranges are "
-	"`addr/prefix` (`192.168.1.0/24`, `fd00::/8`) or a single address.\n"
+	"Addresses are IP addresses, not host names: `addr:port`, with IPv6 in brackets "
+	"(`[::1]:53`). Where a port is optional the key says so. Only an encrypted upstream "
+	"server (`tls://`, `https://`) may name its host; it is resolved at start through "
+	"`upstream.bootstrap`. Client address ranges are `addr/prefix` (`192.168.1.0/24`, "
+	"`fd00::/8`) or a single address.\n"
 	"\n"
 	"Durations are seconds, or a number with a unit: `s`, `m`, `h` or `d` (`90m`, "
 	"`24h`). Lists of mappings (sources, clients, local records) may be written in block "
@@ -69,7 +71,8 @@ static const char intro[] =
 	"## Example\n"
 	"\n"
 	"Every key, at its default except where a value shows the syntax "
-	"(`forward_zones`, the access lists, the filter's sources, rules and block addresses, "
+	"(the DoT and DoH listeners, `tls`, the upstream servers, `forward_zones` and "
+	"`bootstrap`, the access lists, the filter's sources, rules and block addresses, "
 	"`groups`, `clients` and `local_records`):\n"
 	"\n";
 
@@ -92,5 +95,13 @@ void nx_conf_write_docs(FILE *fp)
 			fprintf(fp, "- %s: %s\n", k->choices ? "Values" : "Range", range);
 		}
 		fprintf(fp, "\n%s\n", k->doc);
+	}
+	if (nx_conf_n_moved_keys > 0) {
+		fputs("\n## Keys that moved\n\nA file that still uses one of these is refused with "
+		      "the message below at the old key's position.\n\n", fp);
+		for (size_t i = 0; i < nx_conf_n_moved_keys; i++) {
+			fprintf(fp, "- `%s`: %s.\n", nx_conf_moved_keys[i].path,
+				nx_conf_moved_keys[i].hint);
+		}
 	}
 }

@@ -172,6 +172,54 @@ static bool same_cidr(const struct nx_cidr *a, const struct nx_cidr *b)
 	       !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
+#define CLIENT_ID_PREFIX "id:"
+
+bool nx_conf_client_id_ok(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+	return n >= 1 && n <= NX_CONF_CLIENT_ID_MAX &&
+	       strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+static bool is_client_id(struct fy_node *item)
+{
+	size_t len;
+	const char *s = item && fy_node_is_scalar(item) && !fy_node_is_alias(item)
+				? fy_node_get_scalar(item, &len)
+				: NULL;
+	return s && len >= 3 && !memcmp(s, CLIENT_ID_PREFIX, 3);
+}
+
+/* An `id:<client-id>` entry into cl->client_ids[*m], unique over every client so far. */
+static int client_id_one(struct nx_conf_ld *ld, const char *label, struct fy_node *item,
+			 struct fy_node *key, struct nx_conf_client *all, size_t i, size_t *m,
+			 const char *text)
+{
+	struct nx_conf_client *cl = &all[i];
+	const char *id = text + 3;
+	if (!nx_conf_client_id_ok(id)) {
+		return nx_conf_fail(ld, item, key,
+				    "%s: bad client id '%s': 1..%d of a-z, 0-9 and '-' after 'id:'",
+				    label, id, NX_CONF_CLIENT_ID_MAX);
+	}
+	for (size_t a = 0; a <= i; a++) {
+		size_t upto = a == i ? *m : all[a].n_client_ids;
+		for (size_t b = 0; b < upto; b++) {
+			if (!strcmp(all[a].client_ids[b], id)) {
+				return nx_conf_fail(ld, item, key,
+						    "%s: client id '%s' is already clients[%zu]'s",
+						    label, id, a);
+			}
+		}
+	}
+	cl->client_ids[*m] = nx_mem_strdup(NX_OWNER_config, id);
+	if (!cl->client_ids[*m]) {
+		return nx_conf_fail(ld, item, key, "%s: out of memory", label);
+	}
+	++*m;
+	return 0;
+}
+
 static int client_ids(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
 		      struct fy_node *key, struct nx_conf_client *all, size_t i)
 {
@@ -181,30 +229,55 @@ static int client_ids(struct nx_conf_ld *ld, const char *label, struct fy_node *
 	if (rc) {
 		return rc;
 	}
-	cl->ids = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(*cl->ids));
-	if (!cl->ids) {
-		return nx_conf_fail(ld, val, key, "%s: out of memory", label);
-	}
-	cl->n_ids = cnt;
+	/* Both arrays get their exact size up front, so release frees what was allocated. */
+	size_t n_named = 0;
 	void *it = NULL;
 	struct fy_node *item;
+	while ((item = fy_node_sequence_iterate(val, &it))) {
+		n_named += is_client_id(item);
+	}
+	if (cnt > n_named) {
+		cl->ids = nx_mem_calloc(NX_OWNER_config, cnt - n_named, sizeof(*cl->ids));
+		if (!cl->ids) {
+			return nx_conf_fail(ld, val, key, "%s: out of memory", label);
+		}
+		cl->n_ids = cnt - n_named;
+	}
+	if (n_named) {
+		cl->client_ids = nx_mem_calloc(NX_OWNER_config, n_named, sizeof(*cl->client_ids));
+		if (!cl->client_ids) {
+			return nx_conf_fail(ld, val, key, "%s: out of memory", label);
+		}
+		cl->n_client_ids = n_named;
+	}
+	it = NULL;
 	char buf[128], ilabel[LABEL_MAX];
+	size_t n_cidr = 0, n_id = 0;
 	for (size_t j = 0; j < cnt && (item = fy_node_sequence_iterate(val, &it)); j++) {
 		nx_conf_label(ilabel, sizeof(ilabel), "%s[%zu]", label, j);
-		rc = nx_conf_scalar(ld, ilabel, item, key, "an address or address/prefix", false,
-				    buf, sizeof(buf));
+		rc = nx_conf_scalar(ld, ilabel, item, key,
+				    "an address, address/prefix or id:<client-id>", false, buf,
+				    sizeof(buf));
 		if (rc) {
 			return rc;
 		}
+		if (is_client_id(item)) {
+			rc = client_id_one(ld, ilabel, item, key, all, i, &n_id, buf);
+			if (rc) {
+				return rc;
+			}
+			continue;
+		}
 		const char *why = "bad prefix";
-		if (nx_cidr_parse_why(buf, &cl->ids[j], &why)) {
+		size_t c = n_cidr;
+		if (nx_cidr_parse_why(buf, &cl->ids[c], &why)) {
 			return nx_conf_fail(ld, item, key, "%s: bad address '%s': %s", ilabel, buf,
 					    why);
 		}
 		for (size_t a = 0; a <= i; a++) {
-			size_t upto = a == i ? j : all[a].n_ids;
+			size_t upto = a == i ? c : all[a].n_ids;
 			for (size_t b = 0; b < upto; b++) {
-				if (same_cidr(&all[a].ids[b], &cl->ids[j])) {
+				if (same_cidr(&all[a].ids[b], &cl->ids[c])) {
 					return nx_conf_fail(
 					    ld, item, key,
 					    "%s: '%s' is already clients[%zu].ids[%zu]", ilabel,
@@ -212,6 +285,7 @@ static int client_ids(struct nx_conf_ld *ld, const char *label, struct fy_node *
 				}
 			}
 		}
+		n_cidr++;
 	}
 	return 0;
 }
@@ -290,6 +364,7 @@ static void clients_release(const struct nx_conf_key *k, struct nx_conf *c)
 		struct nx_conf_client *cl = &(*f)[i];
 		free_str(cl->name);
 		nx_mem_free(NX_OWNER_config, cl->ids, cl->n_ids * sizeof(*cl->ids));
+		nx_conf_free_strv(cl->client_ids, cl->n_client_ids);
 		nx_conf_free_strv(cl->groups, cl->n_groups);
 	}
 	nx_mem_free(NX_OWNER_config, *f, *n * sizeof(**f));
@@ -416,14 +491,37 @@ int nx_conf_groups_finish(struct nx_conf_ld *ld)
 	return 0;
 }
 
+int nx_conf_client_by_id(const struct nx_conf *c, const char *id)
+{
+	if (!id || !id[0]) {
+		return -1;
+	}
+	for (size_t i = 0; i < c->n_clients; i++) {
+		const struct nx_conf_client *cl = &c->clients[i];
+		for (size_t j = 0; j < cl->n_client_ids; j++) {
+			if (!strcmp(cl->client_ids[j], id)) {
+				return (int)i;
+			}
+		}
+	}
+	return -1;
+}
+
 void nx_conf_client_policy(const struct nx_conf *c, const struct sockaddr *sa, uint64_t *eligible,
 			   bool *filtering, int *client_idx)
 {
+	nx_conf_client_policy_id(c, sa, NULL, eligible, filtering, client_idx);
+}
+
+void nx_conf_client_policy_id(const struct nx_conf *c, const struct sockaddr *sa,
+			      const char *client_id, uint64_t *eligible, bool *filtering,
+			      int *client_idx)
+{
 	int family;
 	const uint8_t *a;
-	long best = -1;
+	long best = nx_conf_client_by_id(c, client_id);
 	int best_prefix = -1;
-	if (nx_conf_client_bytes(sa, &family, &a)) {
+	if (best < 0 && nx_conf_client_bytes(sa, &family, &a)) {
 		for (size_t i = 0; i < c->n_clients; i++) {
 			const struct nx_conf_client *cl = &c->clients[i];
 			for (size_t j = 0; j < cl->n_ids; j++) {

@@ -63,6 +63,7 @@ struct nx_conf_ld {
 	struct nx_conf *c;     /* the config being built */
 	bool *seen;            /* per key: set from the file (else the default applies) */
 	struct nx_conf_pos *pos; /* per key: position of its value when seen */
+	bool in_default;       /* parsing a key's built-in default: its nodes are not in the file */
 	struct nx_conf_ref *refs; /* owned (NX_OWNER_config) until the load ends */
 	size_t n_refs, cap_refs;
 };
@@ -114,6 +115,42 @@ extern const struct nx_conf_type nx_conf_t_block_addrs; /* filter.c: writes bloc
 extern const struct nx_conf_type nx_conf_t_groups;      /* groups.c */
 extern const struct nx_conf_type nx_conf_t_clients;     /* groups.c */
 extern const struct nx_conf_type nx_conf_t_locals;      /* local.c */
+extern const struct nx_conf_type nx_conf_t_upstreams;   /* upstream.c */
+extern const struct nx_conf_type nx_conf_t_opt_host;    /* "" or a host name, lower-cased */
+
+/*
+ * A key that no longer exists, with where its setting went: the loader names the new keys at
+ * the old key's position instead of "unknown key", and the docs list them.
+ */
+struct nx_conf_moved {
+	const char *path; /* dotted old key */
+	const char *hint; /* what to write instead, one sentence */
+};
+extern const struct nx_conf_moved nx_conf_moved_keys[];
+extern const size_t nx_conf_n_moved_keys;
+
+/* ---- upstream.c ---- */
+
+/*
+ * One upstream as written ("9.9.9.9:53", "tls://dns.quad9.net#dns.quad9.net", ...) into a
+ * zeroed *u (strings charged to NX_OWNER_config; free with nx_conf_upstreams_free, also after
+ * a failure). 0, or NX_ECONFIG with the reason in why.
+ */
+int nx_conf_upstream_parse(const char *s, struct nx_conf_upstream *u, char *why, size_t cap);
+/* A base64 SHA-256 SPKI pin (44 characters) into out. 0, or NX_ECONFIG with the reason. */
+int nx_conf_pin_parse(const char *s, uint8_t out[NX_CONF_PIN_BYTES], char *why, size_t cap);
+/*
+ * A list of upstreams (strings or {url, name, pin_sha256, address} mappings), min..max
+ * entries, into a new owned array (*out, *n set before the entries, so a failed parse is
+ * released by nx_conf_upstreams_free). Duplicates are refused.
+ */
+int nx_conf_upstream_seq(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+			 struct fy_node *key, long long min, long long max,
+			 struct nx_conf_upstream **out, size_t *n);
+/* Free n upstreams and their array; NULL is a no-op. */
+void nx_conf_upstreams_free(struct nx_conf_upstream *u, size_t n);
+/* Every host-named upstream must be resolvable: an address, bootstrap or plain servers. */
+int nx_conf_upstream_finish(struct nx_conf_ld *ld);
 
 /* Cross-key checks and derived values after every key has a value (schema.c). */
 int nx_conf_schema_finish(struct nx_conf_ld *ld);

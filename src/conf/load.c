@@ -305,6 +305,12 @@ static int unknown_key(struct nx_conf_ld *ld, struct fy_node *k, const char *pre
 		return nx_conf_fail(ld, k, NULL,
 				    "unknown key '%s' (write dotted keys as nested mappings)", path);
 	}
+	for (size_t i = 0; i < nx_conf_n_moved_keys; i++) {
+		if (!strcmp(nx_conf_moved_keys[i].path, path)) {
+			return nx_conf_fail(ld, k, NULL, "%s is no longer a key: %s", path,
+					    nx_conf_moved_keys[i].hint);
+		}
+	}
 	char hint[PATH_TEXT_MAX];
 	suggest(prefix, name, hint, sizeof(hint));
 	if (hint[0]) {
@@ -532,7 +538,9 @@ static int apply_default(struct nx_conf_ld *ld, const struct nx_conf_key *k)
 	}
 	const char *name = ld->name;
 	ld->name = "<built-in default>";
+	ld->in_default = true;
 	int rc = k->type->parse(ld, k, fy_document_root(doc), NULL);
+	ld->in_default = false;
 	ld->name = name;
 	fy_document_destroy(doc);
 	return rc;

@@ -69,8 +69,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.min = 1,
 		.max = 65535,
 		.def = "16",
-		.doc = "Open TCP client connections allowed per listener address. A connection "
-		       "beyond the cap is refused and counted "
+		.doc = "Open client connections allowed per listener address, for TCP, DNS over "
+		       "TLS and DNS over HTTPS alike (each address of `dns`, `dot` and `doh` has "
+		       "its own count). A connection beyond the cap is refused and counted "
 		       "(`nxdns_dropped_total{reason=\"connection_cap\"}`).",
 	},
 	{
@@ -96,17 +97,128 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "connections open.",
 	},
 	{
-		.path = "upstream.servers",
+		.path = "listener.dot",
 		.type = &nx_conf_t_addr_list,
+		.off = F(listen_dot),
+		.off_n = F(n_listen_dot),
+		.min = 0,
+		.max = MAX_LISTEN,
+		.default_port = 853,
+		.def = "[]",
+		.example = "[\"0.0.0.0:853\", \"[::]:853\"]",
+		.doc = "Addresses the DNS-over-TLS server (RFC 7858) listens on, as `addr:port` "
+		       "(the port defaults to 853). Empty: no DoT listener. It serves the "
+		       "certificate of `tls.cert`, or without one a self-signed certificate "
+		       "generated in `state_dir`. An address may appear in only one of `dns`, "
+		       "`dot` and `doh` (all of them are TCP). A change needs a restart.",
+	},
+	{
+		.path = "listener.doh",
+		.type = &nx_conf_t_addr_list,
+		.off = F(listen_doh),
+		.off_n = F(n_listen_doh),
+		.min = 0,
+		.max = MAX_LISTEN,
+		.default_port = 443,
+		.def = "[]",
+		.example = "[\"0.0.0.0:443\"]",
+		.doc = "Addresses the DNS-over-HTTPS server (RFC 8484, HTTP/2, path "
+		       "`/dns-query`) listens on, as `addr:port` (the port defaults to 443). Empty: "
+		       "no DoH listener. Same certificate as `dot`; a change needs a restart.",
+	},
+	{
+		.path = "listener.tls_handshake_timeout_ms",
+		.type = &nx_conf_t_uint,
+		.off = F(tls_handshake_timeout_ms),
+		.min = 100,
+		.max = 60000,
+		.def = "5000",
+		.doc = "Milliseconds a DoT or DoH client has from its connection to the end of the "
+		       "TLS handshake; a slower one is closed, so half-open handshakes cannot hold "
+		       "the connection slots.",
+	},
+	{
+		.path = "listener.doh_max_streams",
+		.type = &nx_conf_t_uint,
+		.off = F(doh_max_streams),
+		.min = 1,
+		.max = 1000,
+		.def = "100",
+		.doc = "Concurrent HTTP/2 streams (queries in progress) one DoH connection may "
+		       "have, announced as SETTINGS_MAX_CONCURRENT_STREAMS; a stream beyond it is "
+		       "refused by HTTP/2 (RST_STREAM REFUSED_STREAM).",
+	},
+	{
+		.path = "listener.permit_wait_ms",
+		.type = &nx_conf_t_uint,
+		.off = F(permit_wait_ms),
+		.min = 0,
+		.max = 60000,
+		.def = "2000",
+		.doc = "Milliseconds a query on a stream connection (TCP, DoT, DoH) that finds no "
+		       "free query permit (`query_budget.permits`) may pause reading from its "
+		       "connection while it waits for one; when none frees in time the "
+		       "connection is closed (`reason=\"dropped_no_permit\"`). `0` closes it at "
+		       "once.",
+	},
+	{
+		.path = "tls.cert",
+		.type = &nx_conf_t_opt_path,
+		.off = F(tls_cert),
+		.def = "\"\"",
+		.example = "/etc/nxdns/cert.pem",
+		.doc = "PEM certificate (chain) served by the DoT and DoH listeners and, with "
+		       "`admin.tls: true`, by the admin's HTTPS. Give `key` with it, or neither: "
+		       "without them a self-signed certificate generated in `state_dir` is used. A "
+		       "relative path is relative to the configuration file's directory. Read at "
+		       "start: a change needs a restart.",
+	},
+	{
+		.path = "tls.key",
+		.type = &nx_conf_t_opt_path,
+		.off = F(tls_key),
+		.def = "\"\"",
+		.example = "/etc/nxdns/key.pem",
+		.doc = "PEM private key of `cert` (unencrypted; keep the file readable by the "
+		       "nxdns user only).",
+	},
+	{
+		.path = "tls.server_name",
+		.type = &nx_conf_t_opt_host,
+		.off = F(tls_server_name),
+		.def = "\"\"",
+		.example = "dns.home.example",
+		.doc = "The host name clients use for DoT and DoH (case-insensitive; kept in lower "
+		       "case). With it, a DoT client that sends the SNI `<id>.<server_name>` is "
+		       "identified by the client id `<id>` (see `clients`); DoH clients name their "
+		       "id in the path, `/dns-query/<id>`. Empty: only the path identifies.",
+	},
+	{
+		.path = "upstream.servers",
+		.type = &nx_conf_t_upstreams,
 		.off = F(upstreams),
 		.off_n = F(n_upstreams),
 		.min = 1,
 		.max = NX_CONF_MAX_UPSTREAMS,
-		.default_port = 53,
 		.def = "[\"9.9.9.9:53\", \"1.1.1.1:53\"]",
-		.doc = "Upstream resolvers queries are forwarded to, as `addr:port` (IPv6 as "
-		       "`[addr]:port`; the port defaults to 53). IP addresses only: nxdns does not "
-		       "resolve a name to find its own resolver.",
+		.example = "[\"9.9.9.9:53\", \"tls://dns.quad9.net\", "
+			   "{url: \"https://1.1.1.1/dns-query\", name: cloudflare-dns.com}]",
+		.doc = "Upstream resolvers queries are forwarded to. Each is one of: `addr:port` "
+		       "(plain DNS: UDP, then TCP when the answer is truncated; IPv6 as "
+		       "`[addr]:port`; the port defaults to 53); `tcp://addr[:port]` (TCP only, "
+		       "port 53); `tls://host[:port][#name]` (DNS over TLS, port 853); "
+		       "`https://host[:port]/path[#name]` (DNS over HTTPS, port 443, the path is "
+		       "required: `/dns-query` for most servers). `host` is an IP address (IPv6 in "
+		       "brackets) or a host name, resolved at start through `bootstrap`; `#name` is "
+		       "the name the server's certificate must carry and the SNI sent (default: "
+		       "the host when it is a name; for an address without a name the certificate "
+		       "must carry the address). Or a mapping: `url` (one of the above), `name` (as "
+		       "`#name`), `pin_sha256` (a list of base64 SHA-256 pins of the server's public "
+		       "key, RFC 7469, as `kdig +tls-pin` takes them: 44 characters each; with pins "
+		       "the key must match one) and `address` (an IP address to connect to instead "
+		       "of resolving the host; the url's port applies). Until the forwarder speaks "
+		       "TCP-only, TLS and HTTPS, such servers are listed at start with a warning and "
+		       "not used.",
 	},
 	{
 		.path = "upstream.race",
@@ -161,8 +273,25 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "that zone's servers instead of `servers` (for example local host names "
 		       "and reverse lookups to the home router). Zone names are case-insensitive; "
 		       "the most specific zone wins; a Unicode name is used in its Punycode form "
-		       "(IDNA 2008, as queries carry it). Each server is `addr:port` with the port "
-		       "defaulting to 53.",
+		       "(IDNA 2008, as queries carry it). Each server has a form of `servers` "
+		       "(`addr:port`, a URL or a mapping).",
+	},
+	{
+		.path = "upstream.bootstrap",
+		.type = &nx_conf_t_addr_list,
+		.off = F(bootstrap),
+		.off_n = F(n_bootstrap),
+		.min = 0,
+		.max = NX_CONF_MAX_UPSTREAMS,
+		.default_port = 53,
+		.def = "[]",
+		.example = "[\"9.9.9.9:53\"]",
+		.doc = "Plain DNS servers (`addr:port`, port 53 by default) that resolve the host "
+		       "names of `servers` and `forward_zones` at start (A, then AAAA; UDP, TCP "
+		       "when truncated). Empty: the plain servers of `servers`. A host that "
+		       "cannot be resolved stops the start with its position in the file. Loading "
+		       "and `check-config` never resolve: they only check that every host name has "
+		       "a way to be resolved.",
 	},
 	{
 		.path = "query_budget.permits",
@@ -215,6 +344,17 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.example = "[\"192.168.1.66\"]",
 		.doc = "Client addresses refused even when `allow` (or the built-in private "
 		       "ranges) would admit them: `deny` is checked first.",
+	},
+	{
+		.path = "access.admit_client_ids",
+		.type = &nx_conf_t_bool,
+		.off = F(admit_client_ids),
+		.def = "false",
+		.doc = "`true` admits a DoT or DoH query whose client id (see `clients`) names a "
+		       "configured client even when its address is outside `allow` (so a phone "
+		       "can use nxdns from outside the home network); `deny` still refuses it. "
+		       "`false`: a client id only picks the client's policy and never widens "
+		       "access.",
 	},
 	{
 		.path = "filter.enabled",
@@ -346,13 +486,19 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "[]",
 		.example = "[{name: tablet, ids: [\"192.168.1.50\", \"fd00::50\"], "
 			   "groups: [kids]}, "
-			   "{name: guest wifi, ids: [\"192.168.2.0/24\"], groups: [guests]}]",
-		.doc = "Clients by address: `name` (1..64 bytes, unique), `ids` (addresses or "
-		       "`addr/prefix` ranges; IPv4 clients on IPv6 sockets are matched as IPv4) "
-		       "and `groups` (default `[default]`). A query's client is the one whose ids "
-		       "match its address with the longest prefix (ids are unique, so there is "
-		       "one); it uses every source of all its groups and is filtered when any of "
-		       "its groups filters. An address no client matches is in `default`.",
+			   "{name: guest wifi, ids: [\"192.168.2.0/24\"], groups: [guests]}, "
+			   "{name: phone, ids: [\"id:phone-anna\"], groups: [kids]}]",
+		.doc = "Clients by address or client id: `name` (1..64 bytes, unique), `ids` "
+		       "(addresses or `addr/prefix` ranges, IPv4 clients on IPv6 sockets matched "
+		       "as IPv4; or `id:<client-id>`, 1..64 of `a-z`, `0-9`, `-`, the id a DoH "
+		       "client puts in its path, `/dns-query/<client-id>`, or a DoT client in its "
+		       "SNI, `<client-id>.<tls.server_name>`) and `groups` (default `[default]`). A "
+		       "query that carries a client id listed here belongs to that client; else "
+		       "its client is the one whose ids match its address with the longest prefix "
+		       "(ids are unique, so there is one). It uses every source of all its groups "
+		       "and is filtered when any of its groups filters. A query no client matches "
+		       "is in `default`. A client id never widens access (see "
+		       "`access.admit_client_ids`).",
 	},
 	{
 		.path = "local_records",
@@ -487,22 +633,14 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "to anyone who can reach `admin.listen`.",
 	},
 	{
-		.path = "admin.tls_cert",
-		.type = &nx_conf_t_opt_path,
-		.off = F(admin_tls_cert),
-		.def = "\"\"",
-		.doc = "PEM certificate (chain) for HTTPS on the admin listener; with `tls_key` "
-		       "set too, the listener speaks only HTTPS (GnuTLS) and the session cookie is "
-		       "marked `Secure`. Give both or neither; a relative path is relative to the "
-		       "configuration file's directory. Read at start: a change needs a restart.",
-	},
-	{
-		.path = "admin.tls_key",
-		.type = &nx_conf_t_opt_path,
-		.off = F(admin_tls_key),
-		.def = "\"\"",
-		.doc = "PEM private key of `tls_cert` (unencrypted; keep the file readable by "
-		       "the nxdns user only).",
+		.path = "admin.tls",
+		.type = &nx_conf_t_bool,
+		.off = F(admin_tls),
+		.def = "false",
+		.doc = "`true`: the admin listener speaks only HTTPS (GnuTLS), with the "
+		       "certificate of `tls.cert` and `tls.key`, or without them the self-signed "
+		       "certificate generated in `state_dir`; the session cookie is then marked "
+		       "`Secure`. Read at start: a change needs a restart.",
 	},
 	{
 		.path = "admin.tokens",
@@ -596,7 +734,48 @@ const struct nx_conf_key nx_conf_keys[] = {
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);
 
+const struct nx_conf_moved nx_conf_moved_keys[] = {
+	{"admin.tls_cert", "the certificate moved to tls.cert (shared with DoT and DoH): write "
+			   "tls.cert and set admin.tls: true"},
+	{"admin.tls_key", "the key moved to tls.key (shared with DoT and DoH): write tls.key and "
+			  "set admin.tls: true"},
+};
+
+const size_t nx_conf_n_moved_keys = NX_ARRAY_LEN(nx_conf_moved_keys);
+
 /* Position of a key's value when the file set it; none (a default) otherwise. */
+static struct nx_conf_pos key_pos(struct nx_conf_ld *ld, const char *path);
+
+/* dns, dot and doh all listen on TCP: one address:port can serve only one of them. */
+static int listeners_distinct(struct nx_conf_ld *ld)
+{
+	static const char *const keys[] = {"listener.dns", "listener.dot", "listener.doh"};
+	const struct nx_conf *c = ld->c;
+	const struct nx_addr *lists[] = {c->listen_dns, c->listen_dot, c->listen_doh};
+	const size_t counts[] = {c->n_listen_dns, c->n_listen_dot, c->n_listen_doh};
+	for (size_t a = 0; a < NX_ARRAY_LEN(keys); a++) {
+		for (size_t b = a + 1; b < NX_ARRAY_LEN(keys); b++) {
+			for (size_t i = 0; i < counts[a]; i++) {
+				for (size_t j = 0; j < counts[b]; j++) {
+					const struct nx_addr *x = &lists[a][i], *y = &lists[b][j];
+					if (x->len != y->len || memcmp(&x->ss, &y->ss, x->len)) {
+						continue;
+					}
+					struct nx_conf_pos at = key_pos(ld, keys[b]);
+					if (!at.line) {
+						at = key_pos(ld, keys[a]);
+					}
+					return nx_conf_fail_pos(ld, at,
+								"%s[%zu]: '%s' is also %s[%zu] "
+								"(one TCP port serves one protocol)",
+								keys[b], j, y->text, keys[a], i);
+				}
+			}
+		}
+	}
+	return 0;
+}
+
 static struct nx_conf_pos key_pos(struct nx_conf_ld *ld, const char *path)
 {
 	size_t idx;
@@ -625,11 +804,18 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 					"filter.block_mode: custom needs filter.block_addresses "
 					"(one IPv4 and/or one IPv6 address)");
 	}
-	if (!c->admin_tls_cert != !c->admin_tls_key) {
-		const char *set = c->admin_tls_cert ? "admin.tls_cert" : "admin.tls_key";
+	if (!c->tls_cert != !c->tls_key) {
+		const char *set = c->tls_cert ? "tls.cert" : "tls.key";
 		return nx_conf_fail_pos(ld, key_pos(ld, set),
-					"%s: admin.tls_cert and admin.tls_key go together (give "
-					"both for HTTPS, or neither)", set);
+					"%s: tls.cert and tls.key go together (give both, or "
+					"neither for a generated self-signed certificate)", set);
+	}
+	int rc = listeners_distinct(ld);
+	if (!rc) {
+		rc = nx_conf_upstream_finish(ld);
+	}
+	if (rc) {
+		return rc;
 	}
 	if (c->cache_min_ttl > c->cache_max_ttl) {
 		struct nx_conf_pos at = key_pos(ld, "cache.min_ttl");

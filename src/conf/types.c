@@ -535,8 +535,8 @@ static int zone_map_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
 			return nx_conf_fail(ld, zk, key, "%s: out of memory", k->path);
 		}
 		snprintf(label, sizeof(label), "%s.%s", k->path, text);
-		rc = addr_seq(ld, label, zv, zk, 1, NX_CONF_MAX_UPSTREAMS, k->default_port,
-			      &z[i].servers, &z[i].n_servers);
+		rc = nx_conf_upstream_seq(ld, label, zv, zk, 1, NX_CONF_MAX_UPSTREAMS,
+					  &z[i].servers, &z[i].n_servers);
 		if (rc) {
 			return rc;
 		}
@@ -555,7 +555,7 @@ static void zone_map_release(const struct nx_conf_key *k, struct nx_conf *c)
 		if (z->text) {
 			nx_mem_free(NX_OWNER_config, z->text, strlen(z->text) + 1);
 		}
-		nx_mem_free(NX_OWNER_config, z->servers, z->n_servers * sizeof(*z->servers));
+		nx_conf_upstreams_free(z->servers, z->n_servers);
 	}
 	nx_mem_free(NX_OWNER_config, *f, *n * sizeof(**f));
 	*f = NULL;
@@ -569,10 +569,45 @@ static void zone_map_range(const struct nx_conf_key *k, char *buf, size_t cap)
 }
 
 const struct nx_conf_type nx_conf_t_zone_map = {
-	.name = "map: zone name → list of addresses",
+	.name = "map: zone name → list of upstream servers",
 	.parse = zone_map_parse,
 	.release = zone_map_release,
 	.range = zone_map_range,
+};
+
+/* ---- optional host name: "" = not set; stored lower-cased without the trailing dot ---- */
+
+static int opt_host_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			  struct fy_node *key)
+{
+	char buf[NX_DNS_TEXT_MAX];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "a host name", false, buf, sizeof(buf));
+	if (rc || !buf[0]) {
+		return rc;
+	}
+	uint8_t wire[NX_DNS_NAME_MAX];
+	const char *why = NULL;
+	if (!nx_conf_host_name(buf, wire, &why)) {
+		return nx_conf_fail(ld, val, key, "%s: '%s' is not a host name: %s", k->path, buf,
+				    why);
+	}
+	char text[NX_DNS_TEXT_MAX];
+	if (nx_dns_name_to_text(wire, nx_dns_name_len(wire, sizeof(wire)), text, sizeof(text)) <
+	    0) {
+		return nx_conf_fail(ld, val, key, "%s: '%s' is not a host name", k->path, buf);
+	}
+	char **f = NX_CONF_FIELD(ld->c, k, char *);
+	*f = dup_text(text);
+	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+}
+
+const struct nx_conf_type nx_conf_t_opt_host = {
+	.name = "host name (optional)",
+	.parse = opt_host_parse,
+	.release = string_release,
 };
 
 /* ---- duration: seconds, or a number with a unit s, m, h, d; stored as unsigned seconds ---- */

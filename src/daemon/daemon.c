@@ -24,13 +24,27 @@
 
 /* ---- config references ---- */
 
-static void fill_servers(const struct nx_addr *in, size_t n, struct nx_up_server *out)
+/*
+ * The plain servers of a list into out (capacity n); returns how many. The engine speaks plain
+ * DNS only: a tcp://, tls:// or https:// server is skipped with a warning rather than sent plain
+ * DNS to its address, which would leak the queries it was meant to protect.
+ */
+static size_t fill_servers(const struct nx_conf_upstream *in, size_t n, struct nx_up_server *out)
 {
+	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		out[i].ss = in[i].ss;
-		out[i].len = in[i].len;
-		out[i].stats = nx_up_stats_index(in[i].text);
+		if (in[i].kind != NX_CONF_UP_PLAIN) {
+			nx_log(NX_LOG_WARN, "upstream",
+			       "upstream %s is not used: this build forwards over plain DNS only",
+			       in[i].text);
+			continue;
+		}
+		out[m].ss = in[i].addr.ss;
+		out[m].len = in[i].addr.len;
+		out[m].stats = nx_up_stats_index(in[i].text);
+		m++;
 	}
+	return m;
 }
 
 static void confref_free(struct nx_confref *r)
@@ -42,12 +56,13 @@ static void confref_free(struct nx_confref *r)
 	if (r->zone_servers) {
 		for (size_t i = 0; i < nz; i++) {
 			nx_mem_free(NX_OWNER_config, r->zone_servers[i],
-				    r->zone_n[i] * sizeof(struct nx_up_server));
+				    NX_MAX(1, r->c->zones[i].n_servers) * sizeof(struct nx_up_server));
 		}
 	}
 	nx_mem_free(NX_OWNER_config, r->zone_servers, nz * sizeof(*r->zone_servers));
 	nx_mem_free(NX_OWNER_config, r->zone_n, nz * sizeof(*r->zone_n));
-	nx_mem_free(NX_OWNER_config, r->servers, r->n_servers * sizeof(*r->servers));
+	nx_mem_free(NX_OWNER_config, r->servers,
+		    r->servers ? NX_MAX(1, r->c->n_upstreams) * sizeof(*r->servers) : 0);
 	nx_filter_rules_free(r->rules);
 	nx_conf_free(r->c);
 	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
@@ -64,7 +79,6 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
 	r->c = c;
 	r->gen = gen;
 	atomic_init(&r->refs, 1);
-	r->n_servers = c->n_upstreams;
 	r->servers = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->n_upstreams), sizeof(*r->servers));
 	r->zone_servers = nx_mem_calloc(NX_OWNER_config, NX_MAX(1, c->n_zones),
 					sizeof(*r->zone_servers));
@@ -73,7 +87,7 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
 		confref_free(r);
 		return NULL;
 	}
-	fill_servers(c->upstreams, c->n_upstreams, r->servers);
+	r->n_servers = fill_servers(c->upstreams, c->n_upstreams, r->servers);
 	if (nx_decide_rules_build(c, &r->rules) < 0) {
 		confref_free(r);
 		return NULL;
@@ -85,8 +99,8 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
 			confref_free(r);
 			return NULL;
 		}
-		r->zone_n[i] = c->zones[i].n_servers;
-		fill_servers(c->zones[i].servers, c->zones[i].n_servers, r->zone_servers[i]);
+		r->zone_n[i] = fill_servers(c->zones[i].servers, c->zones[i].n_servers,
+					    r->zone_servers[i]);
 	}
 	return r;
 }

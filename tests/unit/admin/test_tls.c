@@ -1,6 +1,7 @@
 /*
- * HTTPS on the admin listener: a self-signed certificate made here with GnuTLS, admin.tls_cert
- * and admin.tls_key in the config, libcurl as the client (verifying against that certificate).
+ * HTTPS on the admin listener: a self-signed certificate made here with GnuTLS, admin.tls: true
+ * with tls.cert and tls.key in the config, libcurl as the client (verifying against that
+ * certificate).
  * The login cookie is Secure; plain HTTP is not answered; unreadable files fail the start.
  */
 #include <setjmp.h>
@@ -62,7 +63,7 @@ static int setup(void **state)
 	snprintf(cert_path, sizeof(cert_path), "%s/cert.pem", tmpdir);
 	snprintf(key_path, sizeof(key_path), "%s/key.pem", tmpdir);
 	make_cert();
-	snprintf(config, sizeof(config), "admin:\n%s  tls_cert: %s\n  tls_key: %s\n",
+	snprintf(config, sizeof(config), "admin:\n%s  tls: true\ntls:\n  cert: %s\n  key: %s\n",
 		 fx_admin_lines(), cert_path, key_path);
 	*state = fx_start(config);
 	return 0;
@@ -191,8 +192,8 @@ static void unreadable_files_fail_the_start(void **state)
 	(void)f;
 	struct nx_conf *c = NULL;
 	char err[NX_CONF_ERR_MAX], text[1024];
-	snprintf(text, sizeof(text), "admin:\n  tls_cert: %s/missing.pem\n  tls_key: %s\n", tmpdir,
-		 key_path);
+	snprintf(text, sizeof(text), "admin:\n  tls: true\ntls:\n  cert: %s/missing.pem\n  key: %s\n",
+		 tmpdir, key_path);
 	assert_int_equal(nx_conf_load_string("t.yaml", text, strlen(text), &c, err, sizeof(err)),
 			 0);
 	uv_loop_t loop;
@@ -209,16 +210,33 @@ static void unreadable_files_fail_the_start(void **state)
 	fx_write(text, "");
 	nx_conf_free(c);
 	char y[4096];
-	snprintf(y, sizeof(y), "admin:\n  tls_cert: %s\n  tls_key: %s\n", cert_path, text);
+	snprintf(y, sizeof(y), "admin:\n  tls: true\ntls:\n  cert: %s\n  key: %s\n", cert_path, text);
 	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
 	tmp.conf = c;
 	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), NX_ECONFIG);
 	/* a key that is not a key: MHD refuses to start */
-	snprintf(y, sizeof(y), "admin:\n  tls_cert: %s\n  tls_key: %s\n", cert_path, cert_path);
+	snprintf(y, sizeof(y), "admin:\n  tls: true\ntls:\n  cert: %s\n  key: %s\n", cert_path,
+		 cert_path);
 	nx_conf_free(c);
 	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
 	tmp.conf = c;
 	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), NX_ECONFIG);
+	/* admin.tls without tls.cert: no certificate to serve, refused rather than plain HTTP */
+	nx_conf_free(c);
+	snprintf(y, sizeof(y), "admin:\n  tls: true\n");
+	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
+	tmp.conf = c;
+	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), NX_ECONFIG);
+	assert_null(admin);
+	/* tls.cert without admin.tls: the admin stays plain HTTP (the certificate is DoT/DoH's) */
+	nx_conf_free(c);
+	snprintf(y, sizeof(y), "tls:\n  cert: %s\n  key: %s\n", cert_path, key_path);
+	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
+	tmp.conf = c;
+	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), 0);
+	assert_false(admin->tls);
+	nx_admin_stop(admin);
+	uv_run(&loop, UV_RUN_DEFAULT);
 	nx_conf_free(c);
 	unlink(text);
 	assert_int_equal(uv_loop_alive(&loop), 0);

@@ -22,8 +22,9 @@ static void defaults(void **state)
 	assert_null(c->admin_password_hash);
 	assert_int_equal(c->admin_session_ttl_s, 12 * 3600);
 	assert_false(c->admin_metrics_auth);
-	assert_null(c->admin_tls_cert);
-	assert_null(c->admin_tls_key);
+	assert_false(c->admin_tls);
+	assert_null(c->tls_cert);
+	assert_null(c->tls_key);
 	assert_int_equal(c->n_admin_tokens, 0);
 	assert_null(c->admin_tokens);
 	assert_true(c->logging_query_log);
@@ -34,9 +35,10 @@ static void defaults(void **state)
 	nx_conf_free(c);
 
 	/* empty strings and null lists are the defaults too */
-	c = load_ok("admin:\n  password_hash: \"\"\n  tls_cert:\n  tls_key: ''\n  tokens:\n");
+	c = load_ok("admin:\n  password_hash: \"\"\n  tokens:\ntls:\n  cert:\n  key: ''\n");
 	assert_null(c->admin_password_hash);
-	assert_null(c->admin_tls_cert);
+	assert_null(c->tls_cert);
+	assert_null(c->tls_key);
 	assert_int_equal(c->n_admin_tokens, 0);
 	nx_conf_free(c);
 }
@@ -49,8 +51,7 @@ static void values(void **state)
 		    "  password_hash: \"" PWHASH "\"\n"
 		    "  session_ttl: 90m\n"
 		    "  metrics_auth: true\n"
-		    "  tls_cert: /etc/nxdns/cert.pem\n"
-		    "  tls_key: key.pem\n"
+		    "  tls: true\n"
 		    "  tokens:\n"
 		    "    - {name: grafana, hash: \"" HEX64 "\", created: 1700000000}\n"
 		    "    - name: ci-2\n"
@@ -61,15 +62,19 @@ static void values(void **state)
 		    "  query_log_buffer_max: 64\n"
 		    "  retention_days: 3650\n"
 		    "  privacy: 3\n"
-		    "  live_max_subscribers: 0\n");
+		    "  live_max_subscribers: 0\n"
+		    "tls:\n"
+		    "  cert: /etc/nxdns/cert.pem\n"
+		    "  key: key.pem\n");
 	assert_string_equal(c->admin_password_hash, PWHASH);
 	assert_int_equal(c->admin_session_ttl_s, 5400);
 	assert_true(c->admin_metrics_auth);
-	assert_string_equal(c->admin_tls_cert, "/etc/nxdns/cert.pem");
+	assert_true(c->admin_tls);
+	assert_string_equal(c->tls_cert, "/etc/nxdns/cert.pem");
 	char cwd[PATH_MAX], want[PATH_MAX + 16];
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	snprintf(want, sizeof(want), "%s/key.pem", cwd);
-	assert_string_equal(c->admin_tls_key, want); /* relative to the config (load_string: cwd) */
+	assert_string_equal(c->tls_key, want); /* relative to the config (load_string: cwd) */
 	assert_int_equal(c->n_admin_tokens, 2);
 	assert_string_equal(c->admin_tokens[0].name, "grafana");
 	assert_int_equal(c->admin_tokens[0].hash[0], 0x00);
@@ -94,12 +99,21 @@ static void errors(void **state)
 		 "passwd --config FILE`)");
 	load_bad("admin:\n  session_ttl: 30s\n",
 		 "t.yaml:2:16: admin.session_ttl: 30s is out of range 1m..30d");
-	load_bad("admin:\n  tls_cert: c.pem\n",
-		 "t.yaml:2:13: admin.tls_cert: admin.tls_cert and admin.tls_key go together "
-		 "(give both for HTTPS, or neither)");
+	load_bad("tls:\n  cert: c.pem\n",
+		 "t.yaml:2:9: tls.cert: tls.cert and tls.key go together (give both, or neither "
+		 "for a generated self-signed certificate)");
+	load_bad("tls:\n  key: k.pem\n",
+		 "t.yaml:2:8: tls.key: tls.cert and tls.key go together (give both, or neither "
+		 "for a generated self-signed certificate)");
+	/* the keys that moved to tls.*: refused where they are, naming the new keys */
+	load_bad("admin:\n  enabled: true\n  tls_cert: c.pem\n  tls_key: k.pem\n",
+		 "t.yaml:3:3: admin.tls_cert is no longer a key: the certificate moved to "
+		 "tls.cert (shared with DoT and DoH): write tls.cert and set admin.tls: true");
 	load_bad("admin:\n  tls_key: k.pem\n",
-		 "t.yaml:2:12: admin.tls_key: admin.tls_cert and admin.tls_key go together "
-		 "(give both for HTTPS, or neither)");
+		 "t.yaml:2:3: admin.tls_key is no longer a key: the key moved to tls.key (shared "
+		 "with DoT and DoH): write tls.key and set admin.tls: true");
+	load_bad("admin:\n  tls: yes please\n",
+		 "t.yaml:2:8: admin.tls: expected true or false, got 'yes please'");
 	load_bad("admin:\n  tokens: [{name: a, hash: \"" HEX64 "\"}]\n",
 		 "t.yaml:2:12: admin.tokens[0]: missing 'created'");
 	load_bad("admin:\n  tokens: [{name: A, hash: \"" HEX64 "\", created: 1}]\n",

@@ -130,7 +130,18 @@ static void test_example_loads(void **state)
 	assert_int_equal(c->groups[0].sources_mask, 0x3); /* ads by default, mine by name */
 	assert_int_equal(c->groups[1].sources_mask, 0x3); /* kids: ads listed, mine names it */
 	assert_false(c->groups[2].filtering);
-	assert_int_equal(c->n_clients, 2);
+	assert_int_equal(c->n_clients, 3);
+	assert_int_equal(c->clients[2].n_client_ids, 1);
+	assert_int_equal(c->n_listen_dot, 2);
+	assert_int_equal(c->n_listen_doh, 1);
+	assert_non_null(c->tls_cert);
+	assert_string_equal(c->tls_server_name, "dns.home.example");
+	assert_int_equal(c->n_upstreams, 3);
+	assert_int_equal(c->upstreams[1].kind, NX_CONF_UP_DOT);
+	assert_false(c->upstreams[1].resolved); /* a host name: bootstrap resolves it later */
+	assert_int_equal(c->upstreams[2].kind, NX_CONF_UP_DOH);
+	assert_string_equal(c->upstreams[2].auth_name, "cloudflare-dns.com");
+	assert_int_equal(c->n_bootstrap, 1);
 	assert_int_equal(c->n_locals, 3);
 	assert_int_equal(c->n_allow_rules, 2);
 	assert_int_equal(c->n_deny_rules, 3);

@@ -69,8 +69,8 @@ static void check_defaults(const struct nx_conf *c)
 	assert_int_equal(c->tcp_read_timeout_ms, 3000);
 
 	assert_int_equal(c->n_upstreams, 2);
-	assert_v4(&c->upstreams[0], "9.9.9.9", 53, "9.9.9.9:53");
-	assert_v4(&c->upstreams[1], "1.1.1.1", 53, "1.1.1.1:53");
+	assert_v4(&c->upstreams[0].addr, "9.9.9.9", 53, "9.9.9.9:53");
+	assert_v4(&c->upstreams[1].addr, "1.1.1.1", 53, "1.1.1.1:53");
 	assert_int_equal(c->race, 2);
 	assert_int_equal(c->timeout_ms, 2000);
 	assert_int_equal(c->stagger_ms, 100);
@@ -147,9 +147,9 @@ static void test_all_keys_set(void **state)
 	assert_int_equal(c->tcp_idle_timeout_ms, 20000);
 	assert_int_equal(c->tcp_read_timeout_ms, 1500);
 	assert_int_equal(c->n_upstreams, 3);
-	assert_v4(&c->upstreams[0], "192.0.2.1", 53, "192.0.2.1");
-	assert_v6(&c->upstreams[1], "2001:db8::53", 5300, "[2001:db8::53]:5300");
-	assert_v6(&c->upstreams[2], "2001:db8::1", 53, "2001:db8::1");
+	assert_v4(&c->upstreams[0].addr, "192.0.2.1", 53, "192.0.2.1");
+	assert_v6(&c->upstreams[1].addr, "2001:db8::53", 5300, "[2001:db8::53]:5300");
+	assert_v6(&c->upstreams[2].addr, "2001:db8::1", 53, "2001:db8::1");
 	assert_int_equal(c->race, 3);
 	assert_int_equal(c->timeout_ms, 50);
 	assert_int_equal(c->stagger_ms, 0);
@@ -215,14 +215,14 @@ static void test_forward_zones(void **state)
 	assert_int_equal(c->zones[1].name_len, sizeof(corp));
 	assert_memory_equal(c->zones[1].name, corp, sizeof(corp)); /* lower-cased, root label */
 	assert_int_equal(c->zones[1].n_servers, 2);
-	assert_v4(&c->zones[1].servers[0], "10.0.0.53", 5353, "10.0.0.53:5353");
-	assert_v6(&c->zones[1].servers[1], "fd00::53", 53, "[fd00::53]:53");
+	assert_v4(&c->zones[1].servers[0].addr, "10.0.0.53", 5353, "10.0.0.53:5353");
+	assert_v6(&c->zones[1].servers[1].addr, "fd00::53", 53, "[fd00::53]:53");
 
 	static const uint8_t lan[] = "\x03" "lan";
 	assert_int_equal(c->zones[3].name_len, sizeof(lan));
 	assert_memory_equal(c->zones[3].name, lan, sizeof(lan));
 	assert_int_equal(c->zones[3].n_servers, 1);
-	assert_v4(&c->zones[3].servers[0], "192.168.1.1", 53, "192.168.1.1");
+	assert_v4(&c->zones[3].servers[0].addr, "192.168.1.1", 53, "192.168.1.1");
 	assert_int_equal(c->zones[0].n_servers, 1);
 	nx_conf_free(c);
 
@@ -455,7 +455,7 @@ static void test_load_file(void **state)
 	assert_non_null(c);
 	assert_string_equal(c->path, path);
 	assert_int_equal(c->n_upstreams, 1);
-	assert_v6(&c->upstreams[0], "2001:db8::1", 53, "[2001:db8::1]:53");
+	assert_v6(&c->upstreams[0].addr, "2001:db8::1", 53, "[2001:db8::1]:53");
 	assert_int_equal(c->race, 1);
 	nx_conf_free(c);
 
