@@ -18,7 +18,13 @@
 	X(NX_ENOTFOUND, -1006, "not found")                                  \
 	X(NX_EFORMAT, -1007, "unsupported format")                           \
 	X(NX_ECORRUPT, -1008, "corrupt file")                                \
-	X(NX_ELIMIT, -1009, "limit exceeded")
+	X(NX_ELIMIT, -1009, "limit exceeded")                                \
+	X(NX_ETLS_HANDSHAKE, -1100, "TLS handshake failed")                  \
+	X(NX_ETLS_VERIFY, -1101, "TLS peer certificate refused")             \
+	X(NX_ETLS_RECORD, -1102, "bad TLS record")                           \
+	X(NX_ETLS_ALERT, -1103, "fatal TLS alert from the peer")             \
+	X(NX_ETLS_TRANSPORT, -1104, "TLS transport failed")                  \
+	X(NX_ETLS_CLOSED, -1105, "TLS session closed by the peer")
 
 enum nx_err {
 #define NX_ERR_ENUM(name, val, text) name = (val),

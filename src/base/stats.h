@@ -68,7 +68,26 @@
 	X(RELOADS_OK, "nxdns_config_reloads_total", "result=\"ok\"", "Configuration reloads")   \
 	X(RELOADS_FAILED, "nxdns_config_reloads_total", "result=\"failed\"", "")               \
 	X(ASSERT_FAILURES, "nxdns_assert_failures_total", "",                                   \
-	  "Cannot-happen checks that failed on the request path (work dropped)")
+	  "Cannot-happen checks that failed on the request path (work dropped)")                 \
+	X(TLS_SRV_READY, "nxdns_tls_handshakes_total", "side=\"server\"",                       \
+	  "TLS handshakes completed, by side")                                                   \
+	X(TLS_CLI_READY, "nxdns_tls_handshakes_total", "side=\"client\"", "")                  \
+	X(TLS_SRV_RESUMED, "nxdns_tls_resumed_total", "side=\"server\"",                        \
+	  "TLS handshakes that resumed an earlier session, by side")                             \
+	X(TLS_CLI_RESUMED, "nxdns_tls_resumed_total", "side=\"client\"", "")                   \
+	X(TLS_SRV_E_HANDSHAKE, "nxdns_tls_errors_total", "side=\"server\",reason=\"handshake\"", \
+	  "TLS sessions ended by an error, by side and reason")                                  \
+	X(TLS_SRV_E_VERIFY, "nxdns_tls_errors_total", "side=\"server\",reason=\"verify\"", "")   \
+	X(TLS_SRV_E_RECORD, "nxdns_tls_errors_total", "side=\"server\",reason=\"bad_record\"", "") \
+	X(TLS_SRV_E_ALERT, "nxdns_tls_errors_total", "side=\"server\",reason=\"alert\"", "")     \
+	X(TLS_SRV_E_TRANSPORT, "nxdns_tls_errors_total", "side=\"server\",reason=\"transport\"", "") \
+	X(TLS_SRV_E_NOMEM, "nxdns_tls_errors_total", "side=\"server\",reason=\"no_memory\"", "") \
+	X(TLS_CLI_E_HANDSHAKE, "nxdns_tls_errors_total", "side=\"client\",reason=\"handshake\"", "") \
+	X(TLS_CLI_E_VERIFY, "nxdns_tls_errors_total", "side=\"client\",reason=\"verify\"", "")   \
+	X(TLS_CLI_E_RECORD, "nxdns_tls_errors_total", "side=\"client\",reason=\"bad_record\"", "") \
+	X(TLS_CLI_E_ALERT, "nxdns_tls_errors_total", "side=\"client\",reason=\"alert\"", "")     \
+	X(TLS_CLI_E_TRANSPORT, "nxdns_tls_errors_total", "side=\"client\",reason=\"transport\"", "") \
+	X(TLS_CLI_E_NOMEM, "nxdns_tls_errors_total", "side=\"client\",reason=\"no_memory\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

@@ -23,6 +23,7 @@ static const struct cmd cmds[] = {
 	{"passwd", nx_cli_passwd, "set the admin password (--config FILE; stdin or prompt)"},
 	{"memory", nx_cli_memory, "print a running daemon's memory ledger (--admin URL)"},
 	{"version", nx_cli_version, "print the version"},
+	{"cert", nx_cli_cert, "write a self-signed TLS certificate and print its pin (--self-signed DIR)"},
 };
 
 static void usage(FILE *fp)

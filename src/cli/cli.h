@@ -16,3 +16,4 @@ int nx_cli_update(int argc, char **argv);
 int nx_cli_compile(int argc, char **argv);
 int nx_cli_snapshot_build(int argc, char **argv);
 int nx_cli_lookup_snapshot(int argc, char **argv);
+int nx_cli_cert(int argc, char **argv);
