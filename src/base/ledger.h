@@ -31,7 +31,8 @@
 	X(sqlite, "SQLite page caches and heap")                                            \
 	X(admin_http, "admin HTTP server connections and responses")                        \
 	X(tls, "TLS sessions and credentials")                                              \
-	X(misc, "small long-lived objects not worth their own owner")
+	X(misc, "small long-lived objects not worth their own owner")              \
+	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

@@ -87,7 +87,25 @@
 	X(TLS_CLI_E_RECORD, "nxdns_tls_errors_total", "side=\"client\",reason=\"bad_record\"", "") \
 	X(TLS_CLI_E_ALERT, "nxdns_tls_errors_total", "side=\"client\",reason=\"alert\"", "")     \
 	X(TLS_CLI_E_TRANSPORT, "nxdns_tls_errors_total", "side=\"client\",reason=\"transport\"", "") \
-	X(TLS_CLI_E_NOMEM, "nxdns_tls_errors_total", "side=\"client\",reason=\"no_memory\"", "")
+	X(TLS_CLI_E_NOMEM, "nxdns_tls_errors_total", "side=\"client\",reason=\"no_memory\"", "") \
+	X(DOH_E400, "nxdns_doh_http_errors_total", "status=\"400\"",                              \
+	  "DoH requests answered with an HTTP error status, by status")                         \
+	X(DOH_E404, "nxdns_doh_http_errors_total", "status=\"404\"", "")                          \
+	X(DOH_E405, "nxdns_doh_http_errors_total", "status=\"405\"", "")                          \
+	X(DOH_E413, "nxdns_doh_http_errors_total", "status=\"413\"", "")                          \
+	X(DOH_E414, "nxdns_doh_http_errors_total", "status=\"414\"", "")                          \
+	X(DOH_E415, "nxdns_doh_http_errors_total", "status=\"415\"", "")                          \
+	X(DOH_E500, "nxdns_doh_http_errors_total", "status=\"500\"", "")                          \
+	X(DOH_E503, "nxdns_doh_http_errors_total", "status=\"503\"", "")                          \
+	X(DOH_EOTHER, "nxdns_doh_http_errors_total", "status=\"other\"", "")                      \
+	X(DOH_STREAM_CAP, "nxdns_doh_dropped_total", "reason=\"stream_cap\"",                     \
+	  "DoH streams refused or reset and connections ended by the HTTP/2 layer, by reason")  \
+	X(DOH_BODY_BUDGET, "nxdns_doh_dropped_total", "reason=\"body_budget\"", "")              \
+	X(DOH_OUT_FULL, "nxdns_doh_dropped_total", "reason=\"response_queue_full\"", "")         \
+	X(DOH_STREAM_GONE, "nxdns_doh_dropped_total", "reason=\"stream_gone\"", "")              \
+	X(DOH_HTTP1, "nxdns_doh_dropped_total", "reason=\"http1\"", "")                          \
+	X(DOH_BAD_PREFACE, "nxdns_doh_dropped_total", "reason=\"bad_preface\"", "")              \
+	X(DOH_PROTOCOL, "nxdns_doh_dropped_total", "reason=\"protocol_error\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \
