@@ -253,6 +253,8 @@ static void test_alpn(void **state)
 	    /* Android: no ALPN to a DoT listener, still served */
 	    {NX_TLS_ALPN_DOT, NX_TLS_ALPN_NONE, NX_TLS_ALPN_NONE},
 	    {NX_TLS_ALPN_NONE, NX_TLS_ALPN_H2, NX_TLS_ALPN_NONE},
+	    /* an h2 client at a DoT listener: no protocol agreed, the DoT layer decides */
+	    {NX_TLS_ALPN_DOT, NX_TLS_ALPN_H2, NX_TLS_ALPN_NONE},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(cases); i++) {
 		connect_pair(f, f->cli, "dns.test", NULL, cases[i].s, cases[i].c, NULL, 0);
@@ -361,6 +363,16 @@ static void test_pins(void **state)
 			 0);
 	expect_verify_failure(f, pinned, "dns.test", NULL, "pin mismatch");
 	nx_tls_creds_unref(pinned);
+	/* A wrong pin with a CA to fall back on: the CA and name decide. */
+	assert_int_equal(nx_tls_creds_client_new_ca(false, f->cert, (const uint8_t(*)[32])pins, 1,
+						    &pinned, err, sizeof(err)),
+			 0);
+	connect_pair(f, pinned, "dns.test", NULL, NX_TLS_ALPN_DOT, NX_TLS_ALPN_DOT, NULL, 0);
+	assert_true(nx_tls_is_ready(f->c.t));
+	peer_reset(&f->s);
+	peer_reset(&f->c);
+	expect_verify_failure(f, pinned, "other.test", NULL, "name mismatch");
+	nx_tls_creds_unref(pinned);
 	/* Nothing to trust is a usage error, with a message. */
 	assert_int_equal(nx_tls_creds_client_new(false, NULL, 0, &pinned, err, sizeof(err)),
 			 -EINVAL);
@@ -411,6 +423,95 @@ static void test_garbage_to_server(void **state)
 		assert_false(nx_tls_is_ready(f->s.t));
 		peer_reset(&f->s);
 	}
+}
+
+/* A plain GnuTLS client with its own priority string, over memory, against our server. */
+struct raw {
+	gnutls_session_t s;
+	gnutls_certificate_credentials_t x509;
+	uint8_t *in; /* from the server, not yet pulled */
+	size_t in_len, in_off;
+	struct peer *out; /* its ClientHello etc. go into out->out */
+};
+
+static ssize_t raw_push(gnutls_transport_ptr_t p, const void *data, size_t len)
+{
+	struct raw *r = p;
+	memcpy(r->out->out + r->out->out_len, data, len);
+	r->out->out_len += len;
+	return (ssize_t)len;
+}
+
+static ssize_t raw_pull(gnutls_transport_ptr_t p, void *data, size_t len)
+{
+	struct raw *r = p;
+	if (r->in_off == r->in_len) {
+		gnutls_transport_set_errno(r->s, EAGAIN);
+		return -1;
+	}
+	size_t n = NX_MIN(len, r->in_len - r->in_off);
+	memcpy(data, r->in + r->in_off, n);
+	r->in_off += n;
+	return (ssize_t)n;
+}
+
+/* Handshake a raw client with priority `prio` against a new server session: its result. */
+static int raw_handshake(struct fx *f, struct raw *r, const char *prio)
+{
+	memset(r, 0, sizeof(*r));
+	r->in = malloc(WIRE_MAX);
+	r->out = &f->c;
+	assert_int_equal(gnutls_init(&r->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK), 0);
+	assert_int_equal(gnutls_priority_set_direct(r->s, prio, NULL), 0);
+	assert_int_equal(gnutls_certificate_allocate_credentials(&r->x509), 0);
+	assert_int_equal(gnutls_credentials_set(r->s, GNUTLS_CRD_CERTIFICATE, r->x509), 0);
+	gnutls_transport_set_ptr(r->s, r);
+	gnutls_transport_set_push_function(r->s, raw_push);
+	gnutls_transport_set_pull_function(r->s, raw_pull);
+	assert_int_equal(nx_tls_server_new(f->srv, NX_TLS_ALPN_DOT, &io, &f->s, &f->s.t), 0);
+	int g = GNUTLS_E_AGAIN;
+	for (int i = 0; i < 16 && g == GNUTLS_E_AGAIN; i++) {
+		g = gnutls_handshake(r->s);
+		feed_from(&f->c, &f->s);
+		memcpy(r->in + r->in_len, f->s.out, f->s.out_len);
+		r->in_len += f->s.out_len;
+		f->s.out_len = 0;
+	}
+	return g;
+}
+
+static void raw_free(struct raw *r)
+{
+	gnutls_deinit(r->s);
+	gnutls_certificate_free_credentials(r->x509);
+	free(r->in);
+}
+
+static void test_versions(void **state)
+{
+	struct fx *f = *state;
+	struct raw r;
+	/* TLS 1.2 clients are served (old phones, old stub resolvers). */
+	assert_int_equal(raw_handshake(f, &r, "NORMAL:-VERS-ALL:+VERS-TLS1.2"), 0);
+	assert_int_equal(gnutls_protocol_get_version(r.s), GNUTLS_TLS1_2);
+	feed_from(&f->c, &f->s); /* the client's Finished, sent by its last handshake call */
+	assert_true(nx_tls_is_ready(f->s.t));
+	assert_int_equal(gnutls_record_send(r.s, "ping", 4), 4);
+	feed_from(&f->c, &f->s);
+	assert_int_equal(f->s.feed_rc, 0);
+	assert_int_equal(f->s.rx_len, 4);
+	assert_memory_equal(f->s.rx, "ping", 4);
+	raw_free(&r);
+	peer_reset(&f->s);
+	peer_reset(&f->c);
+	/* TLS 1.1 and 1.0 are not (RFC 8996): the server fails the handshake and counts it. */
+	uint64_t h0 = nx_stat_read(NX_STAT_TLS_SRV_E_HANDSHAKE);
+	int g = raw_handshake(f, &r, "NORMAL:-VERS-ALL:+VERS-TLS1.1:+VERS-TLS1.0");
+	assert_true(g < 0);
+	assert_int_equal(f->s.feed_rc, NX_ETLS_HANDSHAKE);
+	assert_false(nx_tls_is_ready(f->s.t));
+	assert_int_equal(nx_stat_read(NX_STAT_TLS_SRV_E_HANDSHAKE), h0 + 1);
+	raw_free(&r);
 }
 
 static void test_truncated_handshake(void **state)
@@ -857,6 +958,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_verify_name_and_ip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_garbage_to_server, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_versions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncated_handshake, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resumption, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cork, setup, teardown),
