@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -41,6 +42,9 @@ struct nx_tls {
 	unsigned peer_ip_len;
 	char name[NX_TLS_SNI_MAX + 1]; /* server: SNI received ("" none); client: auth name */
 };
+
+/* Part of every session's ledger charge (nx_tls_charged); mostly the name buffer. */
+static_assert(sizeof(struct nx_tls) <= 512, "struct nx_tls is in the per-session budget");
 
 static const char *const alpn_names[] = {
     [NX_TLS_ALPN_NONE] = NULL,
