@@ -20,6 +20,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
 #include <malloc.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -514,6 +519,130 @@ static void test_versions(void **state)
 	raw_free(&r);
 }
 
+/*
+ * Interop with another TLS stack: Python's ssl (OpenSSL 3) as the client over a real loopback
+ * socket, our server session driven with blocking reads. TLS 1.3 and 1.2, ALPN "dot", SNI,
+ * OpenSSL's own name check against cert.pem as the trust anchor.
+ */
+static const char interop_py[] =
+    "import socket, ssl, sys\n"
+    "port, cafile, ver = int(sys.argv[1]), sys.argv[2], sys.argv[3]\n"
+    "ctx = ssl.create_default_context(cafile=cafile)\n"
+    "ctx.maximum_version = ssl.TLSVersion.TLSv1_2 if ver == '1.2' else ssl.TLSVersion.TLSv1_3\n"
+    "ctx.set_alpn_protocols(['dot'])\n"
+    "with socket.create_connection(('127.0.0.1', port), timeout=5) as raw:\n"
+    "    with ctx.wrap_socket(raw, server_hostname='dns.test') as s:\n"
+    "        assert s.selected_alpn_protocol() == 'dot', s.selected_alpn_protocol()\n"
+    "        assert s.version() == ('TLSv1.2' if ver == '1.2' else 'TLSv1.3'), s.version()\n"
+    "        s.sendall(b'ping')\n"
+    "        got = b''\n"
+    "        while len(got) < 4:\n"
+    "            b = s.recv(4 - len(got))\n"
+    "            assert b, 'eof'\n"
+    "            got += b\n"
+    "        assert got == b'pong', got\n"
+    "        s.unwrap()\n";
+
+struct sockpeer {
+	int fd;
+	struct peer p;
+};
+
+static int sock_send(void *ud, const uint8_t *data, size_t len)
+{
+	struct sockpeer *sp = ud;
+	sp->p.sends++;
+	while (len) {
+		ssize_t n = send(sp->fd, data, len, MSG_NOSIGNAL);
+		if (n <= 0) {
+			return -EPIPE;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void sock_recv(void *ud, const uint8_t *data, size_t len)
+{
+	struct sockpeer *sp = ud;
+	memcpy(sp->p.rx + sp->p.rx_len, data, len);
+	sp->p.rx_len += len;
+	if (sp->p.rx_len == 4 && memcmp(sp->p.rx, "ping", 4) == 0) {
+		assert_int_equal(nx_tls_write(sp->p.t, (const uint8_t *)"pong", 4), 0);
+	}
+}
+
+static void sock_ready(void *ud)
+{
+	((struct sockpeer *)ud)->p.readies++;
+}
+
+static const struct nx_tls_io sock_io = {.send = sock_send, .recv = sock_recv, .ready = sock_ready};
+
+static void interop_one(struct fx *f, const char *ver)
+{
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	socklen_t al = sizeof(a);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	char port[16];
+	snprintf(port, sizeof(port), "%u", ntohs(a.sin_port));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/usr/bin/python3", "python3", "-c", interop_py, port, f->cert, ver,
+		      (char *)NULL);
+		_exit(127);
+	}
+	struct pollfd pfd = {.fd = l, .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 10000), 1); /* bounded: the child connects or fails */
+	struct sockpeer sp = {.fd = accept(l, NULL, NULL)};
+	assert_true(sp.fd >= 0);
+	close(l);
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(sp.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	peer_init(&sp.p);
+	assert_int_equal(nx_tls_server_new(f->srv, NX_TLS_ALPN_DOT, &sock_io, &sp, &sp.p.t), 0);
+	uint8_t buf[16384];
+	int rc = 0;
+	for (;;) {
+		ssize_t n = recv(sp.fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			break; /* the client closed (or 5 s of silence) */
+		}
+		rc = nx_tls_feed(sp.p.t, buf, (size_t)n);
+		if (rc) {
+			break;
+		}
+	}
+	assert_int_equal(rc, NX_ETLS_CLOSED); /* the client's unwrap() */
+	assert_int_equal(sp.p.readies, 1);
+	assert_int_equal(nx_tls_alpn_negotiated(sp.p.t), NX_TLS_ALPN_DOT);
+	assert_string_equal(nx_tls_sni(sp.p.t), "dns.test");
+	nx_tls_bye(sp.p.t);
+	close(sp.fd);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	nx_tls_free(sp.p.t);
+	free(sp.p.out);
+	free(sp.p.rx);
+}
+
+static void test_interop_openssl(void **state)
+{
+	struct fx *f = *state;
+	if (access("/usr/bin/python3", X_OK) != 0) {
+		skip();
+	}
+	interop_one(f, "1.3");
+	interop_one(f, "1.2");
+}
+
 static void test_truncated_handshake(void **state)
 {
 	struct fx *f = *state;
@@ -959,6 +1088,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_garbage_to_server, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_versions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_interop_openssl, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncated_handshake, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resumption, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cork, setup, teardown),
