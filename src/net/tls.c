@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -41,6 +42,9 @@ struct nx_tls {
 	unsigned peer_ip_len;
 	char name[NX_TLS_SNI_MAX + 1]; /* server: SNI received ("" none); client: auth name */
 };
+
+/* Part of every session's ledger charge (nx_tls_charged); mostly the name buffer. */
+static_assert(sizeof(struct nx_tls) <= 512, "struct nx_tls is in the per-session budget");
 
 static const char *const alpn_names[] = {
     [NX_TLS_ALPN_NONE] = NULL,
@@ -143,8 +147,9 @@ static ssize_t push(gnutls_transport_ptr_t p, const giovec_t *iov, int iovcnt)
 static bool record_error(int g)
 {
 	switch (g) {
+	/* Not GNUTLS_E_UNSUPPORTED_VERSION_PACKET: mostly a TLS 1.0/1.1 client, a handshake
+	 * failure to the operator (the priority string refuses it). */
 	case GNUTLS_E_UNEXPECTED_PACKET_LENGTH:
-	case GNUTLS_E_UNSUPPORTED_VERSION_PACKET:
 	case GNUTLS_E_UNEXPECTED_PACKET:
 	case GNUTLS_E_DECRYPTION_FAILED:
 	case GNUTLS_E_RECORD_OVERFLOW:
@@ -238,8 +243,10 @@ static int handshake(struct nx_tls *t)
 		if (g == GNUTLS_E_AGAIN) {
 			return 0;
 		}
-		if (g == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal(g)) {
-			continue; /* a warning alert, e.g. unrecognized_name: carry on */
+		/* A warning alert (unrecognized_name) consumed input: carry on. Anything else,
+		 * fatal or not (nothing else can repeat without input), ends the session. */
+		if (g == GNUTLS_E_INTERRUPTED || g == GNUTLS_E_WARNING_ALERT_RECEIVED) {
+			continue;
 		}
 		return fatal(t, g);
 	}

@@ -20,6 +20,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
 #include <malloc.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -253,6 +258,8 @@ static void test_alpn(void **state)
 	    /* Android: no ALPN to a DoT listener, still served */
 	    {NX_TLS_ALPN_DOT, NX_TLS_ALPN_NONE, NX_TLS_ALPN_NONE},
 	    {NX_TLS_ALPN_NONE, NX_TLS_ALPN_H2, NX_TLS_ALPN_NONE},
+	    /* an h2 client at a DoT listener: no protocol agreed, the DoT layer decides */
+	    {NX_TLS_ALPN_DOT, NX_TLS_ALPN_H2, NX_TLS_ALPN_NONE},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(cases); i++) {
 		connect_pair(f, f->cli, "dns.test", NULL, cases[i].s, cases[i].c, NULL, 0);
@@ -361,6 +368,16 @@ static void test_pins(void **state)
 			 0);
 	expect_verify_failure(f, pinned, "dns.test", NULL, "pin mismatch");
 	nx_tls_creds_unref(pinned);
+	/* A wrong pin with a CA to fall back on: the CA and name decide. */
+	assert_int_equal(nx_tls_creds_client_new_ca(false, f->cert, (const uint8_t(*)[32])pins, 1,
+						    &pinned, err, sizeof(err)),
+			 0);
+	connect_pair(f, pinned, "dns.test", NULL, NX_TLS_ALPN_DOT, NX_TLS_ALPN_DOT, NULL, 0);
+	assert_true(nx_tls_is_ready(f->c.t));
+	peer_reset(&f->s);
+	peer_reset(&f->c);
+	expect_verify_failure(f, pinned, "other.test", NULL, "name mismatch");
+	nx_tls_creds_unref(pinned);
 	/* Nothing to trust is a usage error, with a message. */
 	assert_int_equal(nx_tls_creds_client_new(false, NULL, 0, &pinned, err, sizeof(err)),
 			 -EINVAL);
@@ -411,6 +428,219 @@ static void test_garbage_to_server(void **state)
 		assert_false(nx_tls_is_ready(f->s.t));
 		peer_reset(&f->s);
 	}
+}
+
+/* A plain GnuTLS client with its own priority string, over memory, against our server. */
+struct raw {
+	gnutls_session_t s;
+	gnutls_certificate_credentials_t x509;
+	uint8_t *in; /* from the server, not yet pulled */
+	size_t in_len, in_off;
+	struct peer *out; /* its ClientHello etc. go into out->out */
+};
+
+static ssize_t raw_push(gnutls_transport_ptr_t p, const void *data, size_t len)
+{
+	struct raw *r = p;
+	memcpy(r->out->out + r->out->out_len, data, len);
+	r->out->out_len += len;
+	return (ssize_t)len;
+}
+
+static ssize_t raw_pull(gnutls_transport_ptr_t p, void *data, size_t len)
+{
+	struct raw *r = p;
+	if (r->in_off == r->in_len) {
+		gnutls_transport_set_errno(r->s, EAGAIN);
+		return -1;
+	}
+	size_t n = NX_MIN(len, r->in_len - r->in_off);
+	memcpy(data, r->in + r->in_off, n);
+	r->in_off += n;
+	return (ssize_t)n;
+}
+
+/* Handshake a raw client with priority `prio` against a new server session: its result. */
+static int raw_handshake(struct fx *f, struct raw *r, const char *prio)
+{
+	memset(r, 0, sizeof(*r));
+	r->in = malloc(WIRE_MAX);
+	r->out = &f->c;
+	assert_int_equal(gnutls_init(&r->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK), 0);
+	assert_int_equal(gnutls_priority_set_direct(r->s, prio, NULL), 0);
+	assert_int_equal(gnutls_certificate_allocate_credentials(&r->x509), 0);
+	assert_int_equal(gnutls_credentials_set(r->s, GNUTLS_CRD_CERTIFICATE, r->x509), 0);
+	gnutls_transport_set_ptr(r->s, r);
+	gnutls_transport_set_push_function(r->s, raw_push);
+	gnutls_transport_set_pull_function(r->s, raw_pull);
+	assert_int_equal(nx_tls_server_new(f->srv, NX_TLS_ALPN_DOT, &io, &f->s, &f->s.t), 0);
+	int g = GNUTLS_E_AGAIN;
+	for (int i = 0; i < 16 && g == GNUTLS_E_AGAIN; i++) {
+		g = gnutls_handshake(r->s);
+		feed_from(&f->c, &f->s);
+		memcpy(r->in + r->in_len, f->s.out, f->s.out_len);
+		r->in_len += f->s.out_len;
+		f->s.out_len = 0;
+	}
+	return g;
+}
+
+static void raw_free(struct raw *r)
+{
+	gnutls_deinit(r->s);
+	gnutls_certificate_free_credentials(r->x509);
+	free(r->in);
+}
+
+static void test_versions(void **state)
+{
+	struct fx *f = *state;
+	struct raw r;
+	/* TLS 1.2 clients are served (old phones, old stub resolvers). */
+	assert_int_equal(raw_handshake(f, &r, "NORMAL:-VERS-ALL:+VERS-TLS1.2"), 0);
+	assert_int_equal(gnutls_protocol_get_version(r.s), GNUTLS_TLS1_2);
+	feed_from(&f->c, &f->s); /* the client's Finished, sent by its last handshake call */
+	assert_true(nx_tls_is_ready(f->s.t));
+	assert_int_equal(gnutls_record_send(r.s, "ping", 4), 4);
+	feed_from(&f->c, &f->s);
+	assert_int_equal(f->s.feed_rc, 0);
+	assert_int_equal(f->s.rx_len, 4);
+	assert_memory_equal(f->s.rx, "ping", 4);
+	raw_free(&r);
+	peer_reset(&f->s);
+	peer_reset(&f->c);
+	/* TLS 1.1 and 1.0 are not (RFC 8996): the server fails the handshake and counts it. */
+	uint64_t h0 = nx_stat_read(NX_STAT_TLS_SRV_E_HANDSHAKE);
+	int g = raw_handshake(f, &r, "NORMAL:-VERS-ALL:+VERS-TLS1.1:+VERS-TLS1.0");
+	assert_true(g < 0);
+	assert_int_equal(f->s.feed_rc, NX_ETLS_HANDSHAKE);
+	assert_false(nx_tls_is_ready(f->s.t));
+	assert_int_equal(nx_stat_read(NX_STAT_TLS_SRV_E_HANDSHAKE), h0 + 1);
+	raw_free(&r);
+}
+
+/*
+ * Interop with another TLS stack: Python's ssl (OpenSSL 3) as the client over a real loopback
+ * socket, our server session driven with blocking reads. TLS 1.3 and 1.2, ALPN "dot", SNI,
+ * OpenSSL's own name check against cert.pem as the trust anchor.
+ */
+static const char interop_py[] =
+    "import socket, ssl, sys\n"
+    "port, cafile, ver = int(sys.argv[1]), sys.argv[2], sys.argv[3]\n"
+    "ctx = ssl.create_default_context(cafile=cafile)\n"
+    "ctx.maximum_version = ssl.TLSVersion.TLSv1_2 if ver == '1.2' else ssl.TLSVersion.TLSv1_3\n"
+    "ctx.set_alpn_protocols(['dot'])\n"
+    "with socket.create_connection(('127.0.0.1', port), timeout=5) as raw:\n"
+    "    with ctx.wrap_socket(raw, server_hostname='dns.test') as s:\n"
+    "        assert s.selected_alpn_protocol() == 'dot', s.selected_alpn_protocol()\n"
+    "        assert s.version() == ('TLSv1.2' if ver == '1.2' else 'TLSv1.3'), s.version()\n"
+    "        s.sendall(b'ping')\n"
+    "        got = b''\n"
+    "        while len(got) < 4:\n"
+    "            b = s.recv(4 - len(got))\n"
+    "            assert b, 'eof'\n"
+    "            got += b\n"
+    "        assert got == b'pong', got\n"
+    "        s.unwrap()\n";
+
+struct sockpeer {
+	int fd;
+	struct peer p;
+};
+
+static int sock_send(void *ud, const uint8_t *data, size_t len)
+{
+	struct sockpeer *sp = ud;
+	sp->p.sends++;
+	while (len) {
+		ssize_t n = send(sp->fd, data, len, MSG_NOSIGNAL);
+		if (n <= 0) {
+			return -EPIPE;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void sock_recv(void *ud, const uint8_t *data, size_t len)
+{
+	struct sockpeer *sp = ud;
+	memcpy(sp->p.rx + sp->p.rx_len, data, len);
+	sp->p.rx_len += len;
+	if (sp->p.rx_len == 4 && memcmp(sp->p.rx, "ping", 4) == 0) {
+		assert_int_equal(nx_tls_write(sp->p.t, (const uint8_t *)"pong", 4), 0);
+	}
+}
+
+static void sock_ready(void *ud)
+{
+	((struct sockpeer *)ud)->p.readies++;
+}
+
+static const struct nx_tls_io sock_io = {.send = sock_send, .recv = sock_recv, .ready = sock_ready};
+
+static void interop_one(struct fx *f, const char *ver)
+{
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	socklen_t al = sizeof(a);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	char port[16];
+	snprintf(port, sizeof(port), "%u", ntohs(a.sin_port));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/usr/bin/python3", "python3", "-c", interop_py, port, f->cert, ver,
+		      (char *)NULL);
+		_exit(127);
+	}
+	struct pollfd pfd = {.fd = l, .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 10000), 1); /* bounded: the child connects or fails */
+	struct sockpeer sp = {.fd = accept(l, NULL, NULL)};
+	assert_true(sp.fd >= 0);
+	close(l);
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(sp.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	peer_init(&sp.p);
+	assert_int_equal(nx_tls_server_new(f->srv, NX_TLS_ALPN_DOT, &sock_io, &sp, &sp.p.t), 0);
+	uint8_t buf[16384];
+	int rc = 0;
+	for (;;) {
+		ssize_t n = recv(sp.fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			break; /* the client closed (or 5 s of silence) */
+		}
+		rc = nx_tls_feed(sp.p.t, buf, (size_t)n);
+		if (rc) {
+			break;
+		}
+	}
+	assert_int_equal(rc, NX_ETLS_CLOSED); /* the client's unwrap() */
+	assert_int_equal(sp.p.readies, 1);
+	assert_int_equal(nx_tls_alpn_negotiated(sp.p.t), NX_TLS_ALPN_DOT);
+	assert_string_equal(nx_tls_sni(sp.p.t), "dns.test");
+	nx_tls_bye(sp.p.t);
+	close(sp.fd);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	nx_tls_free(sp.p.t);
+	free(sp.p.out);
+	free(sp.p.rx);
+}
+
+static void test_interop_openssl(void **state)
+{
+	struct fx *f = *state;
+	if (access("/usr/bin/python3", X_OK) != 0) {
+		skip();
+	}
+	interop_one(f, "1.3");
+	interop_one(f, "1.2");
 }
 
 static void test_truncated_handshake(void **state)
@@ -857,6 +1087,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_verify_name_and_ip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_garbage_to_server, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_versions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_interop_openssl, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncated_handshake, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resumption, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cork, setup, teardown),
