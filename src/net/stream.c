@@ -9,7 +9,14 @@
 #include "base/log.h"
 #include "base/stats.h"
 #include "dns/msg.h"
+#include "net/h2.h"
 #include "net/sockopt.h"
+#include "net/tls.h"
+
+/* Bytes of DoH queries a connection may keep while it waits for a permit (a record per query:
+ * stream id, client id, length, message); beyond it a query's stream is refused at once. */
+#define NX_STREAM_PARK_MAX (64 * 1024)
+#define H2_REFUSED_STREAM 0x7 /* RFC 9113 7: the request was not processed, retry is safe */
 
 struct nx_stream_server {
 	uv_tcp_t h;                  /* the listening socket */
@@ -19,6 +26,7 @@ struct nx_stream_server {
 	struct nx_stream_limits lim;
 	struct nx_tls_creds *creds;  /* referenced; NULL for plain TCP */
 	struct nx_stream_env env;
+	enum nx_tls_alpn alpn;       /* what TLS offers: "dot" (not required) or "h2" */
 	/* Open connections, most recently active first: the tail is the eviction candidate. */
 	struct nx_stream_conn *head, *tail;
 	unsigned n_open;
@@ -31,7 +39,11 @@ struct nx_stream_conn {
 	struct nx_stream_conn *prev, *next;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
-	/* DNS framing: bytes not consumed yet (a partial message, or whole messages waiting for
+	struct nx_tls *tls;          /* owned (DoT, DoH); freed once the handles have closed */
+	struct nx_h2 *h2;            /* owned (DoH), made when the handshake is done; same */
+	uint64_t accepted_ms;        /* the TLS handshake must be done by accepted + handshake_ms */
+	unsigned corks;              /* nested output batches: TLS records leave at the outermost end */
+	/* DNS framing (TCP, DoT), or DoH queries parked for a permit: bytes not consumed yet (a partial message, or whole messages waiting for
 	 * the pipeline bound or a permit). Owned, NX_OWNER_tcp_conns; freed when empty. */
 	uint8_t *rbuf;
 	size_t rcap, rlen;
@@ -48,6 +60,7 @@ struct nx_stream_conn {
 	bool in_input;               /* consuming frames: releases must not re-enter */
 	bool paused;                 /* a query found no permit: reading stops, retry on timer */
 	bool retrying;               /* re-offering parked messages (the wait goes on) */
+	bool ready;                  /* plain, or the TLS handshake is done */
 	bool draining;               /* no more reading: close once holds and writes are done */
 	char client_id[NX_CLIENT_ID_MAX + 1]; /* DoT SNI client id, "" when none */
 };
@@ -63,6 +76,48 @@ static void conn_close(struct nx_stream_conn *c);
 static void arm_timer(struct nx_stream_conn *c);
 static void update_reading(struct nx_stream_conn *c);
 static void dns_process(struct nx_stream_conn *c);
+static void doh_process(struct nx_stream_conn *c);
+static void rbuf_trim(struct nx_stream_conn *c, size_t consumed);
+
+/* The messages kept in rbuf: DNS frames, or parked DoH queries. */
+static void parked_process(struct nx_stream_conn *c)
+{
+	if (c->h2) {
+		doh_process(c);
+	} else {
+		dns_process(c);
+	}
+}
+
+/* Parked DoH query records in rbuf: stream id (4), client id length (1) and bytes, message
+ * length (2) and bytes. */
+struct parked {
+	int32_t stream;
+	const char *id; /* NUL-terminated copy on the caller's stack */
+	const uint8_t *msg;
+	size_t len;
+	size_t size; /* bytes of the record */
+};
+
+static bool parked_at(const struct nx_stream_conn *c, size_t off, struct parked *p,
+		      char id[NX_CLIENT_ID_MAX + 1])
+{
+	if (c->rlen - off < 7) {
+		return false;
+	}
+	const uint8_t *b = c->rbuf + off;
+	p->stream = (int32_t)(((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) |
+			      ((uint32_t)b[2] << 8) | b[3]);
+	size_t il = b[4];
+	size_t ml = ((size_t)b[5 + il] << 8) | b[6 + il];
+	memcpy(id, b + 5, il);
+	id[il] = 0;
+	p->id = id;
+	p->msg = b + 7 + il;
+	p->len = ml;
+	p->size = 7 + il + ml;
+	return true;
+}
 
 static enum nx_gauge conns_gauge(enum nx_proto p)
 {
@@ -86,6 +141,13 @@ static void on_handle_closed(uv_handle_t *h)
 {
 	struct nx_stream_conn *c = h->data;
 	c->handles_open--;
+	if (c->handles_open == 0) {
+		/* Not earlier: conn_close may run inside a TLS or HTTP/2 callback. */
+		nx_h2_free(c->h2);
+		c->h2 = NULL;
+		nx_tls_free(c->tls);
+		c->tls = NULL;
+	}
 	maybe_free(c);
 }
 
@@ -143,10 +205,12 @@ static void conn_close(struct nx_stream_conn *c)
 	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
-/* Idle: nothing held, written, buffered or waiting. */
+/* Idle: nothing held, written, buffered or waiting (a handshake in progress counts as idle:
+ * a connection that never finishes one must not keep a place at the cap). */
 static bool conn_idle(const struct nx_stream_conn *c)
 {
-	return c->holds == 0 && c->writes == 0 && c->rlen == 0 && !c->paused;
+	return c->holds == 0 && c->writes == 0 && c->rlen == 0 && !c->paused &&
+	       (!c->h2 || nx_h2_streams_open(c->h2) == 0);
 }
 
 /* Closing after the answers in flight (draining) once they are all out. */
@@ -173,10 +237,24 @@ static unsigned idle_timeout(const struct nx_stream_conn *c)
 	return l->idle_ms;
 }
 
-/* Give up waiting for a permit: the parked queries are dropped (counted), no more are read,
- * and the connection closes once the answers already in flight have been sent. */
+/* Give up waiting for a permit. DoH: each parked query's stream is refused (the client may
+ * retry it), the connection goes on. DNS streams: the parked queries are dropped, no more are
+ * read, and the connection closes once the answers already in flight have been sent. Each
+ * dropped query is counted. */
 static void give_up_waiting(struct nx_stream_conn *c)
 {
+	if (c->h2) {
+		struct parked p;
+		char id[NX_CLIENT_ID_MAX + 1];
+		for (size_t off = 0; parked_at(c, off, &p, id); off += p.size) {
+			nx_stat_inc(NX_STAT_D_NO_PERMIT);
+			nx_h2_reset(c->h2, p.stream, H2_REFUSED_STREAM);
+		}
+		c->paused = false;
+		rbuf_trim(c, c->rlen);
+		update_reading(c);
+		return;
+	}
 	size_t dropped = 0;
 	for (size_t off = 0; off + 2 <= c->rlen;) {
 		size_t mlen = ((size_t)c->rbuf[off] << 8) | c->rbuf[off + 1];
@@ -200,13 +278,21 @@ static void retry_paused(struct nx_stream_conn *c)
 {
 	c->paused = false;
 	c->retrying = true;
-	dns_process(c);
+	parked_process(c);
 	c->retrying = false;
 }
+
+static void out_begin(struct nx_stream_conn *c);
+static void out_end(struct nx_stream_conn *c);
 
 static void on_timeout(uv_timer_t *t)
 {
 	struct nx_stream_conn *c = t->data;
+	if (!c->ready) {
+		nx_stat_inc(NX_STAT_D_TLS_HANDSHAKE);
+		conn_close(c);
+		return;
+	}
 	if (c->paused) {
 		uint64_t now = uv_now(c->h.loop);
 		if (now - c->paused_at_ms >= c->srv->lim.permit_wait_ms) {
@@ -214,7 +300,9 @@ static void on_timeout(uv_timer_t *t)
 			return;
 		}
 		c->retry_ms = NX_MIN(c->retry_ms * 2, NX_STREAM_PERMIT_RETRY_MAX_MS);
+		out_begin(c);
 		retry_paused(c);
+		out_end(c);
 		if (c->open) {
 			update_reading(c);
 			maybe_finish_drain(c);
@@ -241,7 +329,10 @@ static void arm_timer(struct nx_stream_conn *c)
 		return;
 	}
 	uint64_t now = uv_now(c->h.loop);
-	if (c->paused) {
+	if (!c->ready) {
+		uint64_t end = c->accepted_ms + c->srv->lim.handshake_ms;
+		uv_timer_start(&c->timer, on_timeout, end > now ? end - now : 0, 0);
+	} else if (c->paused) {
 		uint64_t end = c->paused_at_ms + c->srv->lim.permit_wait_ms;
 		uint64_t at = NX_MIN(now + c->retry_ms, end);
 		uv_timer_start(&c->timer, on_timeout, at > now ? at - now : 0, 0);
@@ -340,12 +431,55 @@ static int raw_write(struct nx_stream_conn *c, const uv_buf_t *bufs, unsigned n)
 	return 0;
 }
 
-/* One DNS message with its two-byte length (RFC 7766). */
+/* Output batches: under TLS the bytes written between the outermost begin and end leave in as
+ * few records as fit (a read's worth of answers, a DNS frame's length and message). */
+static void out_begin(struct nx_stream_conn *c)
+{
+	if (c->tls && c->corks++ == 0) {
+		nx_tls_cork(c->tls);
+	}
+}
+
+static void out_end(struct nx_stream_conn *c)
+{
+	if (c->tls && --c->corks == 0 && c->open && nx_tls_uncork(c->tls) < 0) {
+		conn_close(c);
+	}
+}
+
+/* Application bytes down the stack: encrypted under TLS, else straight to the socket. */
+static int app_write(struct nx_stream_conn *c, const uint8_t *data, size_t len)
+{
+	if (!c->open) {
+		return -ENOTCONN;
+	}
+	if (c->tls) {
+		int rc = nx_tls_write(c->tls, data, len);
+		if (rc < 0) {
+			conn_close(c);
+		}
+		return rc;
+	}
+	uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+	return raw_write(c, &b, 1);
+}
+
+/* One DNS message with its two-byte length (RFC 7766, RFC 7858). */
 static int dns_send(struct nx_stream_conn *c, const uint8_t *msg, size_t len)
 {
 	uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
-	uv_buf_t bufs[2] = {uv_buf_init((char *)hdr, 2), uv_buf_init((char *)msg, (unsigned)len)};
-	return raw_write(c, bufs, 2);
+	if (!c->tls) {
+		uv_buf_t bufs[2] = {uv_buf_init((char *)hdr, 2),
+				    uv_buf_init((char *)msg, (unsigned)len)};
+		return raw_write(c, bufs, 2);
+	}
+	out_begin(c);
+	int rc = app_write(c, hdr, 2);
+	if (rc == 0) {
+		rc = app_write(c, msg, len);
+	}
+	out_end(c);
+	return rc;
 }
 
 /* ---- the reply handle ---- */
@@ -360,7 +494,13 @@ static int op_send(struct nx_reply *r, const uint8_t *msg, size_t len, bool owne
 		nx_stat_inc(NX_STAT_D_SEND);
 		return -ENOTCONN;
 	}
-	return dns_send(c, msg, len);
+	if (!c->h2) {
+		return dns_send(c, msg, len);
+	}
+	out_begin(c);
+	int rc = nx_h2_respond(c->h2, r->t.st.stream, msg, len); /* a gone stream is counted there */
+	out_end(c);
+	return rc;
 }
 
 static void op_hold(struct nx_reply *r)
@@ -385,11 +525,13 @@ static void op_release(struct nx_reply *r)
 	if (!c->in_input && c->rlen > 0) {
 		/* Messages that waited for the pipeline bound, or for a permit: an operation just
 		 * ended, so one is likely free now. */
+		out_begin(c);
 		if (c->paused) {
 			retry_paused(c);
 		} else {
-			dns_process(c);
+			parked_process(c);
 		}
+		out_end(c);
 		if (!c->open) {
 			maybe_free(c);
 			return;
@@ -408,11 +550,9 @@ static const struct nx_reply_ops stream_ops = {
 
 /* ---- reading: DNS framing ---- */
 
-/*
- * Hand one complete message to the pipeline. Returns false when the connection must stop
- * consuming (paused for a permit, closed): the message is then left where it is.
- */
-static bool dns_deliver(struct nx_stream_conn *c, const uint8_t *msg, size_t len)
+/* The pipeline's verdict on one query of stream `stream` (0 on a DNS stream). */
+static int offer(struct nx_stream_conn *c, int32_t stream, const char *client_id,
+		 const uint8_t *msg, size_t len)
 {
 	struct nx_stream_server *s = c->srv;
 	struct nx_reply r;
@@ -423,23 +563,38 @@ static bool dns_deliver(struct nx_stream_conn *c, const uint8_t *msg, size_t len
 	r.datagram = false;
 	r.any_thread = false;
 	r.listener = (uint8_t)s->listener;
-	r.client_id = c->client_id;
+	r.client_id = client_id;
 	r.t.st.conn = c;
-	r.t.st.stream = 0;
-	int rc = s->env.cb(s->env.ud, &r, msg, len, false, s->env.out, NX_DNS_MSG_MAX);
+	r.t.st.stream = stream;
+	return s->env.cb(s->env.ud, &r, msg, len, false, s->env.out, NX_DNS_MSG_MAX);
+}
+
+/* A query found no permit: the connection parks (the wait starts unless this is a retry). */
+static void park(struct nx_stream_conn *c)
+{
+	c->paused = true;
+	if (!c->retrying) {
+		c->paused_at_ms = uv_now(c->h.loop);
+		c->retry_ms = NX_STREAM_PERMIT_RETRY_MS;
+		nx_stat_inc(NX_STAT_STREAM_PAUSED);
+	}
+}
+
+/*
+ * Hand one complete message to the pipeline. Returns false when the connection must stop
+ * consuming (paused for a permit, closed): the message is then left where it is.
+ */
+static bool dns_deliver(struct nx_stream_conn *c, const uint8_t *msg, size_t len)
+{
+	int rc = offer(c, 0, c->client_id, msg, len);
 	if (rc > 0) {
 		if (c->open) {
-			dns_send(c, s->env.out, (size_t)rc);
+			dns_send(c, c->srv->env.out, (size_t)rc);
 		}
 		return c->open;
 	}
 	if (rc == NX_REPLY_BUSY_PERMIT || rc == NX_REPLY_BUSY_WAITERS) {
-		c->paused = true;
-		if (!c->retrying) {
-			c->paused_at_ms = uv_now(c->h.loop);
-			c->retry_ms = NX_STREAM_PERMIT_RETRY_MS;
-			nx_stat_inc(NX_STAT_STREAM_PAUSED);
-		}
+		park(c);
 		return false;
 	}
 	if (rc == NX_REPLY_BAD_FRAME) {
@@ -552,6 +707,187 @@ static void dns_input(struct nx_stream_conn *c, const uint8_t *data, size_t len)
 	}
 }
 
+/* ---- reading: DoH queries (HTTP/2 streams) ---- */
+
+/* One DoH query to the pipeline. False: no permit (the caller parks it). */
+static bool doh_deliver(struct nx_stream_conn *c, int32_t stream, const char *client_id,
+			const uint8_t *msg, size_t len)
+{
+	int rc = offer(c, stream, client_id, msg, len);
+	if (rc > 0) {
+		if (c->open) {
+			nx_h2_respond(c->h2, stream, c->srv->env.out, (size_t)rc);
+		}
+	} else if (rc == NX_REPLY_BUSY_PERMIT || rc == NX_REPLY_BUSY_WAITERS) {
+		park(c);
+		return false;
+	} else if (rc == NX_REPLY_BAD_FRAME) {
+		nx_stat_inc(NX_STAT_D_BAD_FRAME);
+		nx_h2_error(c->h2, stream, 400); /* not a DNS query: 400, RFC 8484 4.2.1 */
+	}
+	return true;
+}
+
+/* Keep a query for later (no permit now): a record in rbuf, bounded; beyond the bound its
+ * stream is refused at once (the client may retry it), counted. */
+static void doh_park(struct nx_stream_conn *c, int32_t stream, const char *client_id,
+		     const uint8_t *msg, size_t len)
+{
+	size_t il = strnlen(client_id, NX_CLIENT_ID_MAX);
+	size_t need = 7 + il + len;
+	if (c->rlen + need > NX_STREAM_PARK_MAX || !rbuf_reserve(c, c->rlen + need)) {
+		nx_stat_inc(NX_STAT_D_NO_PERMIT);
+		nx_h2_reset(c->h2, stream, H2_REFUSED_STREAM);
+		return;
+	}
+	uint8_t *b = c->rbuf + c->rlen;
+	b[0] = (uint8_t)((uint32_t)stream >> 24);
+	b[1] = (uint8_t)((uint32_t)stream >> 16);
+	b[2] = (uint8_t)((uint32_t)stream >> 8);
+	b[3] = (uint8_t)stream;
+	b[4] = (uint8_t)il;
+	memcpy(b + 5, client_id, il);
+	b[5 + il] = (uint8_t)(len >> 8);
+	b[6 + il] = (uint8_t)len;
+	memcpy(b + 7 + il, msg, len);
+	c->rlen += need;
+}
+
+static void h2_query(void *ud, int32_t stream, const uint8_t *msg, size_t len,
+		     const char *client_id)
+{
+	struct nx_stream_conn *c = ud;
+	if (!c->open) {
+		return;
+	}
+	touch(c);
+	/* Behind parked queries, a new one waits its turn. */
+	if (c->paused || c->rlen > 0 || !doh_deliver(c, stream, client_id, msg, len)) {
+		doh_park(c, stream, client_id, msg, len);
+	}
+}
+
+/* Offer the parked DoH queries again, in order, until one still finds no permit. */
+static void doh_process(struct nx_stream_conn *c)
+{
+	struct parked p;
+	char id[NX_CLIENT_ID_MAX + 1];
+	size_t off = 0;
+	c->in_input = true;
+	while (c->open && !c->paused && parked_at(c, off, &p, id)) {
+		if (!doh_deliver(c, p.stream, p.id, p.msg, p.len)) {
+			break;
+		}
+		off += p.size;
+	}
+	c->in_input = false;
+	if (c->open) {
+		rbuf_trim(c, off);
+	}
+}
+
+static int h2_send(void *ud, const uint8_t *data, size_t len)
+{
+	return app_write(ud, data, len);
+}
+
+static const struct nx_h2_io h2_io = {
+	.send = h2_send,
+	.query = h2_query,
+};
+
+/* ---- TLS ---- */
+
+/* Decrypted (or, without TLS, received) bytes up the stack. */
+static void app_input(struct nx_stream_conn *c, const uint8_t *data, size_t len)
+{
+	if (!c->open) {
+		return;
+	}
+	if (!c->h2) {
+		dns_input(c, data, len);
+		return;
+	}
+	int rc = nx_h2_feed(c->h2, data, len);
+	if (rc < 0 || nx_h2_want_close(c->h2)) {
+		/* Protocol error or HTTP/1.x (an error response is queued), or GOAWAY done: close
+		 * once what is written has left. */
+		c->draining = true;
+		update_reading(c);
+		if (c->writes == 0 && c->holds == 0) {
+			conn_close(c);
+		}
+	}
+}
+
+static int tls_send(void *ud, const uint8_t *data, size_t len)
+{
+	struct nx_stream_conn *c = ud;
+	if (!c->open) {
+		return -ENOTCONN;
+	}
+	uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+	return raw_write(c, &b, 1);
+}
+
+static void tls_recv(void *ud, const uint8_t *data, size_t len)
+{
+	app_input(ud, data, len);
+}
+
+/* "<id>.<server_name>" in the SNI names a client (AdGuard Home's ClientID form). */
+static void sni_client_id(struct nx_stream_conn *c)
+{
+	const char *sni = nx_tls_sni(c->tls);
+	const char *base = c->srv->lim.server_name;
+	size_t bl = strlen(base);
+	if (!sni || bl == 0) {
+		return;
+	}
+	size_t sl = strlen(sni);
+	if (sl <= bl + 1 || sni[sl - bl - 1] != '.' || strcmp(sni + sl - bl, base) != 0) {
+		return;
+	}
+	size_t il = sl - bl - 1;
+	if (il > NX_CLIENT_ID_MAX) {
+		return;
+	}
+	memcpy(c->client_id, sni, il);
+	c->client_id[il] = 0;
+	if (!nx_conf_client_id_ok(c->client_id)) {
+		c->client_id[0] = 0;
+	}
+}
+
+static void tls_ready(void *ud)
+{
+	struct nx_stream_conn *c = ud;
+	c->ready = true;
+	c->active_ms = uv_now(c->h.loop);
+	if (c->srv->proto == NX_PROTO_DOT) {
+		sni_client_id(c);
+		return;
+	}
+	/* DoH: HTTP/2 from the first decrypted byte; fewer streams when the listener is nearly
+	 * full (dnsdist drops to one). */
+	const struct nx_stream_limits *l = &c->srv->lim;
+	unsigned open = (unsigned)NX_MAX(0, atomic_load(c->srv->open_count));
+	struct nx_h2_limits hl = {
+		.max_streams = open * 4 >= NX_MAX(1u, l->max_conns) * 3 ? 1 : l->max_streams,
+		.max_body = NX_DNS_MSG_MAX,
+	};
+	if (nx_h2_server_new(&hl, &h2_io, c, &c->h2) < 0) {
+		nx_stat_inc(NX_STAT_D_SEND);
+		conn_close(c);
+	}
+}
+
+static const struct nx_tls_io tls_io = {
+	.send = tls_send,
+	.recv = tls_recv,
+	.ready = tls_ready,
+};
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct nx_stream_conn *c = h->data;
@@ -578,7 +914,21 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	if (n == 0) {
 		return;
 	}
-	dns_input(c, c->srv->env.rx, (size_t)n);
+	out_begin(c);
+	if (c->tls) {
+		int rc = nx_tls_feed(c->tls, c->srv->env.rx, (size_t)n);
+		if (rc < 0 && c->open) {
+			/* Counted by the TLS layer (nxdns_tls_errors_total); a close_notify is not
+			 * an error: the answers it waits for still go out. */
+			c->draining = true;
+			if (rc != NX_ETLS_CLOSED || (c->holds == 0 && c->writes == 0 && !c->paused)) {
+				conn_close(c);
+			}
+		}
+	} else {
+		dns_input(c, c->srv->env.rx, (size_t)n);
+	}
+	out_end(c);
 	if (!c->open) {
 		maybe_free(c);
 		return;
@@ -678,7 +1028,13 @@ static void on_connection(uv_stream_t *ls, int status)
 	int plen = sizeof(c->peer);
 	uv_tcp_getpeername(&c->h, (struct sockaddr *)&c->peer, &plen);
 	c->peer_len = (socklen_t)plen;
-	c->active_ms = uv_now(ls->loop);
+	c->active_ms = c->accepted_ms = uv_now(ls->loop);
+	c->ready = s->creds == NULL;
+	if (s->creds && nx_tls_server_new(s->creds, s->alpn, &tls_io, c, &c->tls) < 0) {
+		nx_stat_inc(NX_STAT_D_SEND);
+		conn_close(c);
+		return;
+	}
 	uv_tcp_nodelay(&c->h, 1);
 	update_reading(c);
 	arm_timer(c);
@@ -689,8 +1045,8 @@ int nx_stream_listen(uv_loop_t *loop, enum nx_proto proto, const struct nx_addr 
 		     struct nx_tls_creds *creds, const struct nx_stream_env *env,
 		     struct nx_stream_server **out)
 {
-	if (proto != NX_PROTO_TCP || creds) {
-		return -EPROTONOSUPPORT; /* the TLS layers are not part of this build yet */
+	if ((proto == NX_PROTO_TCP) != (creds == NULL) || proto == NX_PROTO_UDP) {
+		return -EINVAL; /* DoT and DoH need credentials, TCP takes none */
 	}
 	int fd = nx_sock_tcp_listen(addr, true, NX_STREAM_BACKLOG);
 	if (fd < 0) {
@@ -706,6 +1062,11 @@ int nx_stream_listen(uv_loop_t *loop, enum nx_proto proto, const struct nx_addr 
 	s->open_count = open_count;
 	s->lim = *lim;
 	s->env = *env;
+	s->alpn = proto == NX_PROTO_DOH ? NX_TLS_ALPN_H2 : NX_TLS_ALPN_DOT;
+	if (creds) {
+		nx_tls_creds_ref(creds);
+		s->creds = creds;
+	}
 	uv_tcp_init(loop, &s->h);
 	s->h.data = s;
 	int rc = uv_tcp_open(&s->h, fd);
@@ -727,8 +1088,12 @@ void nx_stream_set_limits(struct nx_stream_server *s, const struct nx_stream_lim
 
 void nx_stream_set_creds(struct nx_stream_server *s, struct nx_tls_creds *creds)
 {
-	(void)s;
-	(void)creds;
+	if (!s->creds || !creds || creds == s->creds) {
+		return; /* a plain listener stays plain */
+	}
+	nx_tls_creds_ref(creds);
+	nx_tls_creds_unref(s->creds);
+	s->creds = creds;
 }
 
 unsigned nx_stream_count(const struct nx_stream_server *s)
@@ -738,7 +1103,9 @@ unsigned nx_stream_count(const struct nx_stream_server *s)
 
 static void on_server_closed(uv_handle_t *h)
 {
-	nx_mem_free(NX_OWNER_tcp_conns, h->data, sizeof(struct nx_stream_server));
+	struct nx_stream_server *s = h->data;
+	nx_tls_creds_unref(s->creds);
+	nx_mem_free(NX_OWNER_tcp_conns, s, sizeof(*s));
 }
 
 void nx_stream_close(struct nx_stream_server *s)

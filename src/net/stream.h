@@ -62,6 +62,7 @@ struct nx_stream_limits {
 	unsigned handshake_ms;   /* TLS handshake must complete within this */
 	unsigned permit_wait_ms; /* how long a query may wait for a permit */
 	unsigned max_streams;    /* HTTP/2 concurrent streams per connection */
+	char server_name[256];   /* tls.server_name: DoT SNI "<client-id>.<name>", or "" */
 };
 
 /* What every listener of a worker shares: the worker's receive scratch and the pipeline. */
