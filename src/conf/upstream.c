@@ -13,8 +13,8 @@
 #include "base/ledger.h"
 #include "conf/impl.h"
 
-#define WHY_MAX 160    /* bytes of a refusal reason */
-#define LABEL_MAX 320  /* bytes of a value label: "upstream.forward_zones.lan[3].pin_sha256[7]" */
+#define WHY_MAX 160	/* bytes of a refusal reason */
+#define LABEL_MAX 320	/* bytes of a value label: "upstream.forward_zones.lan[3].pin_sha256[7]" */
 #define PIN_TEXT_LEN 44 /* base64 of 32 bytes: 43 characters and one '=' */
 
 static const struct {
@@ -22,9 +22,9 @@ static const struct {
 	enum nx_conf_up_kind kind;
 	uint16_t port; /* default */
 } schemes[] = {
-	{"tcp", NX_CONF_UP_TCP, 53},
-	{"tls", NX_CONF_UP_DOT, 853},
-	{"https", NX_CONF_UP_DOH, 443},
+    {"tcp", NX_CONF_UP_TCP, 53},
+    {"tls", NX_CONF_UP_DOT, 853},
+    {"https", NX_CONF_UP_DOH, 443},
 };
 
 static bool tls_kind(enum nx_conf_up_kind k)
@@ -94,7 +94,8 @@ static int host_name(const char *text, const char *what, char **out, char *why, 
 	for (size_t i = 0; i < n; i++) {
 		bool edge = i == 0 || text[i - 1] == '.' || i + 1 == n || text[i + 1] == '.';
 		if (text[i] == '-' && edge) {
-			snprintf(why, cap, "%s '%s' is not a host name: a label starts or ends with '-'",
+			snprintf(why, cap,
+				 "%s '%s' is not a host name: a label starts or ends with '-'",
 				 what, text);
 			return -1;
 		}
@@ -133,8 +134,8 @@ static bool path_ok(const char *p)
 }
 
 /* Build addr from a numeric host (brackets stripped) and port. -1 with why when not numeric. */
-static int numeric_addr(const char *host, bool bracketed, int port, struct nx_addr *out,
-			char *why, size_t cap)
+static int numeric_addr(const char *host, bool bracketed, int port, struct nx_addr *out, char *why,
+			size_t cap)
 {
 	char text[sizeof(out->text)];
 	int w = snprintf(text, sizeof(text), bracketed ? "[%s]:%d" : "%s:%d", host, port);
@@ -153,7 +154,8 @@ static int parse_url(const char *s, const char *sep, struct nx_conf_upstream *u,
 	size_t slen = (size_t)(sep - s);
 	size_t si = 0;
 	for (; si < NX_ARRAY_LEN(schemes); si++) {
-		if (strlen(schemes[si].scheme) == slen && !strncasecmp(s, schemes[si].scheme, slen)) {
+		if (strlen(schemes[si].scheme) == slen &&
+		    !strncasecmp(s, schemes[si].scheme, slen)) {
 			break;
 		}
 	}
@@ -268,8 +270,10 @@ static int parse_url(const char *s, const char *sep, struct nx_conf_upstream *u,
 		}
 		u->resolved = true;
 	} else if (u->kind == NX_CONF_UP_TCP) {
-		snprintf(why, cap, "tcp:// takes an IP address ('%s' is a name: a host name needs "
-			 "tls:// or https://)", host);
+		snprintf(why, cap,
+			 "tcp:// takes an IP address ('%s' is a name: a host name needs "
+			 "tls:// or https://)",
+			 host);
 		return -1;
 	} else if (host_name(host, "host", &u->host, why, cap)) {
 		return -1;
@@ -308,9 +312,10 @@ int nx_conf_upstream_parse(const char *s, struct nx_conf_upstream *u, char *why,
 		}
 		u->kind = NX_CONF_UP_PLAIN;
 		u->resolved = true;
-		u->port = ntohs(u->addr.ss.ss_family == AF_INET
-				? ((const struct sockaddr_in *)(const void *)&u->addr.ss)->sin_port
-				: ((const struct sockaddr_in6 *)(const void *)&u->addr.ss)->sin6_port);
+		u->port = ntohs(
+		    u->addr.ss.ss_family == AF_INET
+			? ((const struct sockaddr_in *)(const void *)&u->addr.ss)->sin_port
+			: ((const struct sockaddr_in6 *)(const void *)&u->addr.ss)->sin6_port);
 		return 0;
 	}
 	return parse_url(s, sep, u, why, cap) ? NX_ECONFIG : 0;
@@ -339,8 +344,10 @@ int nx_conf_pin_parse(const char *s, uint8_t out[NX_CONF_PIN_BYTES], char *why, 
 		if (b64val(s[i]) < 0 && s[i] != '=') {
 			unsigned char c = (unsigned char)s[i];
 			if (c == '-' || c == '_') {
-				snprintf(why, cap, "'%c' is not a base64 character (pins use the "
-					 "standard alphabet, with '+' and '/')", c);
+				snprintf(why, cap,
+					 "'%c' is not a base64 character (pins use the "
+					 "standard alphabet, with '+' and '/')",
+					 c);
 			} else if (c > ' ' && c < 0x7f) {
 				snprintf(why, cap, "'%c' is not a base64 character", c);
 			} else {
@@ -357,8 +364,10 @@ int nx_conf_pin_parse(const char *s, uint8_t out[NX_CONF_PIN_BYTES], char *why, 
 		return NX_ECONFIG;
 	}
 	if (s[43] != '=' || memchr(s, '=', 43)) {
-		snprintf(why, cap, "does not decode to %d bytes (expected 43 characters and one "
-			 "'=')", NX_CONF_PIN_BYTES);
+		snprintf(why, cap,
+			 "does not decode to %d bytes (expected 43 characters and one "
+			 "'=')",
+			 NX_CONF_PIN_BYTES);
 		return NX_ECONFIG;
 	}
 	uint32_t acc = 0;
@@ -402,8 +411,8 @@ static int url_node(struct nx_conf_ld *ld, const char *label, struct fy_node *va
 		    struct fy_node *key, struct nx_conf_upstream *u)
 {
 	char buf[NX_CONF_SCALAR_MAX], why[WHY_MAX];
-	int rc = nx_conf_scalar(ld, label, val, key, "an upstream (addr:port or a URL)", false,
-				buf, sizeof(buf));
+	int rc = nx_conf_scalar(ld, label, val, key, "an upstream (addr:port or a URL)", false, buf,
+				sizeof(buf));
 	if (rc) {
 		return rc;
 	}
@@ -444,8 +453,8 @@ static int pins_node(struct nx_conf_ld *ld, const char *label, struct fy_node *v
 		}
 		for (size_t p = 0; p < j; p++) {
 			if (!memcmp(u->pins[p], u->pins[j], NX_CONF_PIN_BYTES)) {
-				return nx_conf_fail(ld, item, key, "%s: duplicate pin (same as [%zu])",
-						    ilabel, p);
+				return nx_conf_fail(ld, item, key,
+						    "%s: duplicate pin (same as [%zu])", ilabel, p);
 			}
 		}
 	}
@@ -466,16 +475,20 @@ static int address_node(struct nx_conf_ld *ld, const char *label, struct fy_node
 	snprintf(host, sizeof(host), "%s", buf + bracketed);
 	size_t hl = strlen(host);
 	if (bracketed && (hl == 0 || host[hl - 1] != ']')) {
-		return nx_conf_fail(ld, val, key, "%s: '%s' is not an IP address (no port here: "
-				    "the url's port applies)", label, buf);
+		return nx_conf_fail(ld, val, key,
+				    "%s: '%s' is not an IP address (no port here: "
+				    "the url's port applies)",
+				    label, buf);
 	}
 	host[hl - bracketed] = '\0';
 	struct in_addr v4;
 	bool v6 = strchr(host, ':') != NULL;
 	if ((!v6 && inet_pton(AF_INET, host, &v4) != 1) ||
 	    numeric_addr(host, v6, u->port, &u->addr, why, sizeof(why))) {
-		return nx_conf_fail(ld, val, key, "%s: '%s' is not an IP address (no port here: "
-				    "the url's port applies)", label, buf);
+		return nx_conf_fail(ld, val, key,
+				    "%s: '%s' is not an IP address (no port here: "
+				    "the url's port applies)",
+				    label, buf);
 	}
 	u->resolved = true;
 	return 0;
@@ -516,7 +529,8 @@ static int map_node(struct nx_conf_ld *ld, const char *label, struct fy_node *it
 		if (strchr(u->text, '#')) {
 			return nx_conf_fail(ld, v[U_NAME], k[U_NAME],
 					    "%s: the url already names the server after '#': give "
-					    "the name once", fl);
+					    "the name once",
+					    fl);
 		}
 		free_str(&u->auth_name);
 		if (host_name(buf, "name", &u->auth_name, why, sizeof(why))) {
@@ -535,7 +549,8 @@ static int map_node(struct nx_conf_ld *ld, const char *label, struct fy_node *it
 		if (!u->host) {
 			return nx_conf_fail(ld, v[U_ADDRESS], k[U_ADDRESS],
 					    "%s: only for a url whose host is a name (this url "
-					    "already gives an address)", fl);
+					    "already gives an address)",
+					    fl);
 		}
 		rc = address_node(ld, fl, v[U_ADDRESS], k[U_ADDRESS], u);
 	}
@@ -591,8 +606,8 @@ int nx_conf_upstream_seq(struct nx_conf_ld *ld, const char *label, struct fy_nod
 	return 0;
 }
 
-static int upstreams_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
-			   struct fy_node *val, struct fy_node *key)
+static int upstreams_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			   struct fy_node *key)
 {
 	return nx_conf_upstream_seq(ld, k->path, val, key, k->min, k->max,
 				    NX_CONF_FIELD(ld->c, k, struct nx_conf_upstream *),
@@ -614,10 +629,10 @@ static void upstreams_range(const struct nx_conf_key *k, char *buf, size_t cap)
 }
 
 const struct nx_conf_type nx_conf_t_upstreams = {
-	.name = "list of upstream servers",
-	.parse = upstreams_parse,
-	.release = upstreams_release,
-	.range = upstreams_range,
+    .name = "list of upstream servers",
+    .parse = upstreams_parse,
+    .release = upstreams_release,
+    .range = upstreams_range,
 };
 
 /* ---- after every key: host names need some way to be resolved ---- */
@@ -637,12 +652,13 @@ static int check_hosts(struct nx_conf_ld *ld, const struct nx_conf_upstream *u, 
 	for (size_t i = 0; i < n; i++) {
 		if (!u[i].resolved) {
 			struct nx_conf_pos at = {(int)u[i].line, (int)u[i].col};
-			return nx_conf_fail_pos(ld, at,
-						"upstream host '%s' cannot be resolved: give its "
-						"address (the mapping form's `address`), list plain "
-						"servers in upstream.bootstrap, or add a plain server "
-						"to upstream.servers",
-						u[i].host);
+			return nx_conf_fail_pos(
+			    ld, at,
+			    "upstream host '%s' cannot be resolved: give its "
+			    "address (the mapping form's `address`), list plain "
+			    "servers in upstream.bootstrap, or add a plain server "
+			    "to upstream.servers",
+			    u[i].host);
 		}
 	}
 	return 0;

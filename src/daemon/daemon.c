@@ -420,7 +420,7 @@ int nx_daemon_run(const char *config_path)
 						i ? " " : "", d->cur->c->listen_dns[i].text);
 		}
 		nx_log(NX_LOG_INFO, "daemon", "serving DNS on %s (udp+tcp), %u workers, %zu upstreams",
-		       addrs, nw, d->cur->c->n_upstreams);
+		       addrs, nw, d->cur->n_servers);
 		uv_run(&d->loop, UV_RUN_DEFAULT);
 		exit_code = 0;
 		uv_close((uv_handle_t *)&d->sig_hup, on_close_noop);

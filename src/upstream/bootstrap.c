@@ -20,25 +20,25 @@
 #include "base/stats.h"
 #include "dns/msg.h"
 
-#define UDP_BUF 4096      /* we advertise 1232 bytes of EDNS payload; room for a larger lie */
-#define QUERY_MAX 512     /* a question with a 255-byte name and our OPT fits */
-#define CNAME_HOPS 8      /* chain length followed in one answer (Unbound follows 11) */
-#define WHY_MAX 192       /* bytes of a failure reason */
+#define UDP_BUF 4096  /* we advertise 1232 bytes of EDNS payload; room for a larger lie */
+#define QUERY_MAX 512 /* a question with a 255-byte name and our OPT fits */
+#define CNAME_HOPS 8  /* chain length followed in one answer (Unbound follows 11) */
+#define WHY_MAX 192   /* bytes of a failure reason */
 
 enum outcome {
-	OK,       /* an address */
-	NODATA,   /* the name exists without this type: try the other type */
+	OK,	  /* an address */
+	NODATA,	  /* the name exists without this type: try the other type */
 	NXDOMAIN, /* the name does not exist: no point asking the other type */
-	FAILED,   /* no usable answer from this server: try the next */
+	FAILED,	  /* no usable answer from this server: try the next */
 };
 
 struct ask {
-	const struct nx_addr *server;      /* borrowed */
+	const struct nx_addr *server; /* borrowed */
 	struct nx_dns_question q;
-	uint64_t until;                    /* this turn's deadline, monotonic ms */
-	struct sockaddr_storage found;     /* the address, port 0 */
+	uint64_t until;		       /* this turn's deadline, monotonic ms */
+	struct sockaddr_storage found; /* the address, port 0 */
 	socklen_t found_len;
-	char why[WHY_MAX];                 /* when not OK */
+	char why[WHY_MAX]; /* when not OK */
 };
 
 static int wait_fd(int fd, short events, uint64_t until)
@@ -119,7 +119,8 @@ static enum outcome pick(struct ask *a, const uint8_t *buf, const struct nx_dns_
 					 a->server->text);
 				return FAILED;
 			}
-			bool mine = klass == NX_DNS_C_IN && nx_dns_name_eq(owner, olen, target, tlen);
+			bool mine =
+			    klass == NX_DNS_C_IN && nx_dns_name_eq(owner, olen, target, tlen);
 			if (mine && type == a->q.qtype && rdlen == want) {
 				const uint8_t *ip = nx_dns_rd_bytes(&rd, rdlen);
 				memset(&a->found, 0, sizeof(a->found));
@@ -182,7 +183,8 @@ static int full_io(int fd, bool wr, uint8_t *p, size_t n, uint64_t until)
 		if (rc) {
 			return rc;
 		}
-		ssize_t k = wr ? send(fd, p + done, n - done, MSG_NOSIGNAL) : recv(fd, p + done, n - done, 0);
+		ssize_t k = wr ? send(fd, p + done, n - done, MSG_NOSIGNAL)
+			       : recv(fd, p + done, n - done, 0);
 		if (k == 0 && !wr) {
 			return -ECONNRESET;
 		}
@@ -298,7 +300,8 @@ static enum outcome ask_one(struct ask *a)
 		}
 		struct sockaddr_storage from;
 		socklen_t flen = sizeof(from);
-		ssize_t n = rc ? -1 : recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+		ssize_t n =
+		    rc ? -1 : recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
 		if (n < 0) {
 			if (!rc && (errno == EAGAIN || errno == EINTR)) {
 				continue;
@@ -321,7 +324,8 @@ static enum outcome ask_one(struct ask *a)
 		if (!ours(&m, id, &a->q)) {
 			continue;
 		}
-		out = m.flags & NX_DNS_F_TC ? ask_tcp(a, query, (size_t)qlen, id) : judge(a, buf, &m);
+		out =
+		    m.flags & NX_DNS_F_TC ? ask_tcp(a, query, (size_t)qlen, id) : judge(a, buf, &m);
 		break;
 	}
 	close(fd);
@@ -396,9 +400,10 @@ static void fill(struct nx_conf_upstream *u, const struct sockaddr_storage *ss, 
 	u->addr.len = len;
 	set_port(&u->addr.ss, u->port);
 	char ip[INET6_ADDRSTRLEN] = "?";
-	const void *p = ss->ss_family == AF_INET
-				? (const void *)&((const struct sockaddr_in *)(const void *)ss)->sin_addr
-				: (const void *)&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr;
+	const void *p =
+	    ss->ss_family == AF_INET
+		? (const void *)&((const struct sockaddr_in *)(const void *)ss)->sin_addr
+		: (const void *)&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr;
 	inet_ntop(ss->ss_family, p, ip, sizeof(ip));
 	snprintf(u->addr.text, sizeof(u->addr.text), ss->ss_family == AF_INET ? "%s:%u" : "[%s]:%u",
 		 ip, u->port);
@@ -449,7 +454,8 @@ int nx_up_bootstrap_resolve(struct nx_conf *c, unsigned timeout_ms, char *err, s
 			struct sockaddr_storage ss;
 			socklen_t len = 0;
 			char why[WHY_MAX];
-			int rc = resolve(servers, n, u->host, deadline, &ss, &len, why, sizeof(why));
+			int rc =
+			    resolve(servers, n, u->host, deadline, &ss, &len, why, sizeof(why));
 			if (rc) {
 				char at[32] = "";
 				if (u->line) {

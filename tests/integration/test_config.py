@@ -45,6 +45,25 @@ BAD = [
     ("bad_port", "listener:\n  dns:\n    - 127.0.0.1:99999\n", 3, 7, ""),
     ("bad_cidr", "access:\n  allow:\n    - 10.0.0.0/33\n", 3, 7, ""),
     ("bad_zone_server", "upstream:\n  forward_zones:\n    lan:\n      - nowhere\n", 4, 9, ""),
+    # encrypted DNS: every refusal names its reason at the value
+    ("tls_host_missing", "upstream:\n  servers: [\"tls://\"]\n", 2, 13, "host is missing"),
+    ("https_path_missing", "upstream:\n  servers:\n    - \"https://dns.example\"\n", 3, 7,
+     "path is missing"),
+    ("unknown_scheme", "upstream:\n  servers: [\"quic://dns.example\"]\n", 2, 13,
+     "unknown scheme 'quic'"),
+    ("bad_pin", "upstream:\n  servers:\n    - url: \"tls://1.1.1.1\"\n"
+     "      pin_sha256: [\"not-a-pin\"]\n", 4, 20, "base64"),
+    ("unresolvable_host", "upstream:\n  servers: [\"tls://1.1.1.1\", \"tls://dns.example\"]\n",
+     2, 30, "cannot be resolved"),
+    ("admin_tls_cert_moved", "admin:\n  tls_cert: c.pem\n  tls_key: k.pem\n", 2, 3,
+     "tls.cert"),
+    ("tls_cert_without_key", "tls:\n  cert: c.pem\n", 2, 9, "tls.key"),
+    ("bad_server_name", "tls:\n  server_name: \"dns home\"\n", 2, 16, "host name"),
+    ("doh_max_streams_range", "listener:\n  doh_max_streams: 0\n", 2, 20, "1..1000"),
+    ("dot_port_taken", "listener:\n  dns: [\"127.0.0.1:853\"]\n  dot: [\"127.0.0.1\"]\n", 3, 3,
+     "also listener.dns"),
+    ("bad_client_id", "clients:\n  - name: phone\n    ids: [\"id:Phone\"]\n", 3, 11,
+     "client id"),
 ]
 
 
@@ -194,3 +213,61 @@ def test_harness_config_passes_check_config(make_nxdns):
     nx = make_nxdns(["127.0.0.1:5398"], start=False)
     out = _check(nx.config_path)
     assert out.returncode == 0, out.stderr + "\n" + to_yaml(nx.config)
+
+
+ENCRYPTED = """\
+listener:
+  dns: ["127.0.0.1:5399"]
+  dot: ["127.0.0.1:5853"]
+  doh: ["127.0.0.1:5443"]
+  tls_handshake_timeout_ms: 3000
+  doh_max_streams: 50
+  permit_wait_ms: 500
+tls:
+  cert: cert.pem
+  key: key.pem
+  server_name: dns.home.example
+upstream:
+  servers:
+    - "127.0.0.1:5398"
+    - "tcp://127.0.0.1:5397"
+    - "tls://dns.quad9.net#dns.quad9.net"
+    - url: "https://127.0.0.1/dns-query"
+      name: doh.example
+      pin_sha256: ["ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs="]
+  bootstrap: ["127.0.0.1:5398"]
+access:
+  admit_client_ids: true
+clients:
+  - name: phone
+    ids: ["id:phone-anna", "192.168.1.30"]
+admin:
+  tls: true
+state_dir: ./var
+"""
+
+
+def test_check_config_encrypted_dns(tmp_path):
+    """Every key of the encrypted-DNS side together passes check-config, without any network
+    (the host-named upstream is only resolved when serving)."""
+    p = tmp_path / "enc.yaml"
+    p.write_text(ENCRYPTED)
+    out = _check(p)
+    assert out.returncode == 0, out.stderr
+
+
+def test_encrypted_upstreams_are_skipped_with_a_warning(make_upstream, make_nxdns):
+    """Until the forwarder speaks TCP-only, DoT and DoH, such servers are named at start and not
+    used: queries go to the plain server only, never as plain DNS to a DoT/DoH address."""
+    up = make_upstream(default_a="192.0.2.7")
+    dot = make_upstream(default_a="192.0.2.66")  # must never be asked
+    dot_port = dot.addr.rsplit(":", 1)[1]
+    nx = make_nxdns([up, f"tls://127.0.0.1:{dot_port}", f"tcp://127.0.0.1:{dot_port}"])
+    log = nx.log()
+    assert f"upstream tls://127.0.0.1:{dot_port} is not used" in log, log
+    assert f"upstream tcp://127.0.0.1:{dot_port} is not used" in log, log
+    for i in range(3):
+        r = nx.udp(make_query(f"enc{i}.example"))
+        assert answers(r) == ["192.0.2.7"]
+    assert not dot.queries(), "a DoT/TCP-only server was sent plain DNS"
+

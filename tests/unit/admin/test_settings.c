@@ -140,6 +140,50 @@ static void put_round_trip(void **state)
 	assert_int_equal(f->conf->cache_size, 500);
 }
 
+/* Encrypted upstreams read back in a form the file takes again: text, or the mapping when
+ * the text alone cannot carry what was written (a separate name, pins, an address). */
+static void encrypted_upstreams_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"upstream.servers\", \"value\": [\"9.9.9.9\", "
+		"\"tls://dns.quad9.net#dns.quad9.net\", "
+		"{\"url\": \"https://1.1.1.1/dns-query\", \"name\": \"cloudflare-dns.com\"}, "
+		"{\"url\": \"tls://dns.example\", \"address\": \"192.0.2.9\", "
+		"\"pin_sha256\": [\"ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=\"]}]}");
+	fx_expect(&r, 200, NULL);
+	json_t *servers = setting(&r, "upstream.servers");
+	assert_int_equal(json_array_size(servers), 4);
+	assert_string_equal(json_string_value(json_array_get(servers, 0)), "9.9.9.9");
+	assert_string_equal(json_string_value(json_array_get(servers, 1)),
+			    "tls://dns.quad9.net#dns.quad9.net");
+	json_t *m = json_array_get(servers, 2);
+	assert_string_equal(json_string_value(json_object_get(m, "url")),
+			    "https://1.1.1.1/dns-query");
+	assert_string_equal(json_string_value(json_object_get(m, "name")), "cloudflare-dns.com");
+	assert_null(json_object_get(m, "address"));
+	m = json_array_get(servers, 3);
+	assert_string_equal(json_string_value(json_object_get(m, "address")), "192.0.2.9");
+	assert_null(json_object_get(m, "name")); /* the host is the name: nothing to add */
+	assert_string_equal(json_string_value(json_array_get(json_object_get(m, "pin_sha256"), 0)),
+			    "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=");
+	json_t *body = json_pack("{s:{s:O}}", "settings", "upstream.servers", servers);
+	char *again = json_dumps(body, 0);
+	json_decref(body);
+	fx_resp_free(&r);
+	assert_int_equal(f->conf->n_upstreams, 4);
+	assert_int_equal(f->conf->upstreams[3].n_pins, 1);
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, again);
+	fx_expect(&r, 200, NULL);
+	fx_resp_free(&r);
+	free(again);
+	assert_int_equal(f->conf->n_upstreams, 4);
+	assert_string_equal(f->conf->upstreams[2].auth_name, "cloudflare-dns.com");
+	assert_true(f->conf->upstreams[3].resolved);
+	assert_int_equal(f->conf->upstreams[3].n_pins, 1);
+}
+
 static void refusals_change_nothing(void **state)
 {
 	struct fx *f = *state;
@@ -254,6 +298,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(get_settings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(put_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(encrypted_upstreams_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(refusals_change_nothing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(failed_reload_is_500, setup, teardown),
 	    cmocka_unit_test_setup_teardown(oversized_body_is_413, setup, teardown),

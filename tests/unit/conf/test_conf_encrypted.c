@@ -130,7 +130,8 @@ static void tls_errors(void **state)
 		 "only letters, digits, '-', '_' and dots");
 	load_bad("tls:\n  server_name: [a]\n",
 		 "t.yaml:2:16: tls.server_name: expected a host name, got a list");
-	load_bad("tls:\n  crt: c.pem\n", "t.yaml:2:3: unknown key 'tls.crt' (did you mean 'tls.cert'?)");
+	load_bad("tls:\n  crt: c.pem\n",
+		 "t.yaml:2:3: unknown key 'tls.crt' (did you mean 'tls.cert'?)");
 	load_bad("tls: 5\n", "t.yaml:1:6: tls: expected a mapping, got a scalar");
 }
 
@@ -247,8 +248,8 @@ static void client_id_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(listener_defaults), T(listener_values), T(listener_errors), T(tls_section),
-	    T(tls_errors),        T(client_ids),      T(client_id_errors),
+	    T(listener_defaults), T(listener_values), T(listener_errors),  T(tls_section),
+	    T(tls_errors),	  T(client_ids),      T(client_id_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,10 +30,10 @@ static int port_of(const struct nx_addr *a)
 static void addr_is(const struct nx_addr *a, int family, const char *ip, int port)
 {
 	char text[INET6_ADDRSTRLEN];
-	const void *p = family == AF_INET
-				? (const void *)&((const struct sockaddr_in *)(const void *)&a->ss)->sin_addr
-				: (const void *)&((const struct sockaddr_in6 *)(const void *)&a->ss)
-				      ->sin6_addr;
+	const void *p =
+	    family == AF_INET
+		? (const void *)&((const struct sockaddr_in *)(const void *)&a->ss)->sin_addr
+		: (const void *)&((const struct sockaddr_in6 *)(const void *)&a->ss)->sin6_addr;
 	assert_int_equal(a->ss.ss_family, family);
 	assert_non_null(inet_ntop(family, p, text, sizeof(text)));
 	assert_string_equal(text, ip);
@@ -60,7 +60,8 @@ static void bad(const char *server, const char *why)
 static void plain_is_unchanged(void **state)
 {
 	(void)state;
-	struct nx_conf *c = load_ok("upstream:\n  servers: [\"192.0.2.1\", \"[2001:db8::1]:5300\"]\n");
+	struct nx_conf *c =
+	    load_ok("upstream:\n  servers: [\"192.0.2.1\", \"[2001:db8::1]:5300\"]\n");
 	assert_int_equal(c->n_upstreams, 2);
 	const struct nx_conf_upstream *u = &c->upstreams[0];
 	assert_int_equal(u->kind, NX_CONF_UP_PLAIN);
@@ -218,7 +219,8 @@ static void url_errors(void **state)
 	bad("\"tls://:853\"", "bad upstream 'tls://:853': the host is missing");
 	bad("\"https://x\"",
 	    "bad upstream 'https://x': the path is missing (for example https://x/dns-query)");
-	bad("\"https://x/\"", "bad upstream 'https://x/': the path is empty (for example /dns-query)");
+	bad("\"https://x/\"",
+	    "bad upstream 'https://x/': the path is empty (for example /dns-query)");
 	bad("\"https://x/dns-query?dns=1\"",
 	    "bad upstream 'https://x/dns-query?dns=1': the path must not have a query ('?...')");
 	bad("\"https://x/a b\"",
@@ -226,9 +228,10 @@ static void url_errors(void **state)
 	bad("\"quic://x\"",
 	    "bad upstream 'quic://x': unknown scheme 'quic' (expected tcp://, tls:// or https://; "
 	    "a plain addr:port is UDP with TCP after truncation)");
-	bad("\"http://x/dns-query\"",
-	    "bad upstream 'http://x/dns-query': DNS over plain HTTP is not supported: use https://");
-	bad("\"tls://x/dns-query\"", "bad upstream 'tls://x/dns-query': tls:// takes no path or query");
+	bad("\"http://x/dns-query\"", "bad upstream 'http://x/dns-query': DNS over plain HTTP is "
+				      "not supported: use https://");
+	bad("\"tls://x/dns-query\"",
+	    "bad upstream 'tls://x/dns-query': tls:// takes no path or query");
 	bad("\"tcp://1.2.3.4#name\"",
 	    "bad upstream 'tcp://1.2.3.4#name': a #name applies to tls:// and https:// only");
 	bad("\"tcp://dns.example\"",
@@ -239,7 +242,8 @@ static void url_errors(void **state)
 	    "bad upstream 'tls://1.1.1.1#a..b': the name after '#' 'a..b' is not a host name: "
 	    "empty label, label longer than 63 bytes or name longer than 255");
 	bad("\"tls://9.9.9.9:\"", "bad upstream 'tls://9.9.9.9:': missing port after ':'");
-	bad("\"tls://9.9.9.9:85x\"", "bad upstream 'tls://9.9.9.9:85x': port '85x' is not a number");
+	bad("\"tls://9.9.9.9:85x\"",
+	    "bad upstream 'tls://9.9.9.9:85x': port '85x' is not a number");
 	bad("\"tls://9.9.9.9:0\"", "bad upstream 'tls://9.9.9.9:0': port must be 1..65535");
 	bad("\"tls://2620:fe::fe\"",
 	    "bad upstream 'tls://2620:fe::fe': an IPv6 address needs brackets: [addr]:port");
@@ -247,8 +251,7 @@ static void url_errors(void **state)
 	    "bad upstream 'tls://[2620:fe::fe': missing ']' after the IPv6 address");
 	bad("\"tls://[2620:fe::fe]853\"",
 	    "bad upstream 'tls://[2620:fe::fe]853': expected ':port' after ']'");
-	bad("\"tls://[dns.example]\"",
-	    "bad upstream 'tls://[dns.example]': not an IPv6 address");
+	bad("\"tls://[dns.example]\"", "bad upstream 'tls://[dns.example]': not an IPv6 address");
 	bad("\"tls://1.2.3\"",
 	    "bad upstream 'tls://1.2.3': host '1.2.3' is neither an IP address nor a host name");
 	bad("\"tls://dns_bad!.example\"",
@@ -260,10 +263,12 @@ static void url_errors(void **state)
 	bad("\"dns.example\"",
 	    "bad address 'dns.example': not an IP address (host names are not accepted here)");
 	bad("\"\"", "bad address '': empty address");
-	bad("\"https://a.example/" \
-	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+	bad("\"https://a.example/"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
 	    "bad upstream 'https://a.example/"
-	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx': "
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxx': "
 	    "longer than 127 bytes");
 	/* duplicates: the same server however it is written */
 	load_bad("upstream:\n  servers: [\"tls://9.9.9.9\", \"tls://9.9.9.9:853#dns.quad9.net\"]\n",
@@ -347,8 +352,9 @@ static void pin_errors(void **state)
 static void bootstrap(void **state)
 {
 	(void)state;
-	struct nx_conf *c = load_ok("upstream:\n  bootstrap: [\"192.0.2.53\", \"[2001:db8::53]:5353\"]\n"
-				    "  servers: [\"tls://dns.example\"]\n");
+	struct nx_conf *c =
+	    load_ok("upstream:\n  bootstrap: [\"192.0.2.53\", \"[2001:db8::53]:5353\"]\n"
+		    "  servers: [\"tls://dns.example\"]\n");
 	assert_int_equal(c->n_bootstrap, 2);
 	addr_is(&c->bootstrap[0], AF_INET, "192.0.2.53", 53);
 	addr_is(&c->bootstrap[1], AF_INET6, "2001:db8::53", 5353);
@@ -387,9 +393,10 @@ static void bootstrap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(plain_is_unchanged), T(tcp_urls),   T(tls_urls),   T(https_urls),
-	    T(mapping_form),       T(forward_zone_servers), T(url_errors), T(mapping_errors),
-	    T(pin_errors),         T(bootstrap),
+	    T(plain_is_unchanged), T(tcp_urls),	      T(tls_urls),
+	    T(https_urls),	   T(mapping_form),   T(forward_zone_servers),
+	    T(url_errors),	   T(mapping_errors), T(pin_errors),
+	    T(bootstrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

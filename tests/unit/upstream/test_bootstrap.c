@@ -27,9 +27,9 @@
 #include "upstream/bootstrap.h"
 
 enum mode {
-	M_ANSWER,         /* answer from the zone below */
-	M_SILENT,         /* record, never answer */
-	M_TC,             /* UDP: empty reply with TC; TCP: the answer */
+	M_ANSWER,	  /* answer from the zone below */
+	M_SILENT,	  /* record, never answer */
+	M_TC,		  /* UDP: empty reply with TC; TCP: the answer */
 	M_WRONG_ID_FIRST, /* a reply with another id, then the right one */
 	M_SERVFAIL,
 };
@@ -74,21 +74,23 @@ static int answer(struct fakedns *f, const uint8_t *q, size_t qlen, uint8_t *out
 	bool a = m.q.qtype == NX_DNS_T_A, aaaa = m.q.qtype == NX_DNS_T_AAAA;
 	if (!strcmp(name, "dns.example")) {
 		if (a) {
-			rr[n++] = (struct nx_dns_rr_spec){.type = NX_DNS_T_A, .ttl = 60, .rdata = v4,
-							  .rdlen = 4};
+			rr[n++] = (struct nx_dns_rr_spec){
+			    .type = NX_DNS_T_A, .ttl = 60, .rdata = v4, .rdlen = 4};
 		}
 	} else if (!strcmp(name, "v6only.example")) {
 		if (aaaa) {
-			rr[n++] = (struct nx_dns_rr_spec){.type = NX_DNS_T_AAAA, .ttl = 60,
-							  .rdata = v6, .rdlen = 16};
+			rr[n++] = (struct nx_dns_rr_spec){
+			    .type = NX_DNS_T_AAAA, .ttl = 60, .rdata = v6, .rdlen = 16};
 		}
 	} else if (!strcmp(name, "alias.example")) {
-		rr[n++] = (struct nx_dns_rr_spec){.type = NX_DNS_T_CNAME, .ttl = 60,
-						  .rdata = target, .rdlen = sizeof(target)};
+		rr[n++] = (struct nx_dns_rr_spec){
+		    .type = NX_DNS_T_CNAME, .ttl = 60, .rdata = target, .rdlen = sizeof(target)};
 		if (a) {
 			rr[n++] = (struct nx_dns_rr_spec){.owner = target,
 							  .owner_len = sizeof(target),
-							  .type = NX_DNS_T_A, .ttl = 60, .rdata = v4,
+							  .type = NX_DNS_T_A,
+							  .ttl = 60,
+							  .rdata = v4,
 							  .rdlen = 4};
 		}
 	} else {
@@ -303,10 +305,11 @@ static void nxdomain_names_the_host(void **state)
 	fake_start(&f, M_ANSWER);
 	struct nx_conf *c;
 	char err[NX_CONF_ERR_MAX], want[NX_CONF_ERR_MAX];
-	int rc = load_resolve(&c, 2000, err, sizeof(err),
-			      "upstream:\n  bootstrap: [\"127.0.0.1:%u\"]\n"
-			      "  servers: [\"tls://dns.example\",\n    \"https://nope.example/q\"]\n",
-			      f.port);
+	int rc =
+	    load_resolve(&c, 2000, err, sizeof(err),
+			 "upstream:\n  bootstrap: [\"127.0.0.1:%u\"]\n"
+			 "  servers: [\"tls://dns.example\",\n    \"https://nope.example/q\"]\n",
+			 f.port);
 	assert_int_equal(rc, NX_ECONFIG);
 	snprintf(want, sizeof(want),
 		 "t.yaml:4:5: upstream host 'nope.example' cannot be resolved through "
@@ -314,7 +317,7 @@ static void nxdomain_names_the_host(void **state)
 		 f.port);
 	assert_string_equal(err, want);
 	assert_int_equal(atomic_load(&f.aaaa_queries), 0); /* NXDOMAIN: no point asking AAAA */
-	addr_is(&c->upstreams[0], "192.0.2.10:853");    /* resolved before the failure */
+	addr_is(&c->upstreams[0], "192.0.2.10:853");	   /* resolved before the failure */
 	assert_false(c->upstreams[1].resolved);
 	nx_conf_free(c);
 	fake_stop(&f);
@@ -396,14 +399,10 @@ int main(void)
 {
 	assert_int_equal(nx_rand_init(), 0);
 	const struct CMUnitTest tests[] = {
-	    T(resolves_a_once_for_every_use),
-	    T(aaaa_after_nodata_and_cname),
-	    T(truncated_goes_to_tcp),
-	    T(wrong_id_is_ignored),
-	    T(nxdomain_names_the_host),
-	    T(failing_servers_move_on),
-	    T(silence_ends_at_the_deadline),
-	    T(nothing_to_resolve_is_network_free),
+	    T(resolves_a_once_for_every_use), T(aaaa_after_nodata_and_cname),
+	    T(truncated_goes_to_tcp),	      T(wrong_id_is_ignored),
+	    T(nxdomain_names_the_host),	      T(failing_servers_move_on),
+	    T(silence_ends_at_the_deadline),  T(nothing_to_resolve_is_network_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
