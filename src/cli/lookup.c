@@ -115,7 +115,7 @@ int nx_cli_lookup(int argc, char **argv)
 	}
 	struct nx_decide_ctx d = {.c = c, .rules = rules, .snap = lists.cur->snap};
 	struct nx_client_policy p;
-	nx_decide_policy(&d, (struct sockaddr *)&ss, &p);
+	nx_decide_policy(&d, (struct sockaddr *)&ss, NULL, &p);
 	rc = 0;
 	if (strcmp(argv[optind], "-") == 0) {
 		char line[1100];

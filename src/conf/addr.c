@@ -316,6 +316,13 @@ static bool in_list(const struct nx_cidr *l, size_t n, int family, const uint8_t
 	return false;
 }
 
+bool nx_conf_acl_denied(const struct nx_conf *c, const struct sockaddr *sa)
+{
+	int family;
+	const uint8_t *a;
+	return !nx_conf_client_bytes(sa, &family, &a) || in_list(c->deny, c->n_deny, family, a);
+}
+
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa)
 {
 	int family;

@@ -263,6 +263,8 @@ void nx_conf_free(struct nx_conf *c);
 
 /* Is the client address allowed (deny first, then allow or the built-in private ranges)? */
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);
+/* Is the address in access.deny (or not an IPv4/IPv6 address at all)? */
+bool nx_conf_acl_denied(const struct nx_conf *c, const struct sockaddr *sa);
 
 /*
  * Filtering policy of the client at `sa` (IPv4-mapped IPv6 is matched as IPv4): the client

@@ -281,7 +281,7 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 		.paused = paused_until(d) != 0,
 	};
 	struct nx_client_policy p;
-	nx_decide_policy(&dc, (struct sockaddr *)&ss, &p);
+	nx_decide_policy(&dc, (struct sockaddr *)&ss, NULL, &p);
 	struct nx_filter_result r;
 	enum nx_filter_action a = nx_decide(&dc, &p, wire, (size_t)wl, &r);
 	char matched[NX_DNS_TEXT_MAX] = "";

@@ -19,6 +19,7 @@
 #include "base/stats.h"
 #include "daemon/impl.h"
 #include "net/sockopt.h"
+#include "net/tls.h"
 #include "cache/cache.h"
 #include "upstream/upstream.h"
 
@@ -64,12 +65,15 @@ static void confref_free(struct nx_confref *r)
 	nx_mem_free(NX_OWNER_config, r->servers,
 		    r->servers ? NX_MAX(1, r->c->n_upstreams) * sizeof(*r->servers) : 0);
 	nx_filter_rules_free(r->rules);
+	nx_tls_creds_unref(r->creds);
 	nx_conf_free(r->c);
 	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
 }
 
-/* Wrap a loaded config (taking ownership) with the tables the workers use. */
-static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
+/* Wrap a loaded config (taking ownership) with the tables the workers use; `prev` is the running
+ * generation (NULL at start), whose certificate a reload keeps when the new one cannot load. */
+static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen,
+				      const struct nx_confref *prev)
 {
 	struct nx_confref *r = nx_mem_calloc(NX_OWNER_config, 1, sizeof(*r));
 	if (!r) {
@@ -88,6 +92,10 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen)
 		return NULL;
 	}
 	r->n_servers = fill_servers(c->upstreams, c->n_upstreams, r->servers);
+	if (nx_daemon_load_creds(c, prev ? prev->creds : NULL, &r->creds) < 0) {
+		confref_free(r);
+		return NULL;
+	}
 	if (nx_decide_rules_build(c, &r->rules) < 0) {
 		confref_free(r);
 		return NULL;
@@ -198,12 +206,25 @@ static void apply_log_level(const struct nx_conf *c)
  * the listeners, which need a restart (said in the log). */
 static bool listeners_equal(const struct nx_conf *a, const struct nx_conf *b)
 {
-	if (a->n_listen_dns != b->n_listen_dns || a->workers != b->workers) {
+	if (a->workers != b->workers) {
 		return false;
 	}
-	for (size_t i = 0; i < a->n_listen_dns; i++) {
-		if (strcmp(a->listen_dns[i].text, b->listen_dns[i].text) != 0) {
+	const struct {
+		const struct nx_addr *a, *b;
+		size_t na, nb;
+	} lists[] = {
+		{a->listen_dns, b->listen_dns, a->n_listen_dns, b->n_listen_dns},
+		{a->listen_dot, b->listen_dot, a->n_listen_dot, b->n_listen_dot},
+		{a->listen_doh, b->listen_doh, a->n_listen_doh, b->n_listen_doh},
+	};
+	for (size_t l = 0; l < NX_ARRAY_LEN(lists); l++) {
+		if (lists[l].na != lists[l].nb) {
 			return false;
+		}
+		for (size_t i = 0; i < lists[l].na; i++) {
+			if (strcmp(lists[l].a[i].text, lists[l].b[i].text) != 0) {
+				return false;
+			}
 		}
 	}
 	return true;
@@ -221,7 +242,8 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 	}
 	if (!listeners_equal(d->cur->c, c)) {
 		nx_log(NX_LOG_WARN, "daemon",
-		       "reload: listener.dns / listener.workers changes take effect after a restart");
+		       "reload: listener.dns / .dot / .doh / .workers changes take effect after a "
+		       "restart");
 	}
 	const struct nx_conf *o = d->cur->c;
 	if (o->cache_size != c->cache_size || o->cache_min_ttl != c->cache_min_ttl ||
@@ -229,7 +251,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 	    o->cache_serve_stale != c->cache_serve_stale || o->cache_prefetch != c->cache_prefetch) {
 		nx_log(NX_LOG_WARN, "daemon", "reload: cache.* changes take effect after a restart");
 	}
-	struct nx_confref *r = confref_new(c, ++d->gen);
+	struct nx_confref *r = confref_new(c, ++d->gen, d->cur);
 	if (!r) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);
 		nx_log(NX_LOG_ERR, "daemon", "reload failed: out of memory");
@@ -344,12 +366,14 @@ int nx_daemon_run(const char *config_path)
 	}
 	uv_loop_init(&d->loop);
 	nx_stats_thread_register();
-	d->cur = confref_new(c, ++d->gen);
+	d->cur = confref_new(c, ++d->gen, NULL);
 	if (!d->cur) {
 		goto out_loop;
 	}
-	if (d->cur->c->n_listen_dns > NX_MAX_LISTENERS) {
-		nx_log(NX_LOG_ERR, "daemon", "at most %d listener.dns addresses", NX_MAX_LISTENERS);
+	if (d->cur->c->n_listen_dns > NX_MAX_LISTENERS || d->cur->c->n_listen_dot > NX_MAX_LISTENERS ||
+	    d->cur->c->n_listen_doh > NX_MAX_LISTENERS) {
+		nx_log(NX_LOG_ERR, "daemon", "at most %d listener.dns, .dot and .doh addresses each",
+		       NX_MAX_LISTENERS);
 		exit_code = 2;
 		goto out_cref;
 	}
@@ -370,8 +394,12 @@ int nx_daemon_run(const char *config_path)
 		goto out_cref;
 	}
 	d->n_workers = nw;
-	for (size_t i = 0; i < d->cur->c->n_listen_dns; i++) {
-		const struct nx_addr *a = &d->cur->c->listen_dns[i];
+	const struct nx_conf *lc = d->cur->c;
+	for (size_t i = 0; i < lc->n_listen_dns + lc->n_listen_dot + lc->n_listen_doh; i++) {
+		const struct nx_addr *a = i < lc->n_listen_dns ? &lc->listen_dns[i]
+				       : i < lc->n_listen_dns + lc->n_listen_dot
+					   ? &lc->listen_dot[i - lc->n_listen_dns]
+					   : &lc->listen_doh[i - lc->n_listen_dns - lc->n_listen_dot];
 		int prc = nx_sock_probe_free(a);
 		if (prc < 0) {
 			nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s: %s%s", a->text,
@@ -421,6 +449,14 @@ int nx_daemon_run(const char *config_path)
 		}
 		nx_log(NX_LOG_INFO, "daemon", "serving DNS on %s (udp+tcp), %u workers, %zu upstreams",
 		       addrs, nw, d->cur->n_servers);
+		for (size_t i = 0; i < lc->n_listen_dot; i++) {
+			nx_log(NX_LOG_INFO, "daemon", "serving DNS-over-TLS on %s",
+			       lc->listen_dot[i].text);
+		}
+		for (size_t i = 0; i < lc->n_listen_doh; i++) {
+			nx_log(NX_LOG_INFO, "daemon", "serving DNS-over-HTTPS on https://%s/dns-query",
+			       lc->listen_doh[i].text);
+		}
 		uv_run(&d->loop, UV_RUN_DEFAULT);
 		exit_code = 0;
 		uv_close((uv_handle_t *)&d->sig_hup, on_close_noop);

@@ -8,9 +8,10 @@
 #include "dns/wire.h"
 
 void nx_decide_policy(const struct nx_decide_ctx *d, const struct sockaddr *client,
-		      struct nx_client_policy *p)
+		      const char *client_id, struct nx_client_policy *p)
 {
-	nx_conf_client_policy(d->c, client, &p->eligible, &p->filtering, &p->client);
+	nx_conf_client_policy_id(d->c, client, client_id, &p->eligible, &p->filtering,
+				 &p->client);
 	if (!d->c->filter_enabled || d->paused) {
 		p->filtering = false;
 	}

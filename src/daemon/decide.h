@@ -37,7 +37,7 @@ struct nx_client_policy {
 };
 
 void nx_decide_policy(const struct nx_decide_ctx *d, const struct sockaddr *client,
-		      struct nx_client_policy *p);
+		      const char *client_id, struct nx_client_policy *p);
 
 /* Compile filter.allow / filter.deny of c (validated by the loader). 0 or a negative code. */
 int nx_decide_rules_build(const struct nx_conf *c, struct nx_filter_rules **out);

@@ -29,8 +29,6 @@
 #define NX_MAX_LISTENERS 16      /* listener.dns entries (each gets UDP + TCP per worker) */
 /* Stream listeners per worker: TCP for each listener.dns address, then listener.dot, .doh. */
 #define NX_MAX_STREAM_LISTENERS (3 * NX_MAX_LISTENERS)
-/* How long a stream query may wait for a query permit (listener.permit_wait_ms). */
-#define NX_WORKER_PERMIT_WAIT_MS 2000
 #define NX_COALESCE_SHARDS 16    /* locks of the process-wide in-flight table */
 #define NX_COALESCE_BUCKETS 64   /* buckets per shard (chains beyond): 1024 in all */
 
@@ -62,6 +60,7 @@ struct nx_confref {
 	struct nx_up_server **zone_servers; /* owned: per forward zone, same order as c->zones */
 	size_t *zone_n;             /* owned */
 	struct nx_filter_rules *rules; /* owned: filter.allow / filter.deny, compiled */
+	struct nx_tls_creds *creds; /* referenced: the DoT/DoH certificate, NULL without those */
 };
 
 void nx_confref_acquire(struct nx_confref *r);
@@ -139,6 +138,13 @@ void nx_worker_join(struct nx_worker *w);
 void nx_worker_deinit(struct nx_worker *w);
 struct nx_confref *nx_daemon_current(struct nx_daemon *d); /* acquires a reference */
 struct nx_snapref *nx_daemon_current_snap(struct nx_daemon *d); /* acquires a reference */
+
+/* certs.c (control thread): the DoT/DoH server credentials for config c, or NULL when no such
+ * listener is configured. On a load error the previous ones are kept (referenced again) when
+ * there are any, else the error is logged and returned. */
+struct nx_tls_creds;
+int nx_daemon_load_creds(const struct nx_conf *c, struct nx_tls_creds *prev,
+			 struct nx_tls_creds **out);
 
 /* daemon.c, refresh.c (control thread) */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);

@@ -648,6 +648,17 @@ static int error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, boo
 	return n > 0 ? n : 0;
 }
 
+/* Access control. A client id (DoH path, DoT SNI) only picks a policy; it admits a query from
+ * an address access.allow refuses only with access.admit_client_ids, and never past deny. */
+static bool admitted(const struct nx_conf *c, const struct origin *o)
+{
+	if (nx_conf_acl_allows(c, o->peer)) {
+		return true;
+	}
+	return c->admit_client_ids && o->r->client_id[0] &&
+	       nx_conf_client_by_id(c, o->r->client_id) >= 0 && !nx_conf_acl_denied(c, o->peer);
+}
+
 /* One query, whatever its transport: an immediate answer's length, 0, or NX_REPLY_*. */
 static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
 		  struct origin *o, uint8_t *out, size_t cap)
@@ -671,7 +682,7 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 	}
 	size_t limit = !o->r->datagram ? NX_DNS_MSG_MAX
 				       : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
-	if (!nx_conf_acl_allows(c, o->peer)) {
+	if (!admitted(c, o)) {
 		nx_stat_inc(NX_STAT_ACL_REFUSED);
 		return error_reply(out, cap, &m, have_q, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
 	}
@@ -702,7 +713,7 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 	}
 	struct nx_decide_ctx dc;
 	decide_ctx(w, &dc);
-	nx_decide_policy(&dc, o->peer, &o->policy);
+	nx_decide_policy(&dc, o->peer, o->r->client_id, &o->policy);
 	struct nx_filter_result fr;
 	enum nx_filter_action act = nx_decide(&dc, &o->policy, m.q.name, m.q.name_len, &fr);
 	o->fr = fr;

@@ -5,6 +5,7 @@
  * the worker's thread starts (the loop is not running yet), so bind errors are reported
  * synchronously at startup.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -18,9 +19,11 @@ static void stream_limits(const struct nx_conf *c, struct nx_stream_limits *lim)
 	lim->max_conns = c->dns_max_connections;
 	lim->idle_ms = c->tcp_idle_timeout_ms;
 	lim->read_ms = c->tcp_read_timeout_ms;
-	lim->handshake_ms = c->tcp_read_timeout_ms;
-	lim->permit_wait_ms = NX_WORKER_PERMIT_WAIT_MS;
-	lim->max_streams = 100;
+	lim->handshake_ms = c->tls_handshake_timeout_ms;
+	lim->permit_wait_ms = c->permit_wait_ms;
+	lim->max_streams = c->doh_max_streams;
+	snprintf(lim->server_name, sizeof(lim->server_name), "%s",
+		 c->tls_server_name ? c->tls_server_name : "");
 }
 
 static void on_close_noop(uv_handle_t *h)
@@ -75,6 +78,7 @@ static void on_wake(uv_async_t *a)
 		stream_limits(r->c, &lim);
 		for (size_t i = 0; i < w->n_streams; i++) {
 			nx_stream_set_limits(w->streams[i], &lim);
+			nx_stream_set_creds(w->streams[i], r->creds); /* a certificate swap */
 		}
 		nx_upstream_set_max_ops(w->up, r->c->permits);
 	} else {
@@ -108,8 +112,8 @@ static int open_stream(struct nx_worker *w, enum nx_proto proto, const struct nx
 		.out = w->tx,
 	};
 	size_t k = w->n_streams;
-	int rc = nx_stream_listen(&w->loop, proto, a, listener, &w->d->stream_open[k], &lim, NULL,
-				  &env, &w->streams[k]);
+	int rc = nx_stream_listen(&w->loop, proto, a, listener, &w->d->stream_open[k], &lim,
+				  proto == NX_PROTO_TCP ? NULL : w->cref->creds, &env, &w->streams[k]);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s %s: %s", nx_proto_name(proto),
 		       a->text, nx_strerror(rc));
@@ -168,7 +172,13 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 			return rc;
 		}
 	}
-	return 0;
+	for (size_t i = 0; i < c->n_listen_dot && rc == 0; i++) {
+		rc = open_stream(w, NX_PROTO_DOT, &c->listen_dot[i], (int)i);
+	}
+	for (size_t i = 0; i < c->n_listen_doh && rc == 0; i++) {
+		rc = open_stream(w, NX_PROTO_DOH, &c->listen_doh[i], (int)i);
+	}
+	return rc;
 }
 
 static void worker_main(void *arg)
