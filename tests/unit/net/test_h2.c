@@ -576,6 +576,41 @@ static void test_stream_cap(void **state)
 	fx_free(f);
 }
 
+/* A client that ignores our acknowledged cap: HEADERS without END_STREAM, one stream too many.
+ * nghttp2 ends the connection (RFC 9113 5.1.2); the slots never pass the cap. */
+static void test_stream_flood(void **state)
+{
+	struct nx_h2_limits lim = {.max_streams = 2, .max_body = NX_DOH_MSG_MAX};
+	struct fx *f = fx_new(&lim, NULL, 0);
+	pump(f); /* SETTINGS both ways, acknowledged */
+	uint64_t proto = nx_stat_read(NX_STAT_DOH_PROTOCOL);
+	nghttp2_hd_deflater *def;
+	assert_int_equal(nghttp2_hd_deflate_new(&def, 4096), 0);
+	assert_int_equal(nghttp2_hd_deflate_change_table_size(def, 1024), 0); /* our SETTINGS */
+	int rc = 0;
+	for (int32_t id = 1; id <= 5 && rc == 0; id += 2) {
+		nghttp2_nv nv[] = {
+		    {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+		    {(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0},
+		    {(uint8_t *)":authority", (uint8_t *)"dns.test", 10, 8, 0},
+		    {(uint8_t *)":path", (uint8_t *)"/dns-query", 5, 10, 0},
+		};
+		uint8_t fr[9 + 256];
+		ssize_t n = nghttp2_hd_deflate_hd(def, fr + 9, 256, nv, 4);
+		assert_true(n > 0);
+		const uint8_t hd[9] = {0, 0, (uint8_t)n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS,
+				       0, 0, 0, (uint8_t)id};
+		memcpy(fr, hd, 9);
+		rc = nx_h2_feed(f->srv, fr, 9 + (size_t)n);
+		assert_true(nx_h2_streams_open(f->srv) <= 2);
+	}
+	nghttp2_hd_deflate_del(def);
+	assert_int_equal(rc, NX_EMALFORMED);
+	assert_int_equal(nx_stat_read(NX_STAT_DOH_PROTOCOL), proto + 1);
+	assert_true(nx_h2_want_close(f->srv));
+	fx_free(f);
+}
+
 static void test_body_budget(void **state)
 {
 	struct fx *f = fx_new(NULL, NULL, 0);
@@ -745,7 +780,8 @@ int main(void)
 	    cmocka_unit_test(test_get_and_post), cmocka_unit_test(test_answer_inline),
 	    cmocka_unit_test(test_out_of_order), cmocka_unit_test(test_http_errors),
 	    cmocka_unit_test(test_http1),        cmocka_unit_test(test_bad_preface),
-	    cmocka_unit_test(test_stream_cap),   cmocka_unit_test(test_body_budget),
+	    cmocka_unit_test(test_stream_cap),   cmocka_unit_test(test_stream_flood),
+	    cmocka_unit_test(test_body_budget),
 	    cmocka_unit_test(test_copy_path),    cmocka_unit_test(test_client_reset),
 	    cmocka_unit_test(test_goaway),       cmocka_unit_test(test_idle_bytes),
 	    cmocka_unit_test(test_limits),
