@@ -38,8 +38,7 @@ static char enc[NX_DOH_MSG_MAX * 2];
 
 static size_t b64url(const uint8_t *in, size_t len, char *out)
 {
-	static const char a[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	size_t o = 0;
 	for (size_t i = 0; i < len; i += 3) {
 		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0) |
@@ -69,7 +68,8 @@ static const char *field(const uint8_t **p, const uint8_t *end, size_t *len)
 static void request(uint8_t mode, const uint8_t *p, const uint8_t *end)
 {
 	static const char *const methods[] = {"GET", "POST", "HEAD", "PUT"};
-	struct nx_doh_req r = {.method = methods[mode & 3], .method_len = strlen(methods[mode & 3])};
+	struct nx_doh_req r = {.method = methods[mode & 3],
+			       .method_len = strlen(methods[mode & 3])};
 	r.path = field(&p, end, &r.path_len);
 	r.content_type = field(&p, end, &r.content_type_len);
 	r.body = p;
