@@ -13,13 +13,13 @@ static const char doh_ctype[] = "application/dns-message";
 /* ---- base64url: an incremental decoder, so percent-decoded bytes stream straight in ---- */
 
 struct b64 {
-	uint8_t *out;    /* borrowed: caller's buffer */
-	size_t cap;      /* its size */
-	size_t n;        /* bytes produced so far */
-	uint32_t acc;    /* pending bits, low `bits` of them valid */
-	unsigned bits;   /* 0..18 */
-	unsigned chars;  /* characters consumed */
-	int err;         /* sticky: 0, NX_EMALFORMED or NX_ETRUNC */
+	uint8_t *out;	/* borrowed: caller's buffer */
+	size_t cap;	/* its size */
+	size_t n;	/* bytes produced so far */
+	uint32_t acc;	/* pending bits, low `bits` of them valid */
+	unsigned bits;	/* 0..18 */
+	unsigned chars; /* characters consumed */
+	int err;	/* sticky: 0, NX_EMALFORMED or NX_ETRUNC */
 };
 
 static int b64_value(unsigned char c)

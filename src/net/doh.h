@@ -28,19 +28,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NX_DOH_MSG_MAX 65535    /* RFC 8484 6: a DNS message is at most 65535 bytes */
+#define NX_DOH_MSG_MAX 65535	/* RFC 8484 6: a DNS message is at most 65535 bytes */
 #define NX_DOH_CLIENT_ID_MAX 64 /* AdGuard Home's ClientID length limit */
 
 /* One HTTP request as the HTTP layer saw it. Strings are not NUL-terminated. */
 struct nx_doh_req {
-	const char *method;       /* borrowed: the :method value, case-sensitive (RFC 9110 9.1) */
-	size_t method_len;        /* bytes in method */
-	const char *path;         /* borrowed: the :path value (origin-form: path + ?query) */
-	size_t path_len;          /* bytes in path */
+	const char *method;	  /* borrowed: the :method value, case-sensitive (RFC 9110 9.1) */
+	size_t method_len;	  /* bytes in method */
+	const char *path;	  /* borrowed: the :path value (origin-form: path + ?query) */
+	size_t path_len;	  /* bytes in path */
 	const char *content_type; /* borrowed: content-type header value, NULL when absent */
 	size_t content_type_len;  /* bytes in content_type (0 when absent) */
-	const uint8_t *body;      /* borrowed: the request body (POST), NULL when none */
-	size_t body_len;          /* bytes in body */
+	const uint8_t *body;	  /* borrowed: the request body (POST), NULL when none */
+	size_t body_len;	  /* bytes in body */
 };
 
 /*

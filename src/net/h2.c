@@ -50,53 +50,53 @@ enum st_state {
 
 /* One open stream. Fixed size, from the connection's free list. */
 struct stream {
-	struct stream *next;   /* in h->used or h->spare */
-	struct stream *prev;   /* in h->used */
-	struct stream *ready;  /* next on h->ready_head's queue */
-	struct nx_h2 *h;       /* borrowed: the session that owns this slot */
-	int32_t id;            /* HTTP/2 stream id */
-	uint8_t state;         /* enum st_state */
-	uint8_t method;        /* M_* */
-	bool queued;           /* on the ready queue */
-	bool path_long;        /* :path over NX_H2_PATH_MAX: answered 414 */
-	bool ctype_long;       /* content-type over NX_H2_CTYPE_MAX: treated as unsupported */
-	bool has_clen;         /* content-length seen */
-	uint8_t ctype_len;     /* bytes in ctype */
-	uint16_t path_len;     /* bytes of :path at buf[0] */
-	uint32_t clen;         /* content-length value (saturated) */
-	uint32_t body_len;     /* body bytes received and kept */
-	uint32_t big_cap;      /* bytes allocated at big */
-	uint8_t *big;          /* owned: the body when it does not fit buf after the path */
-	const uint8_t *out;    /* response bytes: caller's (during nx_h2_respond), static text,
-				  or out_copy; NULL after a failed copy (the reader resets) */
-	uint32_t out_len;      /* bytes at out */
-	uint32_t out_off;      /* bytes of out already given to nghttp2 */
-	uint8_t *out_copy;     /* owned: copy of an unsent response tail, copy_len bytes */
-	uint32_t copy_len;     /* bytes at out_copy (charged to h->out_bytes) */
+	struct stream *next;  /* in h->used or h->spare */
+	struct stream *prev;  /* in h->used */
+	struct stream *ready; /* next on h->ready_head's queue */
+	struct nx_h2 *h;      /* borrowed: the session that owns this slot */
+	int32_t id;	      /* HTTP/2 stream id */
+	uint8_t state;	      /* enum st_state */
+	uint8_t method;	      /* M_* */
+	bool queued;	      /* on the ready queue */
+	bool path_long;	      /* :path over NX_H2_PATH_MAX: answered 414 */
+	bool ctype_long;      /* content-type over NX_H2_CTYPE_MAX: treated as unsupported */
+	bool has_clen;	      /* content-length seen */
+	uint8_t ctype_len;    /* bytes in ctype */
+	uint16_t path_len;    /* bytes of :path at buf[0] */
+	uint32_t clen;	      /* content-length value (saturated) */
+	uint32_t body_len;    /* body bytes received and kept */
+	uint32_t big_cap;     /* bytes allocated at big */
+	uint8_t *big;	      /* owned: the body when it does not fit buf after the path */
+	const uint8_t *out;   /* response bytes: caller's (during nx_h2_respond), static text,
+				 or out_copy; NULL after a failed copy (the reader resets) */
+	uint32_t out_len;     /* bytes at out */
+	uint32_t out_off;     /* bytes of out already given to nghttp2 */
+	uint8_t *out_copy;    /* owned: copy of an unsent response tail, copy_len bytes */
+	uint32_t copy_len;    /* bytes at out_copy (charged to h->out_bytes) */
 	char ctype[NX_H2_CTYPE_MAX]; /* content-type value */
-	uint8_t buf[H2_INLINE];      /* :path, then the body while it fits */
+	uint8_t buf[H2_INLINE];	     /* :path, then the body while it fits */
 };
 static_assert(sizeof(struct stream) <= 1200, "a stream slot is part of the DoH memory budget");
 
 struct nx_h2 {
-	nghttp2_session *s;        /* owned */
-	nghttp2_mem mem;           /* allocator handed to nghttp2 (copied by it too) */
+	nghttp2_session *s;	   /* owned */
+	nghttp2_mem mem;	   /* allocator handed to nghttp2 (copied by it too) */
 	const struct nx_h2_io *io; /* borrowed for the session's life */
-	void *ud;                  /* borrowed: io's user data */
-	struct stream *used;       /* owned: slots of open streams (doubly linked) */
-	struct stream *spare;      /* owned: free slots, released when no stream is open */
+	void *ud;		   /* borrowed: io's user data */
+	struct stream *used;	   /* owned: slots of open streams (doubly linked) */
+	struct stream *spare;	   /* owned: free slots, released when no stream is open */
 	struct stream *ready_head; /* borrowed from used: requests to dispatch, FIFO */
 	struct stream *ready_tail;
-	unsigned open;             /* slots in used */
-	unsigned max_streams;      /* current cap */
+	unsigned open;		   /* slots in used */
+	unsigned max_streams;	   /* current cap */
 	unsigned max_streams_init; /* cap at creation: nx_h2_set_max_streams never exceeds it */
-	size_t max_body;           /* per-stream body limit */
-	size_t body_bytes;         /* request body bytes held by this connection's streams */
-	size_t out_bytes;          /* response bytes copied for stalled windows */
-	size_t mem_bytes;          /* bytes nghttp2 holds through h->mem, headers included */
-	size_t preface;            /* client preface bytes matched so far */
-	int dead;                  /* 0, or the error that ended the session */
-	bool proto_error;          /* we sent a GOAWAY with an error code */
+	size_t max_body;	   /* per-stream body limit */
+	size_t body_bytes;	   /* request body bytes held by this connection's streams */
+	size_t out_bytes;	   /* response bytes copied for stalled windows */
+	size_t mem_bytes;	   /* bytes nghttp2 holds through h->mem, headers included */
+	size_t preface;		   /* client preface bytes matched so far */
+	int dead;		   /* 0, or the error that ended the session */
+	bool proto_error;	   /* we sent a GOAWAY with an error code */
 };
 
 /* ---- nghttp2 allocator: every block charged to doh_sessions, size kept in a header ---- */
@@ -277,7 +277,8 @@ static ssize_t read_out(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
 
 #define NV(n, v)                                                                                   \
 	{                                                                                          \
-		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),                          \
+		    NGHTTP2_NV_FLAG_NO_COPY_NAME                                                   \
 	}
 
 struct err_text {
@@ -401,7 +402,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 		return 0;
 	}
 	if (is(name, namelen, ":method")) {
-		st->method = is(value, valuelen, "GET")    ? M_GET
+		st->method = is(value, valuelen, "GET")	   ? M_GET
 			     : is(value, valuelen, "POST") ? M_POST
 							   : M_OTHER;
 	} else if (is(name, namelen, ":path")) {
@@ -476,11 +477,14 @@ static int body_append(struct nx_h2 *h, struct stream *st, const uint8_t *data, 
 		memcpy(st->buf + st->path_len + st->body_len, data, len);
 	} else {
 		if (need > st->big_cap) {
-			/* content-length (checked <= max_body) sizes it once; else grow by doubling */
-			size_t cap = st->has_clen && st->clen >= need ? st->clen
-								   : NX_MAX(need, 2 * st->big_cap);
+			/* content-length (checked <= max_body) sizes it once; else grow by doubling
+			 */
+			size_t cap = st->has_clen && st->clen >= need
+					 ? st->clen
+					 : NX_MAX(need, 2 * st->big_cap);
 			cap = NX_MIN(NX_MAX(cap, need), h->max_body);
-			uint8_t *b = nx_mem_realloc(NX_OWNER_doh_sessions, st->big, st->big_cap, cap);
+			uint8_t *b =
+			    nx_mem_realloc(NX_OWNER_doh_sessions, st->big, st->big_cap, cap);
 			if (!b) {
 				return -ENOMEM;
 			}
@@ -609,8 +613,8 @@ int nx_h2_server_new(const struct nx_h2_limits *lim, const struct nx_h2_io *io, 
 		l = *lim;
 	}
 	if (l.max_streams < 1 || l.max_streams > NX_H2_MAX_STREAMS_LIMIT ||
-	    l.max_body < NX_DNS_HDR_LEN || l.max_body > NX_DOH_MSG_MAX || !io ||
-	    !io->send || !io->query) {
+	    l.max_body < NX_DNS_HDR_LEN || l.max_body > NX_DOH_MSG_MAX || !io || !io->send ||
+	    !io->query) {
 		return -EINVAL;
 	}
 	struct nx_h2 *h = nx_mem_calloc(NX_OWNER_doh_sessions, 1, sizeof(*h));
@@ -909,8 +913,24 @@ size_t nx_h2_idle_bytes(void)
 	/* client preface, an empty SETTINGS, and the ACK of ours */
 	uint8_t in[H2_PREFACE_LEN + 18] = {0};
 	memcpy(in, client_preface, H2_PREFACE_LEN);
-	static const uint8_t frames[18] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0,
-					   0, 0, 0, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, 0, 0, 0};
+	static const uint8_t frames[18] = {0,
+					   0,
+					   0,
+					   NGHTTP2_SETTINGS,
+					   0,
+					   0,
+					   0,
+					   0,
+					   0,
+					   0,
+					   0,
+					   0,
+					   NGHTTP2_SETTINGS,
+					   NGHTTP2_FLAG_ACK,
+					   0,
+					   0,
+					   0,
+					   0};
 	memcpy(in + H2_PREFACE_LEN, frames, sizeof(frames));
 	if (nx_h2_feed(h, in, sizeof(in)) == 0) {
 		v = sizeof(*h) + h->mem_bytes;

@@ -30,14 +30,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NX_H2_MAX_STREAMS_DEFAULT 100  /* RFC 9113 6.5.2 recommends >= 100 */
-#define NX_H2_MAX_STREAMS_LIMIT 1000   /* above this a connection's slots alone pass 1 MiB */
-#define NX_H2_PATH_MAX 1024            /* :path bytes kept: a 700-byte query fits in GET form */
-#define NX_H2_CTYPE_MAX 64             /* content-type bytes kept; longer is 415 */
-#define NX_H2_CONN_BODY_MAX (128 * 1024) /* request body bytes one connection may buffer at once
-					  (Unbound's http-query-buffer-size idea, per connection) */
-#define NX_H2_OUT_QUEUE_MAX (128 * 1024) /* response bytes copied for a stalled flow-control
-					  window, per connection: two maximal DNS answers */
+#define NX_H2_MAX_STREAMS_DEFAULT 100 /* RFC 9113 6.5.2 recommends >= 100 */
+#define NX_H2_MAX_STREAMS_LIMIT 1000  /* above this a connection's slots alone pass 1 MiB */
+#define NX_H2_PATH_MAX 1024	      /* :path bytes kept: a 700-byte query fits in GET form */
+#define NX_H2_CTYPE_MAX 64	      /* content-type bytes kept; longer is 415 */
+/* Request body bytes one connection may buffer at once (Unbound's http-query-buffer-size idea,
+ * per connection); response bytes copied for stalled flow-control windows, per connection: two
+ * maximal DNS answers. */
+#define NX_H2_CONN_BODY_MAX (128 * 1024)
+#define NX_H2_OUT_QUEUE_MAX (128 * 1024)
 
 struct nx_h2;
 

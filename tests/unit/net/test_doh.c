@@ -16,14 +16,13 @@
 #include "net/doh.h"
 
 /* www.example.com A, id 0x1234, RD */
-static const uint8_t query_a[] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
-				  3,    'w',  'w',  'w',  7, 'e', 'x', 'a', 'm', 'p', 'l', 'e',
-				  3,    'c',  'o',  'm',  0, 0, 1, 0, 1};
+static const uint8_t query_a[] = {0x12, 0x34, 0x01, 0x00, 0,   1,   0,	 0,   0,   0,	0,
+				  0,	3,    'w',  'w',  'w', 7,   'e', 'x', 'a', 'm', 'p',
+				  'l',	'e',  3,    'c',  'o', 'm', 0,	 0,   1,   0,	1};
 
 static void b64url(const uint8_t *in, size_t len, char *out)
 {
-	static const char a[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	size_t o = 0;
 	for (size_t i = 0; i < len; i += 3) {
 		uint32_t v = (uint32_t)in[i] << 16;
@@ -47,13 +46,13 @@ static void b64url(const uint8_t *in, size_t len, char *out)
 
 static int get(const char *path, uint8_t *msg, size_t cap, size_t *n, char *cid)
 {
-	struct nx_doh_req r = {.method = "GET", .method_len = 3, .path = path,
-			       .path_len = strlen(path)};
+	struct nx_doh_req r = {
+	    .method = "GET", .method_len = 3, .path = path, .path_len = strlen(path)};
 	return nx_doh_request(&r, msg, cap, n, cid);
 }
 
-static int post(const char *path, const char *ctype, const uint8_t *body, size_t len,
-		uint8_t *msg, size_t cap, size_t *n, char *cid)
+static int post(const char *path, const char *ctype, const uint8_t *body, size_t len, uint8_t *msg,
+		size_t cap, size_t *n, char *cid)
 {
 	struct nx_doh_req r = {.method = "POST",
 			       .method_len = 4,
@@ -73,12 +72,11 @@ static void test_b64url(void **state)
 	/* RFC 4648 10 vectors, unpadded */
 	static const struct {
 		const char *in, *out;
-	} ok[] = {{"", ""},         {"Zg", "f"},        {"Zm8", "fo"},     {"Zm9v", "foo"},
+	} ok[] = {{"", ""},	      {"Zg", "f"},	    {"Zm8", "fo"},	   {"Zm9v", "foo"},
 		  {"Zm9vYg", "foob"}, {"Zm9vYmE", "fooba"}, {"Zm9vYmFy", "foobar"}};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		assert_int_equal(nx_doh_b64url_decode(ok[i].in, strlen(ok[i].in), out, sizeof(out),
-						      &n),
-				 0);
+		assert_int_equal(
+		    nx_doh_b64url_decode(ok[i].in, strlen(ok[i].in), out, sizeof(out), &n), 0);
 		assert_int_equal(n, strlen(ok[i].out));
 		assert_memory_equal(out, ok[i].out, n);
 	}
@@ -158,8 +156,9 @@ static void test_query_string(void **state)
 	q = "dnsx=Zm9v&xdns=Zm9v";
 	assert_int_equal(nx_doh_query_dns(q, strlen(q), out, sizeof(out), &n), NX_ENOTFOUND);
 	assert_int_equal(nx_doh_query_dns("", 0, out, sizeof(out), &n), NX_ENOTFOUND);
-	const char *bad[] = {"dns=Zm9v&dns=Zm9v", "dns=", "dns", "dns=Zm9v%", "dns=Zm9v%3",
-			     "dns=Zm9v%zz", "dns=Zg%3D%3D", "dns=Zm+v", "dns=Zm9v&a=1&dns="};
+	const char *bad[] = {"dns=Zm9v&dns=Zm9v", "dns=",	"dns",
+			     "dns=Zm9v%",	  "dns=Zm9v%3", "dns=Zm9v%zz",
+			     "dns=Zg%3D%3D",	  "dns=Zm+v",	"dns=Zm9v&a=1&dns="};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(nx_doh_query_dns(bad[i], strlen(bad[i]), out, sizeof(out), &n),
 				 NX_EMALFORMED);
@@ -205,14 +204,14 @@ static void test_request_post(void **state)
 	uint8_t msg[512];
 	size_t n;
 	const char *ct = "application/dns-message";
-	assert_int_equal(post("/dns-query", ct, query_a, sizeof(query_a), msg, sizeof(msg), &n,
-			      cid),
-			 200);
+	assert_int_equal(
+	    post("/dns-query", ct, query_a, sizeof(query_a), msg, sizeof(msg), &n, cid), 200);
 	assert_int_equal(n, sizeof(query_a));
 	assert_memory_equal(msg, query_a, n);
 	/* content-type: case, whitespace and parameters are fine */
 	const char *good[] = {"Application/DNS-Message", " application/dns-message ",
-			      "application/dns-message; charset=binary", "application/dns-message;x"};
+			      "application/dns-message; charset=binary",
+			      "application/dns-message;x"};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		assert_int_equal(post("/dns-query/phone", good[i], query_a, sizeof(query_a), msg,
 				      sizeof(msg), &n, cid),
@@ -220,12 +219,16 @@ static void test_request_post(void **state)
 		assert_string_equal(cid, "phone");
 	}
 	/* 415: absent, other types, a longer subtype */
-	const char *bad[] = {NULL, "", "text/plain", "application/dns-message-x",
-			     "application/dns", "application/json; application/dns-message"};
+	const char *bad[] = {NULL,
+			     "",
+			     "text/plain",
+			     "application/dns-message-x",
+			     "application/dns",
+			     "application/json; application/dns-message"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(post("/dns-query", bad[i], query_a, sizeof(query_a), msg,
-				      sizeof(msg), &n, cid),
-				 415);
+		assert_int_equal(
+		    post("/dns-query", bad[i], query_a, sizeof(query_a), msg, sizeof(msg), &n, cid),
+		    415);
 	}
 	/* 400: shorter than a header, empty */
 	assert_int_equal(post("/dns-query", ct, query_a, 11, msg, sizeof(msg), &n, cid), 400);
@@ -236,20 +239,18 @@ static void test_request_post(void **state)
 	static uint8_t bigout[NX_DOH_MSG_MAX + 2];
 	assert_int_equal(post("/dns-query", ct, big, sizeof(big), bigout, sizeof(bigout), &n, cid),
 			 413);
-	assert_int_equal(post("/dns-query", ct, big, NX_DOH_MSG_MAX, bigout, sizeof(bigout), &n,
-			      cid),
-			 200);
+	assert_int_equal(
+	    post("/dns-query", ct, big, NX_DOH_MSG_MAX, bigout, sizeof(bigout), &n, cid), 200);
 	/* in place: msg == body */
 	uint8_t inplace[64];
 	memcpy(inplace, query_a, sizeof(query_a));
-	assert_int_equal(post("/dns-query", ct, inplace, sizeof(query_a), inplace,
-			      sizeof(query_a), &n, cid),
-			 200);
+	assert_int_equal(
+	    post("/dns-query", ct, inplace, sizeof(query_a), inplace, sizeof(query_a), &n, cid),
+	    200);
 	assert_memory_equal(inplace, query_a, sizeof(query_a));
 	/* 404 before 415 */
-	assert_int_equal(post("/dns", "text/plain", query_a, sizeof(query_a), msg, sizeof(msg), &n,
-			      cid),
-			 404);
+	assert_int_equal(
+	    post("/dns", "text/plain", query_a, sizeof(query_a), msg, sizeof(msg), &n, cid), 404);
 }
 
 static void test_request_method(void **state)
@@ -278,8 +279,7 @@ static void test_request_method(void **state)
 
 /* ---- min TTL ---- */
 
-static size_t put_rr(uint8_t *p, uint16_t type, uint32_t ttl, const uint8_t *rdata,
-		     uint16_t rdlen)
+static size_t put_rr(uint8_t *p, uint16_t type, uint32_t ttl, const uint8_t *rdata, uint16_t rdlen)
 {
 	size_t o = 0;
 	p[o++] = 0xc0; /* owner: pointer to the question name */
@@ -355,9 +355,9 @@ static void test_min_ttl(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_b64url),        cmocka_unit_test(test_path),
-	    cmocka_unit_test(test_query_string),  cmocka_unit_test(test_request_get),
-	    cmocka_unit_test(test_request_post),  cmocka_unit_test(test_request_method),
+	    cmocka_unit_test(test_b64url),	 cmocka_unit_test(test_path),
+	    cmocka_unit_test(test_query_string), cmocka_unit_test(test_request_get),
+	    cmocka_unit_test(test_request_post), cmocka_unit_test(test_request_method),
 	    cmocka_unit_test(test_min_ttl),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

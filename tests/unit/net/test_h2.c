@@ -54,7 +54,7 @@ struct fx {
 	struct nx_h2_io io;
 	uint8_t *wire; /* server -> client bytes not yet fed */
 	size_t wire_len;
-	int feed_rc;   /* last nx_h2_feed result */
+	int feed_rc; /* last nx_h2_feed result */
 	struct query q[MAXQ];
 	int nq;
 	struct resp r[MAXR];
@@ -67,9 +67,9 @@ struct fx {
 	size_t post_stop; /* defer after this many bytes (0: send all) */
 };
 
-static const uint8_t query_a[] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
-				  3,    'w',  'w',  'w',  7, 'e', 'x', 'a', 'm', 'p', 'l', 'e',
-				  3,    'c',  'o',  'm',  0, 0, 1, 0, 1};
+static const uint8_t query_a[] = {0x12, 0x34, 0x01, 0x00, 0,   1,   0,	 0,   0,   0,	0,
+				  0,	3,    'w',  'w',  'w', 7,   'e', 'x', 'a', 'm', 'p',
+				  'l',	'e',  3,    'c',  'o', 'm', 0,	 0,   1,   0,	1};
 
 static int64_t led(void)
 {
@@ -86,15 +86,29 @@ static size_t answer(uint8_t *buf, size_t size, uint32_t ttl, uint8_t tag)
 	buf[3] = 0x80;
 	buf[7] = 1;
 	size_t o = sizeof(query_a);
-	const uint8_t rr[] = {0xc0, 12, 0, 1, 0, 1, (uint8_t)(ttl >> 24), (uint8_t)(ttl >> 16),
-			      (uint8_t)(ttl >> 8), (uint8_t)ttl, 0, 4, 192, 0, 2, tag};
+	const uint8_t rr[] = {0xc0,
+			      12,
+			      0,
+			      1,
+			      0,
+			      1,
+			      (uint8_t)(ttl >> 24),
+			      (uint8_t)(ttl >> 16),
+			      (uint8_t)(ttl >> 8),
+			      (uint8_t)ttl,
+			      0,
+			      4,
+			      192,
+			      0,
+			      2,
+			      tag};
 	memcpy(buf + o, rr, sizeof(rr));
 	o += sizeof(rr);
 	if (size > o + 12) { /* additional TXT record filling the rest */
 		buf[11] = 1;
 		size_t rdlen = size - o - 12;
-		const uint8_t hdr[] = {0xc0, 12, 0, 16, 0, 1, 0, 0, 0, 9,
-				       (uint8_t)(rdlen >> 8), (uint8_t)rdlen};
+		const uint8_t hdr[] = {
+		    0xc0, 12, 0, 16, 0, 1, 0, 0, 0, 9, (uint8_t)(rdlen >> 8), (uint8_t)rdlen};
 		memcpy(buf + o, hdr, sizeof(hdr));
 		o += sizeof(hdr);
 		for (size_t i = 0; i < rdlen; i++) {
@@ -170,8 +184,8 @@ static int cli_header(nghttp2_session *s, const nghttp2_frame *fr, const uint8_t
 	return 0;
 }
 
-static int cli_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
-		    size_t len, void *ud)
+static int cli_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+		    void *ud)
 {
 	struct resp *r = resp_of(ud, id);
 	assert_true(r->body_len + len <= WIRE_MAX);
@@ -295,11 +309,11 @@ static int32_t request(struct fx *f, const char *method, const char *path, const
 
 static void get_path(char *out, size_t cap, const char *prefix, const uint8_t *msg, size_t len)
 {
-	static const char a[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	size_t o = (size_t)snprintf(out, cap, "%s", prefix);
 	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)msg[i] << 16 | (i + 1 < len ? (uint32_t)msg[i + 1] << 8 : 0) |
+		uint32_t v = (uint32_t)msg[i] << 16 |
+			     (i + 1 < len ? (uint32_t)msg[i + 1] << 8 : 0) |
 			     (i + 2 < len ? msg[i + 2] : 0);
 		out[o++] = a[v >> 18 & 63];
 		out[o++] = a[v >> 12 & 63];
@@ -576,6 +590,41 @@ static void test_stream_cap(void **state)
 	fx_free(f);
 }
 
+/* A client that ignores our acknowledged cap: HEADERS without END_STREAM, one stream too many.
+ * nghttp2 ends the connection (RFC 9113 5.1.2); the slots never pass the cap. */
+static void test_stream_flood(void **state)
+{
+	struct nx_h2_limits lim = {.max_streams = 2, .max_body = NX_DOH_MSG_MAX};
+	struct fx *f = fx_new(&lim, NULL, 0);
+	pump(f); /* SETTINGS both ways, acknowledged */
+	uint64_t proto = nx_stat_read(NX_STAT_DOH_PROTOCOL);
+	nghttp2_hd_deflater *def;
+	assert_int_equal(nghttp2_hd_deflate_new(&def, 4096), 0);
+	assert_int_equal(nghttp2_hd_deflate_change_table_size(def, 1024), 0); /* our SETTINGS */
+	int rc = 0;
+	for (int32_t id = 1; id <= 5 && rc == 0; id += 2) {
+		nghttp2_nv nv[] = {
+		    {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+		    {(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, 0},
+		    {(uint8_t *)":authority", (uint8_t *)"dns.test", 10, 8, 0},
+		    {(uint8_t *)":path", (uint8_t *)"/dns-query", 5, 10, 0},
+		};
+		uint8_t fr[9 + 256];
+		ssize_t n = nghttp2_hd_deflate_hd(def, fr + 9, 256, nv, 4);
+		assert_true(n > 0);
+		const uint8_t hd[9] = {0, 0, (uint8_t)n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS,
+				       0, 0, 0,		 (uint8_t)id};
+		memcpy(fr, hd, 9);
+		rc = nx_h2_feed(f->srv, fr, 9 + (size_t)n);
+		assert_true(nx_h2_streams_open(f->srv) <= 2);
+	}
+	nghttp2_hd_deflate_del(def);
+	assert_int_equal(rc, NX_EMALFORMED);
+	assert_int_equal(nx_stat_read(NX_STAT_DOH_PROTOCOL), proto + 1);
+	assert_true(nx_h2_want_close(f->srv));
+	fx_free(f);
+}
+
 static void test_body_budget(void **state)
 {
 	struct fx *f = fx_new(NULL, NULL, 0);
@@ -588,8 +637,8 @@ static void test_body_budget(void **state)
 	size_t off[3] = {0};
 	int32_t ids[3];
 	for (int i = 0; i < 3; i++) {
-		ids[i] = request(f, "POST", "/dns-query", "application/dns-message", "60000",
-				 &off[i]);
+		ids[i] =
+		    request(f, "POST", "/dns-query", "application/dns-message", "60000", &off[i]);
 	}
 	pump(f);
 	assert_int_equal(nx_stat_read(NX_STAT_DOH_BODY_BUDGET), before + 1);
@@ -636,7 +685,7 @@ static void test_copy_path(void **state)
 	memcpy(keep, a, n);
 	assert_int_equal(nx_h2_respond(f->srv, s, a, n), 0);
 	assert_true(led() - before >= 4000); /* the tail beyond the window is ours now */
-	memset(a, 0, n);                     /* the caller may reuse its buffer at once */
+	memset(a, 0, n);		     /* the caller may reuse its buffer at once */
 	pump(f);
 	struct resp *r = resp_of(f, s);
 	assert_true(r->closed);
@@ -724,8 +773,8 @@ static void test_limits(void **state)
 {
 	struct nx_h2 *h;
 	struct nx_h2_io io = {.send = srv_send, .query = srv_query};
-	struct nx_h2_limits bad[] = {{0, 512}, {NX_H2_MAX_STREAMS_LIMIT + 1, 512}, {10, 11},
-				     {10, NX_DOH_MSG_MAX + 1}};
+	struct nx_h2_limits bad[] = {
+	    {0, 512}, {NX_H2_MAX_STREAMS_LIMIT + 1, 512}, {10, 11}, {10, NX_DOH_MSG_MAX + 1}};
 	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(nx_h2_server_new(&bad[i], &io, NULL, &h), -EINVAL);
 		assert_null(h);
@@ -744,11 +793,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_get_and_post), cmocka_unit_test(test_answer_inline),
 	    cmocka_unit_test(test_out_of_order), cmocka_unit_test(test_http_errors),
-	    cmocka_unit_test(test_http1),        cmocka_unit_test(test_bad_preface),
-	    cmocka_unit_test(test_stream_cap),   cmocka_unit_test(test_body_budget),
-	    cmocka_unit_test(test_copy_path),    cmocka_unit_test(test_client_reset),
-	    cmocka_unit_test(test_goaway),       cmocka_unit_test(test_idle_bytes),
-	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_http1),	 cmocka_unit_test(test_bad_preface),
+	    cmocka_unit_test(test_stream_cap),	 cmocka_unit_test(test_stream_flood),
+	    cmocka_unit_test(test_body_budget),	 cmocka_unit_test(test_copy_path),
+	    cmocka_unit_test(test_client_reset), cmocka_unit_test(test_goaway),
+	    cmocka_unit_test(test_idle_bytes),	 cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
