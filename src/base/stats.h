@@ -61,6 +61,9 @@
 	X(UP_WRONG_QUESTION, "nxdns_upstream_rejected_total", "reason=\"wrong_question\"", "") \
 	X(UP_WRONG_SOURCE, "nxdns_upstream_rejected_total", "reason=\"wrong_source\"", "")     \
 	X(UP_LATE, "nxdns_upstream_rejected_total", "reason=\"late\"", "")                     \
+	X(UP_STREAM_CONNECT_FAILED, "nxdns_upstream_stream_failures_total", "reason=\"connect\"", \
+	  "Upstream TCP/DoT/DoH connections that failed, by reason")                           \
+	X(UP_STREAM_TIMEOUT, "nxdns_upstream_stream_failures_total", "reason=\"timeout\"", "") \
 	X(F_OK, "nxdns_filter_downloads_total", "result=\"ok\"",                                \
 	  "Blocklist downloads, by result (errors keep the last good list)")                     \
 	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \

@@ -11,59 +11,13 @@
 #include "dns/msg.h"
 #include "net/h2.h"
 #include "net/sockopt.h"
+#include "net/stream_impl.h"
 #include "net/tls.h"
 
 /* Bytes of DoH queries a connection may keep while it waits for a permit (a record per query:
  * stream id, client id, length, message); beyond it a query's stream is refused at once. */
 #define NX_STREAM_PARK_MAX (64 * 1024)
 #define H2_REFUSED_STREAM 0x7 /* RFC 9113 7: the request was not processed, retry is safe */
-
-struct nx_stream_server {
-	uv_tcp_t h;                  /* the listening socket */
-	enum nx_proto proto;
-	int listener;
-	atomic_int *open_count;      /* borrowed: the listener's shared counter */
-	struct nx_stream_limits lim;
-	struct nx_tls_creds *creds;  /* referenced; NULL for plain TCP */
-	struct nx_stream_env env;
-	enum nx_tls_alpn alpn;       /* what TLS offers: "dot" (not required) or "h2" */
-	/* Open connections, most recently active first: the tail is the eviction candidate. */
-	struct nx_stream_conn *head, *tail;
-	unsigned n_open;
-};
-
-struct nx_stream_conn {
-	uv_tcp_t h;
-	uv_timer_t timer;            /* handshake, read, idle or permit-retry, whichever applies */
-	struct nx_stream_server *srv; /* borrowed: a server outlives its open connections */
-	struct nx_stream_conn *prev, *next;
-	struct sockaddr_storage peer;
-	socklen_t peer_len;
-	struct nx_tls *tls;          /* owned (DoT, DoH); freed once the handles have closed */
-	struct nx_h2 *h2;            /* owned (DoH), made when the handshake is done; same */
-	uint64_t accepted_ms;        /* the TLS handshake must be done by accepted + handshake_ms */
-	unsigned corks;              /* nested output batches: TLS records leave at the outermost end */
-	/* DNS framing (TCP, DoT), or DoH queries parked for a permit: bytes not consumed yet (a partial message, or whole messages waiting for
-	 * the pipeline bound or a permit). Owned, NX_OWNER_tcp_conns; freed when empty. */
-	uint8_t *rbuf;
-	size_t rcap, rlen;
-	uint64_t msg_start_ms;       /* loop time when the current partial message began */
-	uint64_t active_ms;          /* loop time of the last query (or the accept): idle since */
-	uint64_t paused_at_ms;       /* waiting for a permit since then (valid while paused) */
-	unsigned retry_ms;           /* next permit retry interval */
-	unsigned holds;              /* queries of this connection held by the pipeline */
-	unsigned writes;             /* uv_write requests outstanding */
-	size_t queued;               /* bytes in those requests */
-	unsigned handles_open;       /* of h and timer; memory is freed when 0 and unheld */
-	bool open;                   /* false once closing has started */
-	bool reading;
-	bool in_input;               /* consuming frames: releases must not re-enter */
-	bool paused;                 /* a query found no permit: reading stops, retry on timer */
-	bool retrying;               /* re-offering parked messages (the wait goes on) */
-	bool ready;                  /* plain, or the TLS handshake is done */
-	bool draining;               /* no more reading: close once holds and writes are done */
-	char client_id[NX_CLIENT_ID_MAX + 1]; /* DoT SNI client id, "" when none */
-};
 
 struct wreq {
 	uv_write_t req;
@@ -134,10 +88,14 @@ static void maybe_free(struct nx_stream_conn *c)
 		return;
 	}
 	nx_mem_free(NX_OWNER_tcp_conns, c->rbuf, c->rcap);
+	if (c->cl) {
+		client_free(c);
+		return;
+	}
 	nx_mem_free(NX_OWNER_tcp_conns, c, sizeof(*c));
 }
 
-static void on_handle_closed(uv_handle_t *h)
+void stream_on_handle_closed(uv_handle_t *h)
 {
 	struct nx_stream_conn *c = h->data;
 	c->handles_open--;
@@ -184,7 +142,7 @@ static void list_push_head(struct nx_stream_conn *c)
 static void touch(struct nx_stream_conn *c)
 {
 	c->active_ms = uv_now(c->h.loop);
-	if (c->srv->head != c) {
+	if (c->srv && c->srv->head != c) {
 		list_unlink(c);
 		list_push_head(c);
 	}
@@ -197,12 +155,16 @@ static void conn_close(struct nx_stream_conn *c)
 	}
 	c->open = false;
 	struct nx_stream_server *s = c->srv;
-	list_unlink(c);
-	s->n_open--;
-	atomic_fetch_sub(s->open_count, 1);
-	nx_gauge_add(conns_gauge(s->proto), -1);
-	uv_close((uv_handle_t *)&c->h, on_handle_closed);
-	uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+	if (s) {
+		list_unlink(c);
+		s->n_open--;
+		atomic_fetch_sub(s->open_count, 1);
+		nx_gauge_add(conns_gauge(s->proto), -1);
+	} else {
+		client_closing(c);
+	}
+	uv_close((uv_handle_t *)&c->h, stream_on_handle_closed);
+	uv_close((uv_handle_t *)&c->timer, stream_on_handle_closed);
 }
 
 /* Idle: nothing held, written, buffered or waiting (a handshake in progress counts as idle:
@@ -225,7 +187,10 @@ static void maybe_finish_drain(struct nx_stream_conn *c)
 
 static unsigned idle_timeout(const struct nx_stream_conn *c)
 {
-	const struct nx_stream_limits *l = &c->srv->lim;
+	const struct nx_stream_limits *l = c->lim;
+	if (!c->srv) {
+		return l->idle_ms; /* an upstream connection: no cap to make room under */
+	}
 	unsigned open = (unsigned)NX_MAX(0, atomic_load(c->srv->open_count));
 	unsigned cap = NX_MAX(1u, l->max_conns);
 	if (open * 4 >= cap * 3) {
@@ -288,6 +253,10 @@ static void out_end(struct nx_stream_conn *c);
 static void on_timeout(uv_timer_t *t)
 {
 	struct nx_stream_conn *c = t->data;
+	if (c->cl) {
+		client_timeout(c);
+		return;
+	}
 	if (!c->ready) {
 		nx_stat_inc(NX_STAT_D_TLS_HANDSHAKE);
 		conn_close(c);
@@ -295,7 +264,7 @@ static void on_timeout(uv_timer_t *t)
 	}
 	if (c->paused) {
 		uint64_t now = uv_now(c->h.loop);
-		if (now - c->paused_at_ms >= c->srv->lim.permit_wait_ms) {
+		if (now - c->paused_at_ms >= c->lim->permit_wait_ms) {
 			give_up_waiting(c);
 			return;
 		}
@@ -330,16 +299,16 @@ static void arm_timer(struct nx_stream_conn *c)
 	}
 	uint64_t now = uv_now(c->h.loop);
 	if (!c->ready) {
-		uint64_t end = c->accepted_ms + c->srv->lim.handshake_ms;
+		uint64_t end = c->accepted_ms + c->lim->handshake_ms;
 		uv_timer_start(&c->timer, on_timeout, end > now ? end - now : 0, 0);
 	} else if (c->paused) {
-		uint64_t end = c->paused_at_ms + c->srv->lim.permit_wait_ms;
+		uint64_t end = c->paused_at_ms + c->lim->permit_wait_ms;
 		uint64_t at = NX_MIN(now + c->retry_ms, end);
 		uv_timer_start(&c->timer, on_timeout, at > now ? at - now : 0, 0);
 	} else if (c->draining) {
 		uv_timer_stop(&c->timer);
-	} else if (c->rlen > 0 && c->holds < NX_STREAM_MAX_PIPELINE) {
-		uint64_t end = c->msg_start_ms + c->srv->lim.read_ms;
+	} else if (c->rlen > 0 && (c->cl || c->holds < NX_STREAM_MAX_PIPELINE)) {
+		uint64_t end = c->msg_start_ms + c->lim->read_ms;
 		uv_timer_start(&c->timer, on_timeout, end > now ? end - now : 0, 0);
 	} else if (c->holds == 0 && c->writes == 0) {
 		/* From the last query, not the last byte: empty frames are not activity. */
@@ -615,7 +584,7 @@ static size_t dns_consume(struct nx_stream_conn *c, const uint8_t *buf, size_t l
 	size_t off = 0;
 	c->in_input = true;
 	while (c->open && !c->paused && len - off >= 2 &&
-	       c->holds < NX_STREAM_MAX_PIPELINE) {
+	       (c->cl || c->holds < NX_STREAM_MAX_PIPELINE)) {
 		size_t mlen = ((size_t)buf[off] << 8) | buf[off + 1];
 		if (len - off < 2 + mlen) {
 			break;
@@ -625,7 +594,8 @@ static size_t dns_consume(struct nx_stream_conn *c, const uint8_t *buf, size_t l
 			continue;
 		}
 		touch(c);
-		if (!dns_deliver(c, buf + off + 2, mlen)) {
+		if (!(c->cl ? client_frame(c, buf + off + 2, mlen)
+			    : dns_deliver(c, buf + off + 2, mlen))) {
 			break; /* parked (the message stays) or closed */
 		}
 		off += 2 + mlen;
@@ -804,6 +774,10 @@ static void app_input(struct nx_stream_conn *c, const uint8_t *data, size_t len)
 	if (!c->open) {
 		return;
 	}
+	if (c->h2c) {
+		client_h2_input(c, data, len);
+		return;
+	}
 	if (!c->h2) {
 		dns_input(c, data, len);
 		return;
@@ -839,7 +813,7 @@ static void tls_recv(void *ud, const uint8_t *data, size_t len)
 static void sni_client_id(struct nx_stream_conn *c)
 {
 	const char *sni = nx_tls_sni(c->tls);
-	const char *base = c->srv->lim.server_name;
+	const char *base = c->lim->server_name;
 	size_t bl = strlen(base);
 	if (!sni || bl == 0) {
 		return;
@@ -864,13 +838,17 @@ static void tls_ready(void *ud)
 	struct nx_stream_conn *c = ud;
 	c->ready = true;
 	c->active_ms = uv_now(c->h.loop);
+	if (c->cl) {
+		client_ready(c);
+		return;
+	}
 	if (c->srv->proto == NX_PROTO_DOT) {
 		sni_client_id(c);
 		return;
 	}
 	/* DoH: HTTP/2 from the first decrypted byte; fewer streams when the listener is nearly
 	 * full (dnsdist drops to one). */
-	const struct nx_stream_limits *l = &c->srv->lim;
+	const struct nx_stream_limits *l = c->lim;
 	unsigned open = (unsigned)NX_MAX(0, atomic_load(c->srv->open_count));
 	struct nx_h2_limits hl = {
 		.max_streams = open * 4 >= NX_MAX(1u, l->max_conns) * 3 ? 1 : l->max_streams,
@@ -882,21 +860,21 @@ static void tls_ready(void *ud)
 	}
 }
 
-static const struct nx_tls_io tls_io = {
+const struct nx_tls_io stream_tls_io = {
 	.send = tls_send,
 	.recv = tls_recv,
 	.ready = tls_ready,
 };
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+void stream_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct nx_stream_conn *c = h->data;
 	(void)hint;
 	/* The worker's scratch: libuv calls on_read right after, and it consumes everything. */
-	*buf = uv_buf_init((char *)c->srv->env.rx, NX_STREAM_RX_SCRATCH);
+	*buf = uv_buf_init((char *)c->rx, NX_STREAM_RX_SCRATCH);
 }
 
-static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+void stream_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
 	struct nx_stream_conn *c = st->data;
 	(void)buf;
@@ -908,6 +886,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	if (n < 0) {
+		c->err = (int)n;
 		conn_close(c);
 		return;
 	}
@@ -916,8 +895,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	}
 	out_begin(c);
 	if (c->tls) {
-		int rc = nx_tls_feed(c->tls, c->srv->env.rx, (size_t)n);
+		int rc = nx_tls_feed(c->tls, c->rx, (size_t)n);
 		if (rc < 0 && c->open) {
+			c->err = rc;
 			/* Counted by the TLS layer (nxdns_tls_errors_total); a close_notify is not
 			 * an error: the answers it waits for still go out. */
 			c->draining = true;
@@ -926,7 +906,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 			}
 		}
 	} else {
-		dns_input(c, c->srv->env.rx, (size_t)n);
+		dns_input(c, c->rx, (size_t)n);
 	}
 	out_end(c);
 	if (!c->open) {
@@ -945,9 +925,11 @@ static void update_reading(struct nx_stream_conn *c)
 	if (!c->open) {
 		return;
 	}
-	bool want = !c->paused && !c->draining && c->holds < NX_STREAM_MAX_PIPELINE;
+	/* An upstream connection always reads: answers must flow whatever is in flight. */
+	bool want = c->cl ? !c->draining
+			  : !c->paused && !c->draining && c->holds < NX_STREAM_MAX_PIPELINE;
 	if (want && !c->reading) {
-		if (uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read) == 0) {
+		if (uv_read_start((uv_stream_t *)&c->h, stream_on_alloc, stream_on_read) == 0) {
 			c->reading = true;
 		}
 	} else if (!want && c->reading) {
@@ -1011,6 +993,9 @@ static void on_connection(uv_stream_t *ls, int status)
 		return;
 	}
 	c->srv = s;
+	c->lim = &s->lim;
+	c->rx = s->env.rx;
+	c->proto = s->proto;
 	uv_tcp_init(ls->loop, &c->h);
 	uv_timer_init(ls->loop, &c->timer);
 	c->h.data = c;
@@ -1030,7 +1015,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	c->peer_len = (socklen_t)plen;
 	c->active_ms = c->accepted_ms = uv_now(ls->loop);
 	c->ready = s->creds == NULL;
-	if (s->creds && nx_tls_server_new(s->creds, s->alpn, &tls_io, c, &c->tls) < 0) {
+	if (s->creds && nx_tls_server_new(s->creds, s->alpn, &stream_tls_io, c, &c->tls) < 0) {
 		nx_stat_inc(NX_STAT_D_SEND);
 		conn_close(c);
 		return;
@@ -1117,4 +1102,41 @@ void nx_stream_close(struct nx_stream_server *s)
 		conn_close(s->head);
 	}
 	uv_close((uv_handle_t *)&s->h, on_server_closed);
+}
+
+/* ---- for stream_client.c ---- */
+
+void stream_conn_close(struct nx_stream_conn *c)
+{
+	conn_close(c);
+}
+
+void stream_arm_timer(struct nx_stream_conn *c)
+{
+	arm_timer(c);
+}
+
+void stream_update_reading(struct nx_stream_conn *c)
+{
+	update_reading(c);
+}
+
+int stream_dns_send(struct nx_stream_conn *c, const uint8_t *msg, size_t len)
+{
+	return dns_send(c, msg, len);
+}
+
+int stream_app_write(struct nx_stream_conn *c, const uint8_t *data, size_t len)
+{
+	return app_write(c, data, len);
+}
+
+void stream_out_begin(struct nx_stream_conn *c)
+{
+	out_begin(c);
+}
+
+void stream_out_end(struct nx_stream_conn *c)
+{
+	out_end(c);
 }

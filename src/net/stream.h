@@ -89,3 +89,62 @@ void nx_stream_set_creds(struct nx_stream_server *s, struct nx_tls_creds *creds)
 void nx_stream_close(struct nx_stream_server *s);
 /* Open connections of this server (this worker). */
 unsigned nx_stream_count(const struct nx_stream_server *s);
+
+/* ---- the upstream side: one connection nxdns opens to a TCP, DoT or DoH server ---- */
+
+/* Queries in flight on one upstream DNS stream (TCP, DoT) before it refuses more (the engine
+ * opens another connection or moves on); a DoH connection takes what the server's
+ * SETTINGS_MAX_CONCURRENT_STREAMS allows. */
+#define NX_STREAM_CLIENT_PIPELINE 64
+/* Query bytes a connection keeps for sending while it connects and shakes hands. */
+#define NX_STREAM_CLIENT_QUEUE (16 * 1024)
+
+struct nx_stream_client;
+
+struct nx_stream_client_io {
+	/* An answer: TCP/DoT, the message whose DNS id is `tag` (an id this connection sent and
+	 * nobody cancelled); DoH, the response to request `tag`, or rc < 0 when that request
+	 * failed (stream reset, HTTP status other than 200: `status`). msg valid during the call. */
+	void (*answer)(void *ud, uint64_t tag, int rc, int status, const uint8_t *msg, size_t len);
+	/* Connected and, for DoT/DoH, the handshake is done (queries queued before went out). */
+	void (*ready)(void *ud);
+	/* The connection is gone: rc 0 after an idle close, else why (-ETIMEDOUT, -ECONNREFUSED,
+	 * NX_ETLS_*, ...). Every query still in flight is lost with it. Called once, from the
+	 * loop (never inside an nx_stream_client_* call); the client is freed right after. */
+	void (*closed)(void *ud, int rc);
+};
+
+struct nx_stream_client_opts {
+	enum nx_proto proto;           /* NX_PROTO_TCP, _DOT or _DOH */
+	struct nx_tls_creds *creds;    /* DoT/DoH: client credentials (referenced) */
+	const char *auth_name;         /* SNI and certificate name, or NULL: the peer's IP */
+	const char *authority;         /* DoH :authority (host[:port]) */
+	const char *path;              /* DoH request path, e.g. "/dns-query" */
+	const uint8_t *resume;         /* TLS session to resume (copied), or NULL */
+	size_t resume_len;
+	unsigned connect_ms;           /* connect + handshake must be done within this */
+	unsigned idle_ms;              /* close after this long with nothing in flight */
+	unsigned read_ms;              /* a started answer must complete within this */
+	uint8_t *rx;                   /* the worker's receive scratch, borrowed */
+};
+
+/* Connect to sa. 0 and *out (the io callbacks then follow), or < 0 (nothing happens later). */
+int nx_stream_connect(uv_loop_t *loop, const struct sockaddr *sa, socklen_t salen,
+		      const struct nx_stream_client_opts *o, const struct nx_stream_client_io *io,
+		      void *ud, struct nx_stream_client **out);
+/* Send one query: TCP/DoT framed (its DNS id is the tag the answer comes back with); DoH a
+ * POST as request `tag`. Before the connection is ready it is queued (bounded). 0, NX_ELIMIT
+ * (the pipeline or queue is full: try another connection), -ENOTCONN (closing). */
+int nx_stream_client_send(struct nx_stream_client *c, uint64_t tag, const uint8_t *msg,
+			  size_t len);
+/* Forget a query (its attempt ended): its answer, if it comes, is dropped. */
+void nx_stream_client_cancel(struct nx_stream_client *c, uint64_t tag);
+/* Could a query be sent (or queued) now? */
+bool nx_stream_client_can_send(const struct nx_stream_client *c);
+unsigned nx_stream_client_in_flight(const struct nx_stream_client *c);
+bool nx_stream_client_ready(const struct nx_stream_client *c);
+/* TLS: was the session resumed; save it for the next connection (length or < 0). */
+bool nx_stream_client_resumed(const struct nx_stream_client *c);
+int nx_stream_client_session(const struct nx_stream_client *c, uint8_t *buf, size_t cap);
+/* Close now without calling io again (the owner is going away). */
+void nx_stream_client_close(struct nx_stream_client *c);
