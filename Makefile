@@ -20,6 +20,7 @@ build: $(BUILD)/build.ninja
 
 run: bootstrap build
 	mkdir -p var
+	[ -f var/tls/cert.pem ] || ./$(BUILD)/nxdns cert --self-signed var/tls
 	./$(BUILD)/nxdns serve --config $(CONFIG)
 
 test: bootstrap

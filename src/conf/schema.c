@@ -170,8 +170,13 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "PEM certificate (chain) served by the DoT and DoH listeners and, with "
 		       "`admin.tls: true`, by the admin's HTTPS. Give `key` with it, or neither: "
 		       "without them a self-signed certificate generated in `state_dir` is used. A "
-		       "relative path is relative to the configuration file's directory. Read at "
-		       "start: a change needs a restart.",
+		       "relative path is relative to the configuration file's directory. The "
+		       "listeners read it at start and on every reload (SIGHUP): a changed "
+		       "certificate is served to the connections accepted from then on, without "
+		       "dropping the listeners, and one that cannot be loaded keeps the running one "
+		       "(the log says why). The admin's HTTPS reads it at start. The log names the "
+		       "certificate in use and its SPKI pin (`pin-sha256: ...`, as `kdig +tls-pin` "
+		       "takes it).",
 	},
 	{
 		.path = "tls.key",
