@@ -89,7 +89,9 @@ struct nx_admin_hooks {
 /*
  * Bind `listen` (SO_REUSEADDR; IPV6_V6ONLY off, so [::]:port also takes IPv4), start MHD on it
  * and register its epoll fd and timer on `loop`. When hooks->conf has admin.tls, the listener
- * speaks HTTPS only with tls.cert and tls.key (files read here: a change needs a restart).
+ * speaks HTTPS only, with tls.cert and tls.key or, without them, the self-signed certificate of
+ * the DoT/DoH listeners in state_dir/tls/ (generated here when missing; files read here: a
+ * change needs a restart).
  * Without a password hash in the config a one-time setup token is logged (WARN, "admin setup
  * token: ...").
  * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is
