@@ -45,6 +45,7 @@
 
 struct nx_admin;
 struct nx_metrics_buf;
+struct nx_tls_creds;
 
 /* Callbacks the daemon provides. All run on the control thread; any may be NULL. */
 struct nx_admin_hooks {
@@ -83,6 +84,9 @@ struct nx_admin_hooks {
 	/* The matcher's verdict, as `nxdns lookup`: {name, action, reason, matched, source}.
 	 * client may be NULL (default group). NULL + *err text on a bad name/client. */
 	json_t *(*lookup)(void *ud, const char *name, const char *client, const char **err);
+	/* The DoT/DoH listeners' certificate in effect (borrowed until the next reload), NULL
+	 * without those listeners. The Apple profiles embed it when it is the self-signed one. */
+	struct nx_tls_creds *(*tls_creds)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 

@@ -76,6 +76,9 @@ static int queue(struct nx_admin_req *req, unsigned status, struct MHD_Response 
 	if (req->set_cookie[0]) {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, req->set_cookie);
 	}
+	if (req->disposition[0]) {
+		MHD_add_response_header(r, "Content-Disposition", req->disposition);
+	}
 	if (req->retry_after_s) {
 		char v[16];
 		snprintf(v, sizeof(v), "%u", req->retry_after_s);
