@@ -124,7 +124,7 @@ enum nx_admin_via {
  */
 #define NX_ADMIN_LIVE_RING_BYTES (64 * 1024)
 /* Records between the query-log writer and the control thread: one writer batch
- * (NX_QLOG_BATCH_DEFAULT). 256 x 680 B = 170 KiB, allocated only while subscribers exist. */
+ * (NX_QLOG_BATCH_DEFAULT). 256 x 744 B = 186 KiB, allocated only while subscribers exist. */
 #define NX_ADMIN_LIVE_HANDOFF 256
 #define NX_ADMIN_LIVE_CHUNK 32		 /* records formatted per lock hold, then MHD sends */
 #define NX_ADMIN_LIVE_KEEPALIVE_MS 15000 /* ": keepalive" to idle subscribers (proxies, NATs) */
