@@ -58,11 +58,21 @@ static void esc(struct xw *w, const char *s)
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		switch (c) {
-		case '&': put(w, "&amp;"); break;
-		case '<': put(w, "&lt;"); break;
-		case '>': put(w, "&gt;"); break;
-		case '"': put(w, "&quot;"); break;
-		case '\'': put(w, "&apos;"); break;
+		case '&':
+			put(w, "&amp;");
+			break;
+		case '<':
+			put(w, "&lt;");
+			break;
+		case '>':
+			put(w, "&gt;");
+			break;
+		case '"':
+			put(w, "&quot;");
+			break;
+		case '\'':
+			put(w, "&apos;");
+			break;
 		default:
 			if (c < 0x20 || c == 0x7f) {
 				if (!w->err) {
@@ -108,11 +118,16 @@ static void derive_uuid(const struct nx_mobileconfig *p, const char *role, char 
 	crypto_hash_sha256_init(&st);
 	char port[8];
 	snprintf(port, sizeof(port), "%u", p->port);
-	const char *parts[] = {"nxdns-mobileconfig-1", p->proto == NX_MOBILECONFIG_DOH ? "doh" : "dot",
-			       p->host, port, p->client_id ? p->client_id : "", role};
+	const char *parts[] = {"nxdns-mobileconfig-1",
+			       p->proto == NX_MOBILECONFIG_DOH ? "doh" : "dot",
+			       p->host,
+			       port,
+			       p->client_id ? p->client_id : "",
+			       role};
 	for (size_t i = 0; i < NX_ARRAY_LEN(parts); i++) {
 		/* with the NUL: ("ab", "c") and ("a", "bc") differ */
-		crypto_hash_sha256_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+		crypto_hash_sha256_update(&st, (const unsigned char *)parts[i],
+					  strlen(parts[i]) + 1);
 	}
 	uint8_t h[crypto_hash_sha256_BYTES];
 	crypto_hash_sha256_final(&st, h);
@@ -216,11 +231,12 @@ int nx_mobileconfig_write(const struct nx_mobileconfig *p, char *out, size_t cap
 	snprintf(ident, sizeof(ident), "org.nxdns.%s.%s%s%s", doh ? "doh" : "dot", p->host,
 		 id ? "." : "", id ? id : "");
 	if (doh) {
-		snprintf(desc, sizeof(desc), "Sends this device's DNS queries to nxdns over HTTPS (%s).",
-			 server);
+		snprintf(desc, sizeof(desc),
+			 "Sends this device's DNS queries to nxdns over HTTPS (%s).", server);
 	} else {
 		snprintf(desc, sizeof(desc),
-			 "Sends this device's DNS queries to nxdns over TLS (%s, port 853%s).", server,
+			 "Sends this device's DNS queries to nxdns over TLS (%s, port 853%s).",
+			 server,
 			 p->port != 853 ? ": the server listens elsewhere, forward 853 to it" : "");
 	}
 	char u_profile[37], u_dns[37], u_root[37];
@@ -263,10 +279,11 @@ int nx_mobileconfig_write(const struct nx_mobileconfig *p, char *out, size_t cap
 		put(&w, "\t\t\t<key>PayloadContent</key>\n\t\t\t<data>");
 		put_b64(&w, cert_b, cert_e); /* checked base64: nothing to escape */
 		put(&w, "</data>\n");
-		key_string(&w, i3, "PayloadDescription",
-			   "The self-signed certificate nxdns generated for its DoT, DoH and "
-			   "admin listeners. iOS: enable full trust in Settings > General > About > "
-			   "Certificate Trust Settings.");
+		key_string(
+		    &w, i3, "PayloadDescription",
+		    "The self-signed certificate nxdns generated for its DoT, DoH and "
+		    "admin listeners. iOS: enable full trust in Settings > General > About > "
+		    "Certificate Trust Settings.");
 		key_string(&w, i3, "PayloadDisplayName", "nxdns self-signed certificate");
 		snprintf(sub, sizeof(sub), "%s.root", ident);
 		key_string(&w, i3, "PayloadIdentifier", sub);

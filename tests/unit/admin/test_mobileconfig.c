@@ -30,11 +30,12 @@ static json_t *plist_json(const char *doc, size_t len)
 	assert_int_equal(write(fd, doc, len), (ssize_t)len);
 	close(fd);
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd),
-		 "%s -c 'import plistlib,sys,json,base64; d=plistlib.load(open(sys.argv[1],\"rb\"));"
-		 "print(json.dumps(d, default=lambda b: base64.b64encode(b).decode()))' %s "
-		 "2>/dev/null",
-		 py, path);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "%s -c 'import plistlib,sys,json,base64; d=plistlib.load(open(sys.argv[1],\"rb\"));"
+	    "print(json.dumps(d, default=lambda b: base64.b64encode(b).decode()))' %s "
+	    "2>/dev/null",
+	    py, path);
 	FILE *p = popen(cmd, "r");
 	assert_non_null(p);
 	static char out[65536];
@@ -176,8 +177,8 @@ static void dot_profile(void **state)
 	int n = nx_mobileconfig_write(&mc, buf, sizeof(buf));
 	json_t *d = plist_json(buf, (size_t)n);
 	assert_non_null(d);
-	json_t *ds = json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0),
-				     "DNSSettings");
+	json_t *ds =
+	    json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0), "DNSSettings");
 	assert_string_equal(str_at(ds, "DNSProtocol"), "TLS");
 	assert_string_equal(str_at(ds, "ServerName"), "phone.dns.example");
 	assert_null(json_object_get(ds, "ServerURL"));
@@ -213,13 +214,14 @@ static void escaping_and_refusals(void **state)
 	assert_null(strstr(buf, "<key>Evil</key>"));
 	json_t *d = plist_json(buf, (size_t)n);
 	assert_non_null(d);
-	json_t *ds = json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0),
-				     "DNSSettings");
+	json_t *ds =
+	    json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0), "DNSSettings");
 	assert_null(json_object_get(ds, "Evil"));
 	assert_string_equal(str_at(ds, "ServerURL"),
 			    "https://x</string><key>Evil</key><string>:443/dns-query");
-	assert_string_equal(json_string_value(json_array_get(json_object_get(ds, "ServerAddresses"), 0)),
-			    "a<b>&c\"d'e");
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(ds, "ServerAddresses"), 0)),
+	    "a<b>&c\"d'e");
 	json_decref(d);
 	/* a control byte cannot be written in a plist string */
 	mc.host = "a\x01z";
@@ -295,7 +297,8 @@ static void routes(void **state)
 	assert_string_equal(fx_header(&r, "Content-Disposition", h, sizeof(h)),
 			    "attachment; filename=\"nxdns-doh-phone.mobileconfig\"");
 	d = plist_json(r.body, r.body_len);
-	ds = json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0), "DNSSettings");
+	ds =
+	    json_object_get(json_array_get(json_object_get(d, "PayloadContent"), 0), "DNSSettings");
 	assert_string_equal(str_at(ds, "ServerURL"), "https://127.0.0.1:8443/dns-query/phone");
 	json_decref(d);
 	fx_resp_free(&r);
@@ -308,7 +311,8 @@ static void routes(void **state)
 	fx_http(f, &r, "GET", "/api/apple/dot.mobileconfig", BEARER, NULL);
 	assert_int_equal(r.status, 404);
 	assert_string_equal(json_string_value(json_object_get(r.json, "error")), "not_configured");
-	assert_non_null(strstr(json_string_value(json_object_get(r.json, "message")), "listener.dot"));
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(r.json, "message")), "listener.dot"));
 	fx_resp_free(&r);
 	nx_tls_creds_unref(f->creds);
 	f->creds = NULL;
@@ -330,8 +334,9 @@ static void routes(void **state)
 	ds = json_object_get(json_array_get(content, 0), "DNSSettings");
 	assert_string_equal(str_at(ds, "DNSProtocol"), "TLS");
 	assert_string_equal(str_at(ds, "ServerName"), "phone.dns.example");
-	assert_string_equal(json_string_value(json_array_get(json_object_get(ds, "ServerAddresses"), 0)),
-			    "192.0.2.7");
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(ds, "ServerAddresses"), 0)),
+	    "192.0.2.7");
 	json_decref(d);
 	fx_resp_free(&r);
 	fx_http(f, &r, "GET", "/api/apple/doh.mobileconfig", BEARER, NULL);
