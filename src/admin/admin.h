@@ -45,6 +45,7 @@
 
 struct nx_admin;
 struct nx_metrics_buf;
+struct nx_tls_creds;
 
 /* Callbacks the daemon provides. All run on the control thread; any may be NULL. */
 struct nx_admin_hooks {
@@ -83,13 +84,18 @@ struct nx_admin_hooks {
 	/* The matcher's verdict, as `nxdns lookup`: {name, action, reason, matched, source}.
 	 * client may be NULL (default group). NULL + *err text on a bad name/client. */
 	json_t *(*lookup)(void *ud, const char *name, const char *client, const char **err);
+	/* The DoT/DoH listeners' certificate in effect (borrowed until the next reload), NULL
+	 * without those listeners. The Apple profiles embed it when it is the self-signed one. */
+	struct nx_tls_creds *(*tls_creds)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 
 /*
  * Bind `listen` (SO_REUSEADDR; IPV6_V6ONLY off, so [::]:port also takes IPv4), start MHD on it
  * and register its epoll fd and timer on `loop`. When hooks->conf has admin.tls, the listener
- * speaks HTTPS only with tls.cert and tls.key (files read here: a change needs a restart).
+ * speaks HTTPS only, with tls.cert and tls.key or, without them, the self-signed certificate of
+ * the DoT/DoH listeners in state_dir/tls/ (generated here when missing; files read here: a
+ * change needs a restart).
  * Without a password hash in the config a one-time setup token is logged (WARN, "admin setup
  * token: ...").
  * Returns 0 and *out, or -errno (socket/bind/listen: the message names the address and is

@@ -178,6 +178,7 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 {
 	struct nx_qlog_filter f = {
 	    .client = nx_admin_req_arg(req, "client"),
+	    .client_id = nx_admin_req_arg(req, "client_id"),
 	    .name = nx_admin_req_arg(req, "name"),
 	    .status = NX_QLOG_STATUS_ALL,
 	    .cursor = nx_admin_req_arg(req, "cursor"),

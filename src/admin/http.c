@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -24,6 +25,7 @@
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
+#include "net/tls.h"
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
@@ -73,6 +75,9 @@ static int queue(struct nx_admin_req *req, unsigned status, struct MHD_Response 
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	if (req->set_cookie[0]) {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, req->set_cookie);
+	}
+	if (req->disposition[0]) {
+		MHD_add_response_header(r, "Content-Disposition", req->disposition);
 	}
 	if (req->retry_after_s) {
 		char v[16];
@@ -638,26 +643,60 @@ static void tls_free(struct nx_admin *a)
 	a->tls_key = a->tls_cert = NULL;
 }
 
-/* With admin.tls, load tls.cert / tls.key (shared with the DoT and DoH listeners). */
+/*
+ * Without tls.cert, the self-signed certificate DoT and DoH use: state_dir/tls/{cert,key}.pem,
+ * made here when no encrypted DNS listener made it first (nx_tls_selfsigned_ensure reuses the
+ * files once they exist, so both sides always serve the same certificate and a browser that
+ * accepted it once keeps accepting it). *cert and *key are malloc'd.
+ */
+static int tls_generated(const struct nx_conf *c, char **cert, char **key)
+{
+	char err[512] = "";
+	bool created = false;
+	int rc = 0;
+	if (mkdir(c->state_dir, 0750) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "cannot create state_dir %s: %s", c->state_dir,
+			 strerror(errno));
+	} else {
+		rc = nx_tls_selfsigned_ensure(c->state_dir, c->tls_server_name, cert, key, &created,
+					      err, sizeof(err));
+	}
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "admin", "admin.tls: no generated certificate: %s", err);
+		return rc;
+	}
+	nx_log(NX_LOG_INFO, "admin", "HTTPS with the self-signed certificate %s%s", *cert,
+	       created ? " (generated now)" : "");
+	return 0;
+}
+
+/* With admin.tls, load tls.cert / tls.key (shared with the DoT and DoH listeners), or the
+ * generated certificate when they are not set. */
 static int tls_load(struct nx_admin *a)
 {
 	const struct nx_conf *c = nx_admin_conf(a);
 	if (!c || !c->admin_tls) {
 		return 0;
 	}
-	if (!c->tls_cert || !c->tls_key) {
-		/* The generated self-signed certificate is not handed to the admin yet. */
-		nx_log(NX_LOG_ERR, "admin", "admin.tls is true but tls.cert and tls.key are not set");
-		return NX_ECONFIG;
-	}
 	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
 		nx_log(NX_LOG_ERR, "admin", "admin.tls is true but libmicrohttpd has no TLS");
 		return NX_ECONFIG;
 	}
-	int rc = read_pem(c->tls_cert, "certificate", &a->tls_cert, &a->tls_cert_len);
-	if (!rc) {
-		rc = read_pem(c->tls_key, "key", &a->tls_key, &a->tls_key_len);
+	char *gcert = NULL, *gkey = NULL;
+	int rc = 0;
+	if (!c->tls_cert || !c->tls_key) {
+		rc = tls_generated(c, &gcert, &gkey);
 	}
+	const char *cert = gcert ? gcert : c->tls_cert, *key = gkey ? gkey : c->tls_key;
+	if (!rc) {
+		rc = read_pem(cert, "certificate", &a->tls_cert, &a->tls_cert_len);
+	}
+	if (!rc) {
+		rc = read_pem(key, "key", &a->tls_key, &a->tls_key_len);
+	}
+	free(gcert);
+	free(gkey);
 	if (rc) {
 		tls_free(a);
 		return rc;

@@ -124,7 +124,7 @@ enum nx_admin_via {
  */
 #define NX_ADMIN_LIVE_RING_BYTES (64 * 1024)
 /* Records between the query-log writer and the control thread: one writer batch
- * (NX_QLOG_BATCH_DEFAULT). 256 x 680 B = 170 KiB, allocated only while subscribers exist. */
+ * (NX_QLOG_BATCH_DEFAULT). 256 x 744 B = 186 KiB, allocated only while subscribers exist. */
 #define NX_ADMIN_LIVE_HANDOFF 256
 #define NX_ADMIN_LIVE_CHUNK 32		 /* records formatted per lock hold, then MHD sends */
 #define NX_ADMIN_LIVE_KEEPALIVE_MS 15000 /* ": keepalive" to idle subscribers (proxies, NATs) */
@@ -233,6 +233,7 @@ struct nx_admin_req {
 	int session;	       /* index in auth.sessions when via == SESSION, else -1 */
 	char set_cookie[NX_ADMIN_COOKIE_MAX]; /* added as Set-Cookie to the reply when non-empty */
 	unsigned retry_after_s;		      /* added as Retry-After to the reply when non-zero */
+	char disposition[128]; /* added as Content-Disposition to the reply when non-empty */
 };
 
 /* Query-string argument or request header (borrowed from MHD), NULL when absent. */
@@ -383,6 +384,9 @@ int nx_admin_handle_clients_delete(struct nx_admin_req *req);
 int nx_admin_handle_locals_get(struct nx_admin_req *req);
 int nx_admin_handle_locals_add(struct nx_admin_req *req);
 int nx_admin_handle_locals_delete(struct nx_admin_req *req);
+/* mobileconfig.c: GET /api/apple/{doh,dot}.mobileconfig[?client_id=] */
+int nx_admin_handle_apple_doh(struct nx_admin_req *req);
+int nx_admin_handle_apple_dot(struct nx_admin_req *req);
 
 /* api_stats.c: close the query-log reader (stop). */
 void nx_admin_qlog_close(struct nx_admin *a);

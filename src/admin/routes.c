@@ -66,6 +66,11 @@ const struct nx_admin_route nx_admin_routes[] = {
      nx_admin_handle_locals_delete},
     {"DELETE", "/api/local-records/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
      nx_admin_handle_locals_delete},
+    /* Apple configuration profiles for the encrypted DNS listeners (mobileconfig.c) */
+    {"GET", "/api/apple/doh.mobileconfig", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_apple_doh},
+    {"GET", "/api/apple/dot.mobileconfig", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_apple_dot},
 };
 const size_t nx_admin_n_routes = sizeof(nx_admin_routes) / sizeof(nx_admin_routes[0]);
 

@@ -295,6 +295,12 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 			 "source", nx_decide_source_name(&dc, &r));
 }
 
+static struct nx_tls_creds *tls_creds(void *ud)
+{
+	struct nx_daemon *d = ud;
+	return d->cur->creds; /* control thread: the generation in effect */
+}
+
 static void live_tap(void *ud, const struct nx_qlog_rec *recs, size_t n)
 {
 	nx_admin_live_publish(ud, recs, n); /* thread-safe: called on the writer thread */
@@ -316,6 +322,7 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.pause = pause_hook,
 		.paused_until = paused_until,
 		.lookup = lookup_hook,
+		.tls_creds = tls_creds,
 		.ud = d,
 	};
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);

@@ -41,6 +41,8 @@ struct waiter {
 	uint64_t t0_us;                 /* arrival, monotonic */
 	int64_t ts_ms;                  /* arrival, wall clock */
 	struct nx_dns_question q;   /* the client's question, in the client's case */
+	char client_id[NX_QLOG_CLIENT_ID_MAX]; /* the handle's client id, copied: it is borrowed
+						* for the query callback only (for the log) */
 };
 
 struct pending {
@@ -256,7 +258,7 @@ static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap
 }
 
 static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct sockaddr *client,
-		       const uint8_t *qname, size_t qlen, uint16_t qtype,
+		       const char *client_id, const uint8_t *qname, size_t qlen, uint16_t qtype,
 		       const struct nx_filter_result *fr, const uint8_t *matched, size_t mlen,
 		       bool cached, int upstream, uint64_t t0_us, int64_t ts_ms,
 		       const uint8_t *reply, size_t rlen)
@@ -291,6 +293,8 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	struct nx_decide_ctx d = {.c = w->cref->c, .rules = w->cref->rules};
 	copy_text(rec.source, sizeof(rec.source), nx_decide_source_name(&d, fr));
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
+	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");
+	copy_text(rec.client_id, sizeof(rec.client_id), client_id ? client_id : "");
 	nx_qlog_push(w->qlog, w->idx, &rec);
 }
 
@@ -451,7 +455,8 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
 		} else if (w->qlog) {
-			log_answer(w, (enum nx_proto)x->to.proto, (const struct sockaddr *)&x->to.peer, x->q.name,
+			log_answer(w, (enum nx_proto)x->to.proto, (const struct sockaddr *)&x->to.peer,
+				   x->client_id, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
 				   x->t0_us, x->ts_ms, w->tx, (size_t)rlen);
 		}
@@ -494,7 +499,8 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->t0_us = o->t0_us;
 	x->ts_ms = o->ts_ms;
 	x->to = *o->r;
-	x->to.client_id = ""; /* borrowed for the query callback only */
+	copy_text(x->client_id, sizeof(x->client_id), o->r->client_id ? o->r->client_id : "");
+	x->to.client_id = ""; /* borrowed for the query callback only: x->client_id keeps it */
 	nx_reply_hold(&x->to);
 	nx_gauge_add(NX_GAUGE_IN_FLIGHT, 1);
 }
@@ -809,7 +815,7 @@ int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, si
 	}
 	int n = handle(w, msg, len, truncated, &o, out, cap);
 	if (n > 0 && w->qlog) {
-		log_answer(w, (enum nx_proto)r->proto, o.peer, msg + NX_DNS_HDR_LEN,
+		log_answer(w, (enum nx_proto)r->proto, o.peer, r->client_id, msg + NX_DNS_HDR_LEN,
 			   o.have_q ? o.qname_len : 0, o.qtype, &o.fr, o.matched, o.matched_len,
 			   o.cached, -1, o.t0_us, o.ts_ms, out, (size_t)n);
 	}

@@ -195,6 +195,8 @@ void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const 
 	p = put_opt(p, v->source, r->source_len);
 	*p++ = ',';
 	p = put_opt(p, v->answer, r->answer_len);
+	*p++ = ',';
+	p = put_opt(p, v->client_id, r->client_id_len);
 	*p++ = ']';
 	b->used = (size_t)(p - b->buf);
 	b->n++;
@@ -421,6 +423,10 @@ static int dec_rec(struct dec *d, struct nx_qlog_item *it)
 		if (!eat(d, ',') || dec_str(d, strs[i])) {
 			return -1;
 		}
+	}
+	it->client_id = NULL;
+	if (eat(d, ',') && dec_str(d, &it->client_id)) { /* absent before schema 4 */
+		return -1;
 	}
 	if (!it->client || !it->name) {
 		return -1;

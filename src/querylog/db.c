@@ -108,6 +108,36 @@ static const char *const migrations[] = {
 	" NULLIF(CAST(NEW.source AS TEXT), ''), NULLIF(CAST(NEW.answer AS TEXT), ''))"
 	"));"
 	" END;",
+
+	/* 4: the client id of DoH/DoT queries, a 15th value of each record (NULL when none);
+	 * older records keep 14 values, which the view reads as a NULL client_id. Only the view
+	 * and its trigger change: no block is rewritten. */
+	"DROP TRIGGER queries_insert;"
+	"DROP VIEW queries;"
+	"CREATE VIEW queries(id, ts, duration_us, client, proto, qtype, rcode, action, reason,"
+	" cached, upstream, name, matched, source, answer, client_id) AS"
+	" SELECT b.id * 65536 + r.key, r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3,"
+	" r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9,"
+	" r.value ->> 10, r.value ->> 11, r.value ->> 12, r.value ->> 13, r.value ->> 14"
+	" FROM log_blocks AS b, json_each(b.records) AS r WHERE json_valid(b.records);"
+	"CREATE TRIGGER queries_insert INSTEAD OF INSERT ON queries BEGIN"
+	" SELECT RAISE(ABORT, 'queries: ts, duration_us, client, proto, qtype, rcode, action,"
+	" reason, cached and name are NOT NULL')"
+	"  WHERE NEW.ts IS NULL OR NEW.duration_us IS NULL OR NEW.client IS NULL"
+	"  OR NEW.proto IS NULL OR NEW.qtype IS NULL OR NEW.rcode IS NULL OR NEW.action IS NULL"
+	"  OR NEW.reason IS NULL OR NEW.cached IS NULL OR NEW.name IS NULL;"
+	" INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
+	" VALUES (CAST(NEW.ts AS INTEGER), CAST(NEW.ts AS INTEGER), 1,"
+	" CAST(NEW.action AS INTEGER) = 2, json_array(CAST(NEW.client AS TEXT)), json_array("
+	" json_array(CAST(NEW.ts AS INTEGER), CAST(NEW.duration_us AS INTEGER),"
+	" CAST(NEW.client AS TEXT), CAST(NEW.proto AS INTEGER), CAST(NEW.qtype AS INTEGER),"
+	" CAST(NEW.rcode AS INTEGER), CAST(NEW.action AS INTEGER), CAST(NEW.reason AS INTEGER),"
+	" CAST(NEW.cached AS INTEGER) <> 0, NULLIF(CAST(NEW.upstream AS TEXT), ''),"
+	" CAST(NEW.name AS TEXT), NULLIF(CAST(NEW.matched AS TEXT), ''),"
+	" NULLIF(CAST(NEW.source AS TEXT), ''), NULLIF(CAST(NEW.answer AS TEXT), ''),"
+	" NULLIF(CAST(NEW.client_id AS TEXT), ''))"
+	"));"
+	" END;",
 };
 static_assert(NX_ARRAY_LEN(migrations) == NX_QLOG_SCHEMA_VERSION, "one migration per version");
 

@@ -52,18 +52,19 @@ struct nx_qlog_pk {
 	uint16_t qtype;
 	uint8_t client[16];
 	uint8_t family, proto, rcode, action, reason, cached;
-	uint8_t name_len, matched_len, source_len, answer_len;
+	uint8_t name_len, matched_len, source_len, answer_len, client_id_len;
 };
 static_assert(sizeof(struct nx_qlog_pk) == 48, "packed record header");
 #define PK_MATCHED_NAME 0xff /* matched_len: same text as the name */
-/* Largest packed record: header + 253 + 253 + 63 + 63, rounded to 8. */
+/* Largest packed record: header + 253 + 253 + 63 + 63 + 64, rounded to 8. */
 #define PK_MAX ((sizeof(struct nx_qlog_pk) + 2 * (NX_QLOG_NAME_MAX - 1) +                   \
-		 (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1) + 7) & ~(size_t)7)
+		 (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1) +                      \
+		 (NX_QLOG_CLIENT_ID_MAX - 1) + 7) & ~(size_t)7)
 
 /* A packed record read back: pointers into the batch, lengths in pk. */
 struct nx_qlog_view {
 	const struct nx_qlog_pk *pk;
-	const char *name, *matched, *source, *answer;
+	const char *name, *matched, *source, *answer, *client_id;
 	unsigned matched_len; /* resolved PK_MATCHED_NAME */
 };
 
@@ -71,7 +72,8 @@ struct nx_qlog_view {
 
 /*
  * The log is stored as rows of log_blocks, one per writer transaction and minute: the records
- * as one JSON array of 14-value arrays (the `queries` view's columns in order), with the block's
+ * as one JSON array of 15-value arrays (the `queries` view's columns in order; blocks written
+ * before schema 4 have 14, without the client id), with the block's
  * time range, record and blocked counts and its distinct clients (NULL when more than
  * NX_QLOG_BLOCK_CLIENTS) so that a reader skips blocks without decoding them. One INSERT per
  * ~1000 records instead of one B-tree insert per record and per index.
@@ -86,7 +88,8 @@ struct nx_qlog_view {
  * nx_qlog.up_cache, name and matched, source and answer), quotes, commas, brackets. */
 #define NX_QLOG_JSON_REC_MAX                                                                       \
 	(64 + 6 * (NX_QLOG_CLIENT_TEXT_MAX + 64 + 2 * (NX_QLOG_NAME_MAX - 1) +                      \
-		   (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1)) +                           \
+		   (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1) +                            \
+		   (NX_QLOG_CLIENT_ID_MAX - 1)) +                                                   \
 	 64)
 static_assert(NX_QLOG_BLOCK_RECS_MAX <= (1 << NX_QLOG_ID_SHIFT), "block index fits the id");
 static_assert(NX_QLOG_BATCH_MAX <= NX_QLOG_BLOCK_RECS_MAX, "a batch fits a block's index");
@@ -111,6 +114,7 @@ struct nx_qlog_item {
 	bool cached;
 	const char *upstream;
 	const char *name, *matched, *source, *answer;
+	const char *client_id; /* NULL: none (or a block from before schema 4) */
 };
 
 void nx_qlog_blk_reset(struct nx_qlog_blk *b);

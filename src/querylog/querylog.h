@@ -31,7 +31,7 @@
  * Privacy (logging.privacy), applied by the writer to rows, aggregates and the live tap alike:
  *   0 everything; 1 names hidden: name/matched/answer stored as "hidden", user-rule text in
  *   `source` hidden, no name aggregates; 2 also clients hidden (client zeroed, family 0, stored
- *   as "hidden"), no client aggregates; 3 no per-query rows and no tap: per-minute counters only.
+ *   as "hidden", client id emptied), no client aggregates; 3 no per-query rows and no tap: per-minute counters only.
  * A change applies to records drained after it; rows already written stay as written.
  *
  * Threading: nx_qlog_push() from producer i only (one thread per ring index); nx_qlog_stats(),
@@ -58,6 +58,10 @@
 #define NX_QLOG_NAME_MAX 254   /* presentation name without the trailing dot (253) + NUL */
 #define NX_QLOG_SOURCE_MAX 64  /* list source name or user rule text, truncated, + NUL */
 #define NX_QLOG_ANSWER_MAX 64  /* answer summary, truncated, + NUL */
+/* DoH `/dns-query/<id>` or DoT SNI `<id>.<tls.server_name>` client id ([a-z0-9-]{1,64}, the
+ * transports check it) + NUL: the id as the device sent it, known to the config or not, so a
+ * device set up with a mistyped id shows under that id. */
+#define NX_QLOG_CLIENT_ID_MAX 65
 
 #define NX_QLOG_PROTOS(X) X(UDP, "udp") X(TCP, "tcp") X(DOT, "dot") X(DOH, "doh")
 enum nx_qlog_proto {
@@ -94,24 +98,25 @@ struct nx_qlog_rec {
 	char matched[NX_QLOG_NAME_MAX];	   /* matched rule/list name or "" */
 	char source[NX_QLOG_SOURCE_MAX];   /* list source name or user rule text or "" */
 	char answer[NX_QLOG_ANSWER_MAX];   /* "A 192.0.2.1", "CNAME x.example" or "" */
+	char client_id[NX_QLOG_CLIENT_ID_MAX]; /* client id the query carried, or "" */
 };
 
-/* The ring memory is records x this: keep it visible. 38 fixed bytes + 636 text + 6 padding. */
-#define NX_QLOG_REC_SIZE 680
+/* The ring memory is records x this: keep it visible. 38 fixed bytes + 701 text + 5 padding. */
+#define NX_QLOG_REC_SIZE 744
 static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record size changed");
 
 /* ---- limits and defaults ---- */
 
 /*
  * logging.query_log_buffer_max default, in records over all rings. Sized for a household peak
- * of 1000 queries/s through a 2 s disk stall (2000 records) rounded to 2048: 2048 x 680 B =
- * 1,392,640 B (1.33 MiB) of rings. In steady state the writer drains every NX_QLOG_FLUSH_MS
+ * of 1000 queries/s through a 2 s disk stall (2000 records) rounded to 2048: 2048 x 744 B =
+ * 1,523,712 B (1.45 MiB) of rings. In steady state the writer drains every NX_QLOG_FLUSH_MS
  * (250 records at 1000 q/s, ~12 % of the buffer); nxdns_querylog_queue_peak measures the real
  * high-water so the default can be lowered from data.
  */
 #define NX_QLOG_BUFFER_DEFAULT 2048
 #define NX_QLOG_BUFFER_MIN 16	      /* below this a burst of one worker already drops */
-#define NX_QLOG_BUFFER_MAX (1u << 20) /* 680 MiB: far beyond any sane setting */
+#define NX_QLOG_BUFFER_MAX (1u << 20) /* 744 MiB: far beyond any sane setting */
 #define NX_QLOG_PRODUCERS_MAX 256     /* rings; listener.workers is capped far lower */
 /*
  * Records per transaction. The writer's batch holds packed records (fixed fields + the text
@@ -136,7 +141,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * statistics never lag what "written" claims. 0 = in every transaction.
  */
 #define NX_QLOG_AGG_WRITE_MS 1000
-/* Records copied per ring-lock hold (~43 KiB memcpy); also the writer's unpacked scratch and
+/* Records copied per ring-lock hold (~47 KiB memcpy); also the writer's unpacked scratch and
  * the largest tap call. */
 #define NX_QLOG_DRAIN_CHUNK 64
 #define NX_QLOG_BACKOFF_MIN_MS 100     /* first retry after a failed transaction */
@@ -175,7 +180,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_TOP_LIMIT_MAX 100
 #define NX_QLOG_HISTORY_POINTS_MAX 10080 /* a week of minutes */
 /* Latest schema version (PRAGMA user_version) nx_qlog_* writes. */
-#define NX_QLOG_SCHEMA_VERSION 3
+#define NX_QLOG_SCHEMA_VERSION 4
 
 /* ---- writer side ---- */
 
@@ -347,7 +352,7 @@ void nx_qlog_apply_privacy(struct nx_qlog_rec *rec, unsigned privacy);
 /*
  * A record as the JSON object the API returns for one row (without "id"): ts, client, proto,
  * qtype, rcode, action, reason, name, matched, source, answer, upstream (name or null),
- * cached, duration_us. For the live stream. NULL on allocation failure.
+ * cached, duration_us, client_id ("" when none). For the live stream. NULL on allocation failure.
  */
 json_t *nx_qlog_rec_to_json(const struct nx_qlog_rec *rec, const char *upstream);
 
@@ -382,6 +387,7 @@ int nx_qlog_status_parse(const char *s, enum nx_qlog_status *out);
 
 struct nx_qlog_filter {
 	const char *client;	    /* exact client text ("192.168.1.2"), NULL = any; borrowed */
+	const char *client_id;	    /* exact client id ("phone"), NULL/"" = any; borrowed */
 	const char *name;	    /* substring of the name, NULL/"" = any; borrowed */
 	enum nx_qlog_status status;
 	int64_t from_ms;	    /* ts >= from_ms; 0 = unbounded */

@@ -83,7 +83,8 @@ static const char *or_empty(const char *s)
 static json_t *item_json(const struct nx_qlog_item *it)
 {
 	char tbuf[16];
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:I}",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:b, s:I, "
+			 "s:s}",
 			 "ts", (json_int_t)it->ts, "client", it->client, "proto",
 			 NAME_OR(proto_names, it->proto, "unknown"), "qtype",
 			 nx_dns_type_name((uint16_t)it->qtype, tbuf), "rcode",
@@ -93,7 +94,7 @@ static json_t *item_json(const struct nx_qlog_item *it)
 			 or_empty(it->matched), "source", or_empty(it->source), "answer",
 			 or_empty(it->answer), "upstream",
 			 it->upstream, "cached", it->cached, "duration_us",
-			 (json_int_t)it->duration_us);
+			 (json_int_t)it->duration_us, "client_id", or_empty(it->client_id));
 }
 
 json_t *nx_qlog_rec_to_json(const struct nx_qlog_rec *r, const char *upstream)
@@ -118,6 +119,7 @@ json_t *nx_qlog_rec_to_json(const struct nx_qlog_rec *r, const char *upstream)
 		.matched = c.matched,
 		.source = c.source,
 		.answer = c.answer,
+		.client_id = c.client_id,
 	};
 	return item_json(&it);
 }
@@ -230,6 +232,9 @@ static bool item_matches(const struct nx_qlog_item *it, const struct nx_qlog_fil
 	if (f->client && strcmp(it->client, f->client) != 0) {
 		return false;
 	}
+	if (f->client_id && f->client_id[0] && strcmp(or_empty(it->client_id), f->client_id) != 0) {
+		return false;
+	}
 	if (f->name && f->name[0] && !strstr(it->name, f->name)) {
 		return false;
 	}
@@ -283,6 +288,14 @@ static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, boo
 		const char *t = sqlite3_column_blob(s, 6);
 		int len = sqlite3_column_bytes(s, 6);
 		if (!t || !memmem(t, (size_t)len, f->name, strlen(f->name))) {
+			return false;
+		}
+	}
+	/* a client id is [a-z0-9-]: written verbatim, so a block without the text has no match */
+	if (f->client_id && f->client_id[0] && json_verbatim(f->client_id)) {
+		const char *t = sqlite3_column_blob(s, 6);
+		int len = sqlite3_column_bytes(s, 6);
+		if (!t || !memmem(t, (size_t)len, f->client_id, strlen(f->client_id))) {
 			return false;
 		}
 	}

@@ -67,6 +67,7 @@ void nx_qlog_apply_privacy(struct nx_qlog_rec *r, unsigned privacy)
 	terminate(r->matched, sizeof(r->matched));
 	terminate(r->source, sizeof(r->source));
 	terminate(r->answer, sizeof(r->answer));
+	terminate(r->client_id, sizeof(r->client_id));
 	if (privacy >= 1) {
 		snprintf(r->name, sizeof(r->name), "hidden");
 		hide(r->matched, sizeof(r->matched));
@@ -79,6 +80,7 @@ void nx_qlog_apply_privacy(struct nx_qlog_rec *r, unsigned privacy)
 	if (privacy >= 2) {
 		memset(r->client, 0, sizeof(r->client));
 		r->family = 0;
+		r->client_id[0] = 0; /* names the device as well as its address does */
 	}
 }
 
@@ -260,7 +262,7 @@ static size_t pack(uint8_t *dst, const struct nx_qlog_rec *r)
 {
 	struct nx_qlog_pk *pk = (struct nx_qlog_pk *)dst;
 	size_t nl = strlen(r->name), ml = strlen(r->matched);
-	size_t sl = strlen(r->source), al = strlen(r->answer);
+	size_t sl = strlen(r->source), al = strlen(r->answer), il = strlen(r->client_id);
 	*pk = (struct nx_qlog_pk){
 		.ts_ms = r->ts_ms,
 		.duration_us = r->duration_us,
@@ -276,6 +278,7 @@ static size_t pack(uint8_t *dst, const struct nx_qlog_rec *r)
 		.matched_len = (uint8_t)ml,
 		.source_len = (uint8_t)sl,
 		.answer_len = (uint8_t)al,
+		.client_id_len = (uint8_t)il,
 	};
 	memcpy(pk->client, r->client, sizeof(pk->client));
 	char *p = (char *)(pk + 1);
@@ -291,6 +294,8 @@ static size_t pack(uint8_t *dst, const struct nx_qlog_rec *r)
 	p += sl;
 	memcpy(p, r->answer, al);
 	p += al;
+	memcpy(p, r->client_id, il);
+	p += il;
 	return ((size_t)(p - (char *)dst) + 7) & ~(size_t)7;
 }
 
@@ -314,6 +319,8 @@ static size_t unpack(const uint8_t *src, struct nx_qlog_view *v)
 	p += pk->source_len;
 	v->answer = p;
 	p += pk->answer_len;
+	v->client_id = p;
+	p += pk->client_id_len;
 	return ((size_t)(p - (const char *)src) + 7) & ~(size_t)7;
 }
 

@@ -58,6 +58,7 @@ struct fx {
 	bool no_reload_hook;  /* start without hooks.reload */
 	uint64_t now;	      /* the admin clock, ms */
 	struct nx_ledger_row before[NX_OWNER__COUNT];
+	struct nx_tls_creds *creds; /* what hooks.tls_creds answers (borrowed), NULL: none */
 	/* the filter hooks' fake daemon state */
 	int refreshes;	      /* refresh hook calls that started one */
 	char refreshed[64];   /* the last source refreshed ("*" for all) */
@@ -88,6 +89,11 @@ FX_FN int fx_hook_reload(void *ud, char *err, size_t errlen)
 	nx_conf_free(f->conf);
 	f->conf = c;
 	return 0;
+}
+
+FX_FN struct nx_tls_creds *fx_hook_tls_creds(void *ud)
+{
+	return ((struct fx *)ud)->creds;
 }
 
 FX_FN uint64_t fx_hook_now(void *ud)
@@ -249,6 +255,7 @@ FX_FN struct fx *fx_start_with(const char *config, bool no_reload)
 	    .pause = fx_hook_pause,
 	    .paused_until = fx_hook_paused_until,
 	    .lookup = fx_hook_lookup,
+	    .tls_creds = fx_hook_tls_creds,
 	    .ud = f,
 	};
 	int rc = nx_admin_start(&f->loop, &a, &hooks, &f->admin);

@@ -3,6 +3,7 @@
  * with tls.cert and tls.key in the config, libcurl as the client (verifying against that
  * certificate).
  * The login cookie is Secure; plain HTTP is not answered; unreadable files fail the start.
+ * Without tls.cert: the generated certificate in state_dir/tls/, verified against that file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "fixture.h"
@@ -221,12 +223,13 @@ static void unreadable_files_fail_the_start(void **state)
 	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
 	tmp.conf = c;
 	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), NX_ECONFIG);
-	/* admin.tls without tls.cert: no certificate to serve, refused rather than plain HTTP */
+	/* admin.tls without tls.cert and a state_dir that cannot be made: refused rather than
+	 * plain HTTP (a file stands where the directory would be) */
 	nx_conf_free(c);
-	snprintf(y, sizeof(y), "admin:\n  tls: true\n");
+	snprintf(y, sizeof(y), "admin:\n  tls: true\nstate_dir: %s/x\n", cert_path);
 	assert_int_equal(nx_conf_load_string("t.yaml", y, strlen(y), &c, err, sizeof(err)), 0);
 	tmp.conf = c;
-	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), NX_ECONFIG);
+	assert_int_equal(nx_admin_start(&loop, &a, &hooks, &admin), -ENOTDIR);
 	assert_null(admin);
 	/* tls.cert without admin.tls: the admin stays plain HTTP (the certificate is DoT/DoH's) */
 	nx_conf_free(c);
@@ -243,12 +246,80 @@ static void unreadable_files_fail_the_start(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/*
+ * admin.tls without tls.cert: the self-signed certificate DoT and DoH use, generated in
+ * state_dir/tls/ on the first start and reused by the next (the same file, not a new one).
+ * The client trusts only that file, so an answer proves the server presents it.
+ */
+static char state_dir[96], gen_cert[160], gen_key[160];
+
+static void generated_cert_cleanup(void)
+{
+	char d[128];
+	unlink(gen_cert);
+	unlink(gen_key);
+	snprintf(d, sizeof(d), "%s/tls", state_dir);
+	rmdir(d);
+	rmdir(state_dir);
+}
+
+static void generated_certificate(void **state)
+{
+	(void)state;
+	snprintf(state_dir, sizeof(state_dir), "%s/state", tmpdir);
+	snprintf(gen_cert, sizeof(gen_cert), "%s/tls/cert.pem", state_dir);
+	snprintf(gen_key, sizeof(gen_key), "%s/tls/key.pem", state_dir);
+	char y[4096];
+	snprintf(y, sizeof(y), "admin:\n%s  tls: true\nstate_dir: %s\n", fx_admin_lines(),
+		 state_dir);
+	struct stat st;
+	assert_int_not_equal(stat(gen_cert, &st), 0);
+	struct fx *f = fx_start(y);
+	assert_true(f->admin->tls);
+	assert_int_equal(stat(gen_cert, &st), 0);
+	assert_int_equal(stat(gen_key, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	char *first = fx_read(gen_cert);
+	assert_non_null(strstr(first, "-----BEGIN CERTIFICATE-----"));
+
+	char saved[160];
+	snprintf(saved, sizeof(saved), "%s", cert_path);
+	snprintf(cert_path, sizeof(cert_path), "%s", gen_cert); /* cclient's only CA */
+	struct cfetch q = {.verify = true};
+	cfetch(f, &q, "https", "/healthz");
+	assert_int_equal(q.res, CURLE_OK);
+	assert_int_equal(q.status, 200);
+	fx_stop(f);
+
+	/* the next start serves the same certificate */
+	f = fx_start(y);
+	char *second = fx_read(gen_cert);
+	assert_string_equal(first, second);
+	struct cfetch r = {.verify = true};
+	cfetch(f, &r, "https", "/healthz");
+	assert_int_equal(r.res, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	fx_stop(f);
+
+	/* a client trusting another certificate refuses the server */
+	snprintf(cert_path, sizeof(cert_path), "%s", saved);
+	f = fx_start(y);
+	struct cfetch o = {.verify = true};
+	cfetch(f, &o, "https", "/healthz");
+	assert_int_not_equal(o.res, CURLE_OK);
+	fx_stop(f);
+	free(first);
+	free(second);
+	generated_cert_cleanup();
+}
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(https_login_is_secure, setup, teardown),
 	    cmocka_unit_test_setup_teardown(unreadable_files_fail_the_start, setup, teardown),
+	    cmocka_unit_test_setup_teardown(generated_certificate, setup, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();

@@ -187,6 +187,7 @@ static void privacy_level(unsigned level)
 	r = mkrec(T0 + 4, 10, "ads.example");
 	mkblocked(&r, "||ads.example^");
 	r.reason = NX_FILTER_R_user_deny;
+	snprintf(r.client_id, sizeof(r.client_id), "phone"); /* a DoH /dns-query/phone query */
 	nx_qlog_push(q, 1, &r);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
 
@@ -207,7 +208,11 @@ static void privacy_level(unsigned level)
 		assert_string_equal(jstr(blk, "source"), level >= 1 ? "hidden" : "||ads.example^");
 		assert_string_equal(jstr(blk, "answer"), level >= 1 ? "hidden" : "A 0.0.0.0");
 		assert_string_equal(jstr(blk, "client"), level >= 2 ? "hidden" : "192.168.1.10");
+		/* the client id names the device: hidden with the address */
+		assert_string_equal(jstr(blk, "client_id"), level >= 2 ? "" : "phone");
+		assert_string_equal(jstr(json_array_get(all, 1), "client_id"), "");
 		/* the tap saw the same privacy-applied copy */
+		assert_string_equal(tp.last.client_id, level >= 2 ? "" : "phone");
 		assert_string_equal(tp.last.name, want_name);
 		assert_int_equal(tp.last.family, level >= 2 ? 0 : AF_INET);
 	}
@@ -913,7 +918,7 @@ static void test_params_and_ledger(void **state)
 	int64_t batch = (int64_t)nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT) +
 			NX_QLOG_DRAIN_CHUNK * NX_QLOG_REC_SIZE + NX_QLOG_BLOCK_BYTES;
 	assert_int_equal(nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT),
-			 NX_QLOG_BATCH_DEFAULT * NX_QLOG_BATCH_REC_BYTES + 680);
+			 NX_QLOG_BATCH_DEFAULT * NX_QLOG_BATCH_REC_BYTES + 744);
 	int64_t agg = NX_QLOG_AGG_BYTES;
 	int64_t charged = ledger_bytes(NX_OWNER_querylog_queue) - base_q;
 	assert_true(charged >= rings + batch + agg);

@@ -623,6 +623,9 @@ static void test_migration_to_blocks(void **state)
 	assert_int_equal(nx_qlog_db_migrate(t.db, 3), 0);
 	assert_int_equal(HAS_TABLE(t.db, "log_blocks"), 1);
 	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 4);
+	/* 4: the view gains client_id; the 14-value records stay as they are and read as none */
+	assert_int_equal(nx_qlog_db_migrate(t.db, 4), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE client_id IS NULL"), 4);
 	struct nx_qlog_filter f = {0};
 	json_t *all = read_all(t.db, f, 2);
 	assert_int_equal(json_array_size(all), 4);
@@ -644,13 +647,38 @@ static void test_migration_to_blocks(void **state)
 	assert_string_equal(jstr(a, "source"), "list");
 	assert_string_equal(jstr(a, "action"), "block");
 	assert_int_equal(jint(a, "duration_us"), 5);
+	assert_string_equal(jstr(a, "client_id"), "");
 	json_decref(all);
-	/* and the writer appends after them */
+	/* and the writer appends after them, with a client id (15 values) */
 	struct nx_qlog *q = start_log(t.db);
 	struct nx_qlog_rec r = mkrec(T0, 1, "d.example");
+	snprintf(r.client_id, sizeof(r.client_id), "phone");
 	nx_qlog_push(q, 0, &r);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
 	assert_int_equal(count_rows(t.db), 5);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE client_id = 'phone'"
+				       " AND name = 'd.example'"),
+			 1);
+	/* the trigger takes a client id too */
+	sql_exec(t.db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		       " reason, cached, name, client_id) VALUES"
+		       " (1700000034000, 1, '10.0.0.9', 3, 1, 0, 0, 0, 0, 'f.example', 'tablet')");
+	/* the filter: exact id; old records have none */
+	f.client_id = "phone";
+	all = read_all(t.db, f, 2);
+	assert_int_equal(json_array_size(all), 1);
+	assert_string_equal(jstr(json_array_get(all, 0), "name"), "d.example");
+	assert_string_equal(jstr(json_array_get(all, 0), "client_id"), "phone");
+	json_decref(all);
+	f.client_id = "tablet";
+	all = read_all(t.db, f, 2);
+	assert_int_equal(json_array_size(all), 1);
+	assert_string_equal(jstr(json_array_get(all, 0), "proto"), "doh");
+	json_decref(all);
+	f.client_id = "phon"; /* exact, not a substring */
+	all = read_all(t.db, f, 2);
+	assert_int_equal(json_array_size(all), 0);
+	json_decref(all);
 	nx_qlog_free(q);
 	tdir_remove(&t);
 }
