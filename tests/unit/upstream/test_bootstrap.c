@@ -165,17 +165,29 @@ static void fake_start(struct fakedns *f, enum mode mode)
 {
 	memset(f, 0, sizeof(*f));
 	f->mode = mode;
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	f->udp = socket(AF_INET, SOCK_DGRAM, 0);
-	assert_true(f->udp >= 0);
-	assert_int_equal(bind(f->udp, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	socklen_t sl = sizeof(sin);
-	assert_int_equal(getsockname(f->udp, (struct sockaddr *)&sin, &sl), 0);
-	f->port = ntohs(sin.sin_port);
-	f->tcp = socket(AF_INET, SOCK_STREAM, 0);
-	int one = 1;
-	setsockopt(f->tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	assert_int_equal(bind(f->tcp, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	/* A port free for both UDP and TCP: the kernel's free UDP port may be taken for TCP by
+	 * something else on a shared machine, so try again until both bind. */
+	struct sockaddr_in sin;
+	int bound = -1;
+	for (int tries = 0; tries < 100 && bound != 0; tries++) {
+		if (tries > 0) {
+			close(f->udp);
+			close(f->tcp);
+		}
+		sin = (struct sockaddr_in){.sin_family = AF_INET,
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		f->udp = socket(AF_INET, SOCK_DGRAM, 0);
+		assert_true(f->udp >= 0);
+		assert_int_equal(bind(f->udp, (struct sockaddr *)&sin, sizeof(sin)), 0);
+		socklen_t sl = sizeof(sin);
+		assert_int_equal(getsockname(f->udp, (struct sockaddr *)&sin, &sl), 0);
+		f->port = ntohs(sin.sin_port);
+		f->tcp = socket(AF_INET, SOCK_STREAM, 0);
+		int one = 1;
+		setsockopt(f->tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		bound = bind(f->tcp, (struct sockaddr *)&sin, sizeof(sin));
+	}
+	assert_int_equal(bound, 0);
 	assert_int_equal(listen(f->tcp, 4), 0);
 	assert_int_equal(pipe(f->stop), 0);
 	assert_int_equal(pthread_create(&f->th, NULL, run, f), 0);
