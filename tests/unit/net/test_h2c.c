@@ -415,17 +415,20 @@ static void test_own_out_of_order(void **state)
 {
 	struct fx *f = fx_new(OWN, NULL, NULL, 0);
 	pump(f);
-	enum { N = 40 };
+	enum { N = NX_H2C_STREAMS_DEFAULT }; /* also what the server allows */
 	for (uint64_t t = 0; t < N; t++) {
+		assert_true(nx_h2c_can_submit(f->cli));
 		assert_int_equal(submit(f, t), 0);
 		assert_int_equal(f->answers, 0); /* never from inside submit */
 	}
 	assert_int_equal(nx_h2c_in_flight(f->cli), N);
+	assert_false(nx_h2c_can_submit(f->cli));
+	assert_int_equal(submit(f, N), NX_ELIMIT);
 	pump(f);
 	assert_int_equal(f->noq, N);
 	/* answer in a scrambled order, in two batches */
 	for (int k = 0; k < N; k++) {
-		own_answer(f, (k * 7 + 3) % N);
+		own_answer(f, (k * 7 + 3) % N); /* 7 and 100 are coprime: each once */
 		if (k == N / 2) {
 			pump(f);
 			assert_int_equal(f->answers, N / 2 + 1);
@@ -434,6 +437,7 @@ static void test_own_out_of_order(void **state)
 	pump(f);
 	assert_int_equal(f->feed_rc, 0);
 	assert_int_equal(f->answers, N);
+	assert_int_equal(f->got[N].calls, 0);
 	for (uint64_t t = 0; t < N; t++) {
 		struct got *g = &f->got[t];
 		assert_int_equal(g->calls, 1);
@@ -674,7 +678,18 @@ static void test_huge_body(void **state)
 		big[i] = (uint8_t)(i * 31 + 7);
 	}
 	uint64_t st0 = nx_stat_read(NX_STAT_DOHC_TOO_LARGE);
-	raw_respond(f, 0, "200", "application/dns-message", big, BIG, true);   /* announced */
+	/* announced too large: refused on the headers alone, before any of the body */
+	nghttp2_nv nv[] = {
+	    {(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0},
+	    {(uint8_t *)"content-type", (uint8_t *)"application/dns-message", 12, 23, 0},
+	    {(uint8_t *)"content-length", (uint8_t *)"65536", 14, 5, 0}};
+	assert_int_equal(
+	    nghttp2_submit_headers(f->raw, NGHTTP2_FLAG_NONE, f->s[0].stream, NULL, nv, 3, NULL),
+	    0);
+	pump(f);
+	assert_int_equal(f->got[0].calls, 1);
+	assert_int_equal(f->got[0].rc, -EMSGSIZE);
+	assert_int_equal(f->s[0].code, NGHTTP2_CANCEL);
 	raw_respond(f, 1, "200", "application/dns-message", big, BIG, false);  /* streamed */
 	raw_respond(f, 2, "200", "application/dns-message", big, 65535, true); /* the limit */
 	pump(f);
@@ -838,6 +853,32 @@ static void test_goaway_last_stream(void **state)
 	assert_int_equal(f->got[10].calls, 0);
 	assert_true(nx_h2c_want_close(f->cli));
 	assert_int_equal(f->feed_rc, 0);
+	fx_free(f);
+}
+
+/* Requests sent before the server's SETTINGS arrive may exceed its limit: the ones it refuses
+ * come back retryable, the rest are answered. */
+static void test_refused_before_settings(void **state)
+{
+	nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1}};
+	struct fx *f = fx_new(RAW, NULL, iv, 1);
+	for (uint64_t t = 0; t < 3; t++) {
+		assert_int_equal(submit(f, t), 0); /* nghttp2 assumes 100 until told */
+	}
+	uint64_t ref0 = nx_stat_read(NX_STAT_DOHC_REFUSED);
+	pump(f);
+	assert_int_equal(f->got[1].rc, -EAGAIN);
+	assert_int_equal(f->got[2].rc, -EAGAIN);
+	assert_int_equal(nx_stat_read(NX_STAT_DOHC_REFUSED), ref0 + 2);
+	assert_int_equal(f->got[0].calls, 0);
+	assert_false(nx_h2c_can_submit(f->cli)); /* one in flight, the limit is now known */
+	raw_answer_dns(f, 0);
+	pump(f);
+	assert_int_equal(f->got[0].rc, 0);
+	for (int t = 0; t < 3; t++) {
+		assert_int_equal(f->got[t].calls, 1);
+	}
+	assert_true(nx_h2c_can_submit(f->cli));
 	fx_free(f);
 }
 
@@ -1201,6 +1242,7 @@ int main(void)
 	    cmocka_unit_test(test_body_budget),
 	    cmocka_unit_test(test_resets),
 	    cmocka_unit_test(test_goaway_last_stream),
+	    cmocka_unit_test(test_refused_before_settings),
 	    cmocka_unit_test(test_max_concurrent),
 	    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_submit_from_answer),
