@@ -7,7 +7,8 @@
  *
  * Threading: a session belongs to one thread (the worker that owns the upstream connection).
  *
- * Callbacks: io->send runs inside nx_h2c_new, _submit, _cancel, _feed and _goaway. io->answer
+ * Callbacks: io->send runs inside nx_h2c_new, _submit, _cancel, _feed and _goaway, and calls no
+ * nx_h2c_* (the TLS transform copies what the socket does not take). io->answer
  * runs only inside nx_h2c_feed and nx_h2c_fail_all, never inside nx_h2c_submit or _cancel, and
  * exactly once per accepted request (nx_h2c_submit returned 0) unless that request was
  * cancelled or the session freed first. An answer callback may call nx_h2c_submit,
@@ -105,7 +106,7 @@ int nx_h2c_submit(struct nx_h2c *h, uint64_t tag, const uint8_t *msg, size_t len
 /*
  * Abandon request `tag` (its race was lost or its deadline passed): RST_STREAM CANCEL, and its
  * io->answer is not called. Returns 0, NX_ENOTFOUND (no such request, or already answered), or
- * a fatal error.
+ * a fatal error. Finds the tag by walking the requests in flight (at most max_streams).
  */
 int nx_h2c_cancel(struct nx_h2c *h, uint64_t tag);
 
