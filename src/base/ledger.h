@@ -32,7 +32,8 @@
 	X(admin_http, "admin HTTP server connections and responses")                        \
 	X(tls, "TLS sessions and credentials")                                              \
 	X(misc, "small long-lived objects not worth their own owner")              \
-	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")
+	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")        \
+	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

@@ -108,7 +108,18 @@
 	X(DOH_STREAM_GONE, "nxdns_doh_dropped_total", "reason=\"stream_gone\"", "")              \
 	X(DOH_HTTP1, "nxdns_doh_dropped_total", "reason=\"http1\"", "")                          \
 	X(DOH_BAD_PREFACE, "nxdns_doh_dropped_total", "reason=\"bad_preface\"", "")              \
-	X(DOH_PROTOCOL, "nxdns_doh_dropped_total", "reason=\"protocol_error\"", "")
+	X(DOH_PROTOCOL, "nxdns_doh_dropped_total", "reason=\"protocol_error\"", "")             \
+	X(DOHC_HTTP_STATUS, "nxdns_doh_upstream_errors_total", "reason=\"http_status\"",         \
+	  "DoH upstream requests failed and connections ended by the HTTP/2 client, by reason") \
+	X(DOHC_CONTENT_TYPE, "nxdns_doh_upstream_errors_total", "reason=\"content_type\"", "")   \
+	X(DOHC_TOO_LARGE, "nxdns_doh_upstream_errors_total", "reason=\"body_too_large\"", "")    \
+	X(DOHC_BODY_BUDGET, "nxdns_doh_upstream_errors_total", "reason=\"body_budget\"", "")     \
+	X(DOHC_SHORT_BODY, "nxdns_doh_upstream_errors_total", "reason=\"short_body\"", "")       \
+	X(DOHC_REFUSED, "nxdns_doh_upstream_errors_total", "reason=\"refused\"", "")             \
+	X(DOHC_RESET, "nxdns_doh_upstream_errors_total", "reason=\"stream_reset\"", "")          \
+	X(DOHC_CONN_LOST, "nxdns_doh_upstream_errors_total", "reason=\"connection_lost\"", "")   \
+	X(DOHC_STREAM_LIMIT, "nxdns_doh_upstream_errors_total", "reason=\"stream_limit\"", "")   \
+	X(DOHC_PROTOCOL, "nxdns_doh_upstream_errors_total", "reason=\"protocol_error\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \
