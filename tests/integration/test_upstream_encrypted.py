@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import dns.query
 import dns.rcode
 import pytest
 
@@ -147,6 +148,33 @@ def test_fixture_relay_counts_connections(make_unbound, make_relay):
     assert r.stdout.split() == ["192.0.2.100", "192.0.2.101", "192.0.2.102"], r.stdout
     assert wait_until(lambda: rl.accepted == 3, 2)
     assert u.dot_queries() == 5
+
+
+@pytest.mark.parametrize("proto", ["dot", "doh"])
+def test_fixture_unbound_keeps_one_connection(make_unbound, make_relay, proto):
+    """unbound serves 50 queries on one DoT connection and on one HTTP/2 connection (a
+    dnspython client, trusting the certificate as its CA by the IP SAN): the reuse tests'
+    bounds are nxdns's to meet, not limits of the server."""
+    u = make_unbound(recs("enc-one", 50))
+    rl = make_relay(u.dot_port if proto == "dot" else u.doh_port)
+    ctx = ssl.create_default_context(cafile=str(u.cert.cert))
+    if proto == "dot":
+        with socket.create_connection(("127.0.0.1", rl.port), timeout=3) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                for i in range(50):
+                    r = dns.query.tls(make_query(f"enc-one-{i}.example", edns=0), "127.0.0.1",
+                                      port=rl.port, sock=s, timeout=3)
+                    assert answers(r) == [f"192.0.2.{100 + i}"]
+    else:
+        httpx = pytest.importorskip("httpx")
+        with httpx.Client(http2=True, verify=ctx, timeout=3) as client:
+            for i in range(50):
+                r = dns.query.https(make_query(f"enc-one-{i}.example", edns=0),
+                                    f"https://127.0.0.1:{rl.port}/dns-query", session=client,
+                                    timeout=3)
+                assert answers(r) == [f"192.0.2.{100 + i}"]
+    assert rl.accepted == 1
+    assert u.served(proto) == 50
 
 
 def test_fixture_dead_ports(silent_tcp):
