@@ -174,3 +174,8 @@ def make_upstream_cls(request, make_upstream):
         return up
 
     return make
+
+
+# Encrypted upstreams: the real DoT/DoH servers of tlsservers.py (unbound, kresd, a silent
+# port, a counting relay) as fixtures, with their logs in a failed test's report.
+pytest_plugins = ["tlsservers"]
