@@ -10,6 +10,7 @@
 #include "base/stats.h"
 #include "dns/msg.h"
 #include "net/h2.h"
+#include "net/h2c.h"
 #include "net/sockopt.h"
 #include "net/stream_impl.h"
 #include "net/tls.h"
@@ -103,6 +104,8 @@ void stream_on_handle_closed(uv_handle_t *h)
 		/* Not earlier: conn_close may run inside a TLS or HTTP/2 callback. */
 		nx_h2_free(c->h2);
 		c->h2 = NULL;
+		nx_h2c_free(c->h2c);
+		c->h2c = NULL;
 		nx_tls_free(c->tls);
 		c->tls = NULL;
 	}

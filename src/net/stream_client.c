@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/stats.h"
 #include "dns/msg.h"
+#include "net/h2c.h"
 #include "net/stream_impl.h"
 
 struct nx_stream_client {
@@ -30,6 +31,8 @@ struct nx_stream_client {
 	struct nx_tls_creds *creds;    /* referenced; NULL for TCP */
 	char auth_name[256];           /* "" when the certificate is checked against the IP */
 	char peer_ip[INET6_ADDRSTRLEN];
+	char authority[NX_H2C_AUTHORITY_MAX + 1]; /* DoH :authority */
+	char path[NX_H2C_PATH_MAX + 1];           /* DoH request path */
 	uint8_t *resume;               /* owned until the TLS session has taken it */
 	size_t resume_len;
 	uint16_t ids[NX_STREAM_CLIENT_PIPELINE]; /* DNS ids in flight (TCP, DoT) */
@@ -108,15 +111,58 @@ bool client_frame(struct nx_stream_conn *c, const uint8_t *msg, size_t len)
 	return true;
 }
 
+/* In flight: DNS ids on a DNS stream, HTTP/2 requests on DoH (the idle timer reads holds). */
+static void count_in_flight(struct nx_stream_client *k)
+{
+	k->c.holds = k->c.h2c ? nx_h2c_in_flight(k->c.h2c) : k->n_ids;
+}
+
+/* A DoH response (or a request's failure) from the HTTP/2 session. */
+static void h2c_answer(void *ud, uint64_t tag, int rc, int status, const uint8_t *msg,
+		       size_t len)
+{
+	struct nx_stream_conn *c = ud;
+	struct nx_stream_client *k = client_of(c);
+	count_in_flight(k);
+	c->active_ms = uv_now(c->h.loop);
+	if (!k->owner_gone) {
+		k->io.answer(k->ud, tag, rc, status, msg, len);
+	}
+}
+
+static int h2c_send(void *ud, const uint8_t *data, size_t len)
+{
+	return stream_app_write(ud, data, len);
+}
+
+static const struct nx_h2c_io h2c_io = {
+	.send = h2c_send,
+	.answer = h2c_answer,
+};
+
 void client_h2_input(struct nx_stream_conn *c, const uint8_t *data, size_t len)
 {
-	(void)data;
-	(void)len;
-	fail(client_of(c), -EPROTONOSUPPORT);
+	struct nx_stream_client *k = client_of(c);
+	int rc = nx_h2c_feed(c->h2c, data, len);
+	count_in_flight(k);
+	if (rc < 0) {
+		fail(k, rc);
+	} else if (nx_h2c_want_close(c->h2c)) {
+		fail(k, 0); /* GOAWAY and nothing left: the pool opens another when needed */
+	}
+	stream_arm_timer(c);
 }
 
 static int send_now(struct nx_stream_client *k, uint64_t tag, const uint8_t *msg, size_t len)
 {
+	if (k->c.h2c) {
+		stream_out_begin(&k->c);
+		int rc = nx_h2c_submit(k->c.h2c, tag, msg, len);
+		stream_out_end(&k->c);
+		count_in_flight(k);
+		stream_arm_timer(&k->c);
+		return rc == NX_ELIMIT ? rc : rc < 0 || !k->c.open ? -ENOTCONN : 0;
+	}
 	if (k->n_ids >= NX_STREAM_CLIENT_PIPELINE) {
 		return NX_ELIMIT;
 	}
@@ -132,6 +178,15 @@ void client_ready(struct nx_stream_conn *c)
 	struct nx_stream_client *k = client_of(c);
 	c->ready = true;
 	c->active_ms = uv_now(c->h.loop);
+	if (c->proto == NX_PROTO_DOH) {
+		stream_out_begin(c);
+		int rc = nx_h2c_new(k->authority, k->path, NULL, &h2c_io, c, &c->h2c);
+		stream_out_end(c);
+		if (rc < 0) {
+			fail(k, rc);
+			return;
+		}
+	}
 	/* The queries that waited for the handshake, in order. */
 	stream_out_begin(c);
 	size_t off = 0;
@@ -191,8 +246,11 @@ int nx_stream_connect(uv_loop_t *loop, const struct sockaddr *sa, socklen_t sale
 		      void *ud, struct nx_stream_client **out)
 {
 	bool tls = o->proto == NX_PROTO_DOT || o->proto == NX_PROTO_DOH;
-	if (o->proto == NX_PROTO_UDP || o->proto == NX_PROTO_DOH || tls != (o->creds != NULL) ||
-	    salen > sizeof(struct sockaddr_storage)) {
+	bool doh = o->proto == NX_PROTO_DOH;
+	if (o->proto == NX_PROTO_UDP || tls != (o->creds != NULL) ||
+	    salen > sizeof(struct sockaddr_storage) ||
+	    (doh && (!o->authority || !o->path || strlen(o->authority) > NX_H2C_AUTHORITY_MAX ||
+		     strlen(o->path) > NX_H2C_PATH_MAX))) {
 		return -EINVAL;
 	}
 	struct nx_stream_client *k = nx_mem_calloc(NX_OWNER_upstream_tcp, 1, sizeof(*k));
@@ -207,6 +265,10 @@ int nx_stream_connect(uv_loop_t *loop, const struct sockaddr *sa, socklen_t sale
 	k->lim.read_ms = o->read_ms;
 	if (o->auth_name) {
 		snprintf(k->auth_name, sizeof(k->auth_name), "%s", o->auth_name);
+	}
+	if (doh) {
+		snprintf(k->authority, sizeof(k->authority), "%s", o->authority);
+		snprintf(k->path, sizeof(k->path), "%s", o->path);
 	}
 	const void *ip = sa->sa_family == AF_INET6
 				 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
@@ -293,6 +355,14 @@ int nx_stream_client_send(struct nx_stream_client *k, uint64_t tag, const uint8_
 
 void nx_stream_client_cancel(struct nx_stream_client *k, uint64_t tag)
 {
+	if (k->c.h2c) {
+		stream_out_begin(&k->c);
+		nx_h2c_cancel(k->c.h2c, tag); /* RST_STREAM CANCEL; no answer comes for it */
+		stream_out_end(&k->c);
+		count_in_flight(k);
+		stream_arm_timer(&k->c);
+		return;
+	}
 	/* Still queued for the handshake: it never goes out. */
 	for (size_t off = 0; off + 10 <= k->queue_len;) {
 		uint64_t t = 0;
@@ -322,13 +392,18 @@ void nx_stream_client_cancel(struct nx_stream_client *k, uint64_t tag)
 
 bool nx_stream_client_can_send(const struct nx_stream_client *k)
 {
-	return k->c.open && (k->c.ready ? k->n_ids < NX_STREAM_CLIENT_PIPELINE
-					: k->queue_len + 10 + 512 <= NX_STREAM_CLIENT_QUEUE);
+	if (!k->c.open) {
+		return false;
+	}
+	if (!k->c.ready) {
+		return k->queue_len + 10 + 512 <= NX_STREAM_CLIENT_QUEUE;
+	}
+	return k->c.h2c ? nx_h2c_can_submit(k->c.h2c) : k->n_ids < NX_STREAM_CLIENT_PIPELINE;
 }
 
 unsigned nx_stream_client_in_flight(const struct nx_stream_client *k)
 {
-	return k->n_ids;
+	return k->c.h2c ? nx_h2c_in_flight(k->c.h2c) : k->n_ids;
 }
 
 bool nx_stream_client_ready(const struct nx_stream_client *k)
