@@ -54,6 +54,10 @@
 	X(UP_WRONG_QUESTION, "nxdns_upstream_rejected_total", "reason=\"wrong_question\"", "") \
 	X(UP_WRONG_SOURCE, "nxdns_upstream_rejected_total", "reason=\"wrong_source\"", "")     \
 	X(UP_LATE, "nxdns_upstream_rejected_total", "reason=\"late\"", "")                     \
+	X(UP_WRONG_CASE, "nxdns_upstream_rejected_total", "reason=\"wrong_case\"", "")         \
+	X(UP_MALFORMED, "nxdns_upstream_rejected_total", "reason=\"malformed\"", "")           \
+	X(UP_MALFORMED_QUESTION, "nxdns_upstream_rejected_total",                              \
+	  "reason=\"malformed_question\"", "")                                                  \
 	X(F_OK, "nxdns_filter_downloads_total", "result=\"ok\"",                                \
 	  "Blocklist downloads, by result (errors keep the last good list)")                     \
 	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \
@@ -61,7 +65,13 @@
 	X(RELOADS_OK, "nxdns_config_reloads_total", "result=\"ok\"", "Configuration reloads")   \
 	X(RELOADS_FAILED, "nxdns_config_reloads_total", "result=\"failed\"", "")               \
 	X(ASSERT_FAILURES, "nxdns_assert_failures_total", "",                                   \
-	  "Cannot-happen checks that failed on the request path (work dropped)")
+	  "Cannot-happen checks that failed on the request path (work dropped)")               \
+	X(UP_EDNS_FALLBACK, "nxdns_upstream_edns_fallback_total", "",                           \
+	  "Upstream queries asked again without EDNS after FORMERR/NOTIMP/BADVERS to EDNS")    \
+	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
+	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
+	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
+	  "Upstream UDP queries refused because the server's socket bound was reached")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \
