@@ -31,7 +31,7 @@
 #define N_FAKES 3
 #define N_DONE 64
 #define LONG_MS 5000 /* a deadline no test waits for */
-#define SOCK_USES 3  /* exchange.c NX_UP_SOCK_USES: exchanges per source port */
+#define SOCK_USES 4  /* exchange.c NX_UP_SOCK_USES: exchanges per source port */
 
 struct tctx;
 
@@ -723,7 +723,7 @@ static unsigned max_repeat_u16(const uint16_t *v, unsigned n)
 
 /*
  * Concurrent exchanges: random ids, random source ports >= 1024, none carrying more than
- * NX_UP_SOCK_USES (3) exchanges (open sockets cannot share a port, so this holds exactly).
+ * NX_UP_SOCK_USES (4) exchanges (open sockets cannot share a port, so this holds exactly).
  */
 static void test_random_ids_and_ports(void **state)
 {
@@ -743,7 +743,7 @@ static void test_random_ids_and_ports(void **state)
 	/* 50 draws from 2^16 ids: a handful of repeats at most */
 	int ids = distinct_u16(f->ids, N), ports = distinct_u16(f->sports, N);
 	assert_true(ids >= N - 5);
-	/* Started in one loop turn: a socket per 3 of them */
+	/* Started in one loop turn: a socket per 4 of them */
 	assert_true(ports >= (N + SOCK_USES - 1) / SOCK_USES);
 	assert_true(max_repeat_u16(f->sports, N) <= SOCK_USES);
 	for (int i = 0; i < N; i++) {
@@ -756,8 +756,8 @@ static void test_random_ids_and_ports(void **state)
 }
 
 /*
- * Sequential exchanges: a socket retires after 3 exchanges, so the port changes at least every
- * third exchange. (A closed port may be drawn again later, a 1-in-64512 chance per socket, so
+ * Sequential exchanges: a socket retires after 4 exchanges, so the port changes at least every
+ * fourth exchange. (A closed port may be drawn again later, a 1-in-64512 chance per socket, so
  * the distinct count allows a few such repeats.)
  */
 static void test_ports_rotate(void **state)
@@ -1243,14 +1243,14 @@ static void test_port_entropy(void **state)
 }
 
 /*
- * The socket bound per server (NX_UP_SOCKS_MAX = 512, 3 exchanges each): 1540 exchanges at
+ * The socket bound per server (NX_UP_SOCKS_MAX = 512, 4 exchanges each): 2052 exchanges at
  * once fill it; the four past it fail at once, counted, and the rest run normally.
  */
 static void test_socket_bound_refuses_counted(void **state)
 {
 	struct tctx *c = *state;
 	add_fake(c, FAKE_NEVER, false);
-	enum { N = 1540, FIT = 512 * SOCK_USES };
+	enum { N = 2052, FIT = 512 * SOCK_USES };
 	struct done *d = test_calloc(N, sizeof(*d));
 	assert_non_null(d);
 	nx_upstream_set_max_ops(c->u, N);
