@@ -297,12 +297,11 @@ static int open_udp(int family)
  * only that server's datagrams (anything else meets a closed port, so the ports cannot be
  * found by scanning from elsewhere) and reports its ICMP errors (a closed port fails the
  * waiting exchanges at once instead of at the deadline). Unbound does the same (udp-connect).
- * NULL when the socket cannot be made or p is at NX_UP_SOCKS_MAX (counted).
+ * NULL when the socket cannot be made or p is at NX_UP_SOCKS_MAX.
  */
 static struct up_sock *sock_open(struct nx_upstream *u, struct up_pool *p)
 {
 	if (p->open >= NX_UP_SOCKS_MAX) {
-		nx_stat_inc(NX_STAT_UP_SOCK_LIMIT);
 		return NULL;
 	}
 	int fd = open_udp(p->ss.ss_family);
@@ -363,6 +362,10 @@ static struct up_sock *sock_take(struct nx_upstream *u, struct up_pool *p)
 		}
 	}
 	if (!s) {
+		if (p->open >= NX_UP_SOCKS_MAX) {
+			nx_stat_inc(NX_STAT_UP_SOCK_LIMIT); /* a query refused; spares are not counted */
+			return NULL;
+		}
 		s = sock_open(u, p);
 		if (!s) {
 			return NULL;
