@@ -61,6 +61,10 @@
 	X(UP_WRONG_QUESTION, "nxdns_upstream_rejected_total", "reason=\"wrong_question\"", "") \
 	X(UP_WRONG_SOURCE, "nxdns_upstream_rejected_total", "reason=\"wrong_source\"", "")     \
 	X(UP_LATE, "nxdns_upstream_rejected_total", "reason=\"late\"", "")                     \
+	X(UP_WRONG_CASE, "nxdns_upstream_rejected_total", "reason=\"wrong_case\"", "")         \
+	X(UP_MALFORMED, "nxdns_upstream_rejected_total", "reason=\"malformed\"", "")           \
+	X(UP_MALFORMED_QUESTION, "nxdns_upstream_rejected_total",                              \
+	  "reason=\"malformed_question\"", "")                                                  \
 	X(UP_STREAM_CONNECT_FAILED, "nxdns_upstream_stream_failures_total", "reason=\"connect\"", \
 	  "Upstream TCP/DoT/DoH connections that failed, by reason")                           \
 	X(UP_STREAM_TIMEOUT, "nxdns_upstream_stream_failures_total", "reason=\"timeout\"", "") \
@@ -119,7 +123,13 @@
 	X(DOHC_RESET, "nxdns_doh_upstream_errors_total", "reason=\"stream_reset\"", "")          \
 	X(DOHC_CONN_LOST, "nxdns_doh_upstream_errors_total", "reason=\"connection_lost\"", "")   \
 	X(DOHC_STREAM_LIMIT, "nxdns_doh_upstream_errors_total", "reason=\"stream_limit\"", "")   \
-	X(DOHC_PROTOCOL, "nxdns_doh_upstream_errors_total", "reason=\"protocol_error\"", "")
+	X(DOHC_PROTOCOL, "nxdns_doh_upstream_errors_total", "reason=\"protocol_error\"", "") \
+	X(UP_EDNS_FALLBACK, "nxdns_upstream_edns_fallback_total", "",                           \
+	  "Upstream queries asked again without EDNS after FORMERR/NOTIMP/BADVERS to EDNS")    \
+	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
+	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
+	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
+	  "Upstream UDP queries refused because the server's socket bound was reached")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

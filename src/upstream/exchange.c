@@ -1,23 +1,32 @@
 /*
- * The engine: libuv time, pools of random-port UDP sockets, TCP fallback, and the operations'
- * race logic (race.c) wired to them through nx_race_io.
+ * The engine: libuv time, random-port UDP sockets, TCP fallback, and the operations' race logic
+ * (race.c) wired to them through nx_race_io.
  *
- * UDP socket pools (RFC 5452 without a socket per query): each upstream server has up to
- * NX_UP_POOL sockets, each bound to its own random port and connect()ed to that server. An
- * attempt goes out on a socket drawn at random (queries of one loop turn share the drawn
- * socket, at most NX_UP_TURN_SHARE of them, so that they leave in one sendmmsg), with a random
- * transaction id unique on that socket. A socket carries at most NX_UP_SOCK_USES exchanges (or
- * lives NX_UP_SOCK_AGE_MS) and is then retired: it takes no new queries, closes once its last
- * exchange ended, and a fresh random port takes its place. Replies are read in batches
- * (recvmmsg) and matched by (socket, id), then by source address and question.
+ * UDP sockets (RFC 5452): every socket is bound to its own random port, connect()ed to one
+ * server, and carries at most NX_UP_SOCK_USES exchanges (each with a random id unique on it)
+ * within NX_UP_SOCK_AGE_MS; then it takes no new query, closes once its last exchange ended,
+ * and the next query of that server goes out on a fresh random port. So the port of an
+ * exchange is close to a fresh draw from 64512 (src/upstream/README.md has the measured
+ * figure). The churn is amortised: each server keeps a few spare sockets opened ahead of need
+ * (after the turn's sends, as many as the turn used, at most NX_UP_SPARES), the queries of a
+ * loop turn on one socket leave in one sendmmsg, and replies are read with recvmmsg into the
+ * engine's one batch buffer. A server has at most NX_UP_SOCKS_MAX sockets per engine (a query
+ * past that fails its attempt, counted). Replies are matched by (socket, id), then by source
+ * address and question.
+ *
+ * Query forms per attempt: EDNS (OPT, DO as asked) unless the server is remembered as EDNS-lame
+ * or this attempt got FORMERR/NOTIMP/BADVERS to EDNS (then it is asked again without OPT in the
+ * same attempt, nx_race_retry); the question name's letters 0x20-randomised unless the server
+ * is remembered as not preserving case (impl.h) or this attempt already saw
+ * NX_UP_CAPS_MISS_MAX case mismatches. A UDP reply must echo our case exactly.
  *
  * Connected sockets (as Unbound's udp-connect): the kernel hands us only the server's
  * datagrams; to anyone else the pool's ports look closed, so they cannot be found by scanning
  * (the ICMP side channel of SAD DNS still needs guessing the server's address as source and
  * the 16-bit id within the exchange's lifetime). The server's ICMP port-unreachable reaches the
  * socket (ECONNREFUSED) and fails its waiting exchanges at once instead of at the deadline.
- * What the pool gives up against a socket per query: a port carries up to 32 exchanges and
- * lives up to 10 s; 0x20 case randomisation would add entropy per query (not built).
+ * What this gives up against a socket per query: a port carries up to NX_UP_SOCK_USES
+ * exchanges; 0x20 case randomisation adds up to one bit per letter of the name.
  *
  * A datagram whose id was used on the socket but whose exchange has ended (a race loser's
  * answer, an answer after the deadline) is a late reply: ignored and counted apart from spoofing
@@ -28,6 +37,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -37,6 +47,7 @@
 #include "base/rand.h"
 #include "base/stats.h"
 #include "dns/wire.h"
+#include "upstream/impl.h"
 #include "upstream/race.h"
 
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
@@ -46,12 +57,20 @@ void nx_up_stats_backoff(int idx);
 
 #define PORT_TRIES 8            /* random source ports tried before the kernel picks one */
 #define NX_UP_SPARE_OPS 8       /* operations allowed beyond 2 x max_ops while handles close */
-#define NX_UP_POOL 16           /* UDP sockets per upstream server and engine */
-#define NX_UP_POOL_IDLE_MS 60000 /* a server's pool with no socket left is freed after this */
-#define NX_UP_SOCK_USES 32      /* exchanges one socket carries before it retires */
-#define NX_UP_SOCK_AGE_MS 10000 /* a socket older than this retires at its next draw */
-#define NX_UP_TURN_SHARE 8      /* queries of one loop turn that share a socket before a new draw */
+#define NX_UP_POOL_IDLE_MS 60000 /* an unused server's spares close, then its pool is freed */
+/* Exchanges per socket (port): few, so ports are nearly fresh per exchange (README: 28.45 bits
+ * of id + port measured; 3 gives 28.85 but a third more socket churn, 12-17 us a socket), and
+ * a burst's queries still leave a few per sendmmsg. */
+#define NX_UP_SOCK_USES 4
+#define NX_UP_SOCK_AGE_MS 5000  /* a socket (or spare) older than this takes no new exchange */
+#define NX_UP_SPARES 8          /* sockets per server opened ahead of the next turn's sends */
+/* Open sockets per server and engine: each is a file descriptor; 512 carry >= 512 exchanges
+ * at once (2048 when packed), more than a worker's permits keep in flight to one server. */
+#define NX_UP_SOCKS_MAX 512
+#define OPT_BARE_LEN 11         /* our query's OPT: root owner, type, class, ttl, rdlen 0 */
+#define NX_UP_QUERY_WIRE (NX_DNS_HDR_LEN + NX_DNS_NAME_MAX + 4 + OPT_BARE_LEN)
 #define RX_BATCH 16             /* datagrams per recvmmsg */
+#define EP_BATCH 64             /* socket events per epoll_wait on the engine's own epoll */
 #define RX_SLOT NX_DNS_EDNS_OUR_SIZE /* we advertise this size: larger replies come as MSG_TRUNC */
 #define TX_BATCH 32             /* queries per sendmmsg */
 
@@ -63,25 +82,23 @@ struct up_pool {
 	struct up_pool *next;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	struct up_sock *slot[NX_UP_POOL];
-	struct up_sock *cur;         /* the socket of turn cur_turn's sends */
-	unsigned long cur_turn;
-	uint8_t cur_n;               /* sends on it that turn (a new draw at NX_UP_TURN_SHARE) */
-	unsigned open;               /* sockets of this pool not yet closed */
+	struct up_sock *cur;         /* takes new exchanges until NX_UP_SOCK_USES, or NULL */
+	struct up_sock *spare[NX_UP_SPARES]; /* open, no exchange yet */
+	uint8_t n_spare;
+	uint8_t took;                /* sockets taken (spare or new) since the last flush */
+	unsigned open;               /* sockets of this pool not yet closed (any state) */
 	uint64_t used_ms;
 };
 
 struct up_sock {
-	uv_poll_t poll;
 	struct nx_upstream *u;
 	struct up_pool *pool;
 	struct up_sock *next;       /* free list */
 	int fd;
-	uint8_t pool_slot;          /* index in pool->slot while pooled */
 	uint8_t uses;               /* exchanges sent on it (ids[0..uses)) */
 	uint8_t outstanding;        /* of those, still waiting */
-	bool pooled;                /* in u->pool: takes new exchanges */
-	bool closing;
+	bool pooled;                /* pool->cur or a spare: may take new exchanges */
+	bool closing;               /* closed: fd is -1; the struct waits for reuse */
 	uint64_t born_ms;
 	uint16_t ids[NX_UP_SOCK_USES];
 	struct attempt *att[NX_UP_SOCK_USES]; /* NULL once that exchange ended */
@@ -107,6 +124,12 @@ struct attempt {
 	uint8_t slot;
 	uint16_t id;           /* transaction id sent */
 	bool resent;           /* the query was queued again (a re-send) */
+	bool edns;             /* this query carries our OPT */
+	bool caps;             /* its name's letters are 0x20-randomised by caps_mask */
+	bool retrying;         /* the next send_udp is a retry of this attempt, not a new one */
+	bool edns_refused;     /* FORMERR/NOTIMP/BADVERS to EDNS in this attempt: plain from now */
+	uint8_t case_miss;     /* case mismatches in this attempt */
+	uint8_t caps_mask[(NX_DNS_NAME_MAX + 7) / 8]; /* bit i: flip the case of name byte i */
 	struct up_tcp *tcp;    /* TCP retry in progress (NX_OWNER_upstream_tcp) */
 	uint64_t sent_us;
 };
@@ -137,14 +160,25 @@ struct nx_upstream {
 	unsigned all_cap;
 	bool shutting_down;
 	struct up_pool *pools;   /* one per upstream server address in use (NX_OWNER_upstream_udp) */
-	unsigned long turn;      /* loop turns with sends (pool->cur is valid in its own turn) */
 	/* UDP sends wait for the end of the loop turn (uv_prepare) and go out in sendmmsg
 	 * batches per socket: one system call, and one wake-up of the upstream, per batch. */
 	uv_prepare_t flush;
 	bool flush_on;
 	struct attempt *out_head, *out_tail;
 	struct up_sock *free_socks;
-	unsigned n_socks;        /* allocated up_sock structs (open, closing or free) */
+	unsigned n_socks;        /* allocated up_sock structs (open, closed or free) */
+	/*
+	 * The UDP sockets are watched by the engine's own epoll instance, which the loop watches
+	 * as one poll handle: a socket then costs one epoll_ctl (close() removes it), where a
+	 * uv_poll_t per socket costs five system calls more (libuv checks the fd with an epoll
+	 * add and delete, sets O_NONBLOCK again, and adds and deletes it), at one socket per 4
+	 * exchanges. A socket closed while an epoll_wait batch is being handled waits on `dead`
+	 * for reuse until the batch is done, so a stale event cannot reach its next life.
+	 */
+	int epfd;
+	uv_poll_t ep_poll;
+	bool in_events;
+	struct up_sock *dead;
 	/* the answer being delivered (set just before nx_race_answer) */
 	const uint8_t *cur_msg;
 	size_t cur_len;
@@ -188,51 +222,46 @@ static void op_handle_closed(struct op *op)
 	maybe_recycle(op);
 }
 
-/* ---- UDP socket pool ---- */
-
-static void on_sock_closed(uv_handle_t *h)
-{
-	struct up_sock *s = h->data;
-	struct nx_upstream *u = s->u;
-	close(s->fd);
-	s->fd = -1;
-	s->pool->open--;
-	s->pool->used_ms = uv_now(u->loop);
-	if (u->shutting_down) {
-		u->n_socks--;
-		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
-		return;
-	}
-	s->next = u->free_socks;
-	u->free_socks = s;
-}
+/* ---- UDP sockets ---- */
 
 static void sock_close(struct up_sock *s)
 {
 	if (s->closing) {
 		return;
 	}
+	struct nx_upstream *u = s->u;
 	if (s->pool->cur == s) {
 		s->pool->cur = NULL; /* the struct may be reused for another server */
 	}
+	s->pooled = false;
 	s->closing = true;
-	uv_poll_stop(&s->poll);
-	uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+	close(s->fd); /* also leaves the epoll set: the fd was never duplicated */
+	s->fd = -1;
+	s->pool->open--;
+	s->pool->used_ms = uv_now(u->loop);
+	if (u->in_events) {
+		s->next = u->dead; /* the batch may still name s */
+		u->dead = s;
+	} else if (u->shutting_down) {
+		u->n_socks--;
+		nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
+	} else {
+		s->next = u->free_socks;
+		u->free_socks = s;
+	}
 }
 
-/* Take a socket out of the pool: no new exchanges; it closes when its last one ends. */
+/* s takes no new exchanges: it closes when its last one ends (now, if it has none). */
 static void sock_retire(struct up_sock *s)
 {
-	if (s->pooled) {
-		s->pooled = false;
-		s->pool->slot[s->pool_slot] = NULL;
+	if (s->pool->cur == s) {
+		s->pool->cur = NULL;
 	}
+	s->pooled = false;
 	if (s->outstanding == 0) {
 		sock_close(s);
 	}
 }
-
-static void on_sock_readable(uv_poll_t *h, int status, int events);
 
 /* A UDP socket on a random source port (RFC 5452). */
 static int open_udp(int family)
@@ -265,12 +294,16 @@ static int open_udp(int family)
 
 /*
  * A socket of pool p on a random port, connect()ed to p's server: the kernel then delivers
- * only that server's datagrams (anything else meets a closed port, so the pool's ports cannot
- * be found by scanning from elsewhere) and reports its ICMP errors (a closed port fails the
+ * only that server's datagrams (anything else meets a closed port, so the ports cannot be
+ * found by scanning from elsewhere) and reports its ICMP errors (a closed port fails the
  * waiting exchanges at once instead of at the deadline). Unbound does the same (udp-connect).
+ * NULL when the socket cannot be made or p is at NX_UP_SOCKS_MAX.
  */
-static struct up_sock *sock_open(struct nx_upstream *u, struct up_pool *p, int slot)
+static struct up_sock *sock_open(struct nx_upstream *u, struct up_pool *p)
 {
+	if (p->open >= NX_UP_SOCKS_MAX) {
+		return NULL;
+	}
 	int fd = open_udp(p->ss.ss_family);
 	if (fd < 0) {
 		return NULL;
@@ -294,33 +327,89 @@ static struct up_sock *sock_open(struct nx_upstream *u, struct up_pool *p, int s
 	s->u = u;
 	s->pool = p;
 	s->fd = fd;
-	s->pool_slot = (uint8_t)slot;
-	s->pooled = true;
 	s->born_ms = uv_now(u->loop);
-	if (uv_poll_init(u->loop, &s->poll, fd) != 0) {
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+	if (epoll_ctl(u->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		close(fd);
-		s->pooled = false;
+		s->closing = true;
 		s->next = u->free_socks;
 		u->free_socks = s;
 		return NULL;
 	}
-	s->poll.data = s;
-	uv_poll_start(&s->poll, UV_READABLE, on_sock_readable);
-	p->slot[slot] = s;
 	p->open++;
 	return s;
 }
 
-/* A socket drawn at random from p (opened or renewed as needed). */
-static struct up_sock *sock_draw(struct nx_upstream *u, struct up_pool *p)
+static bool sock_aged(const struct nx_upstream *u, const struct up_sock *s)
 {
-	int slot = (int)nx_rand_uniform(NX_UP_POOL);
-	struct up_sock *s = p->slot[slot];
-	if (s && uv_now(u->loop) - s->born_ms > NX_UP_SOCK_AGE_MS) {
+	return uv_now(u->loop) - s->born_ms > NX_UP_SOCK_AGE_MS;
+}
+
+/* The socket the next exchange of p goes out on: the current one while it has room and is
+ * young, else a spare, else a new one. */
+static struct up_sock *sock_take(struct nx_upstream *u, struct up_pool *p)
+{
+	struct up_sock *s = p->cur;
+	if (s && sock_aged(u, s)) {
 		sock_retire(s);
 		s = NULL;
 	}
-	return s ? s : sock_open(u, p, slot);
+	while (!s && p->n_spare > 0) {
+		s = p->spare[--p->n_spare];
+		if (sock_aged(u, s)) {
+			sock_close(s); /* an idle spare's port is not kept open for long either */
+			s = NULL;
+		}
+	}
+	if (!s) {
+		if (p->open >= NX_UP_SOCKS_MAX) {
+			nx_stat_inc(NX_STAT_UP_SOCK_LIMIT); /* a query refused; spares are not counted */
+			return NULL;
+		}
+		s = sock_open(u, p);
+		if (!s) {
+			return NULL;
+		}
+	}
+	if (s != p->cur) {
+		s->pooled = true;
+		p->cur = s;
+		if (p->took < UINT8_MAX) {
+			p->took++;
+		}
+	}
+	return s;
+}
+
+/*
+ * After a turn's sends: give each pool that took sockets in that turn as many spares as it took
+ * (at most NX_UP_SPARES), so the next burst finds them open. A quiet server keeps one or none.
+ */
+static void spares_refill(struct nx_upstream *u)
+{
+	for (struct up_pool *p = u->pools; p; p = p->next) {
+		unsigned want = NX_MIN(p->took, NX_UP_SPARES);
+		p->took = 0;
+		while (p->n_spare < want) {
+			struct up_sock *s = sock_open(u, p);
+			if (!s) {
+				break;
+			}
+			s->pooled = true;
+			p->spare[p->n_spare++] = s;
+		}
+	}
+}
+
+/* Close the sockets of p that wait for new exchanges (cur when idle, the spares). */
+static void pool_close_idle(struct up_pool *p)
+{
+	while (p->n_spare > 0) {
+		sock_close(p->spare[--p->n_spare]);
+	}
+	if (p->cur) {
+		sock_retire(p->cur);
+	}
 }
 
 static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -338,8 +427,8 @@ static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockadd
 }
 
 /*
- * The pool of server sv, created on first use. Pools left with no socket for
- * NX_UP_POOL_IDLE_MS (a server gone from the config) are freed on the way.
+ * The pool of server sv, created on first use. A pool unused for NX_UP_POOL_IDLE_MS (a server
+ * gone from the config) closes its spares on the way, and is freed once no socket is left.
  */
 static struct up_pool *pool_get(struct nx_upstream *u, const struct nx_up_server *sv)
 {
@@ -349,10 +438,13 @@ static struct up_pool *pool_get(struct nx_upstream *u, const struct nx_up_server
 		struct up_pool *p = *pp;
 		if (!found && same_sockaddr(&p->ss, &sv->ss)) {
 			found = p;
-		} else if (p->open == 0 && now - p->used_ms > NX_UP_POOL_IDLE_MS) {
-			*pp = p->next;
-			nx_mem_free(NX_OWNER_upstream_udp, p, sizeof(*p));
-			continue;
+		} else if (now - p->used_ms > NX_UP_POOL_IDLE_MS) {
+			pool_close_idle(p);
+			if (p->open == 0) {
+				*pp = p->next;
+				nx_mem_free(NX_OWNER_upstream_udp, p, sizeof(*p));
+				continue;
+			}
 		}
 		pp = &p->next;
 	}
@@ -370,7 +462,7 @@ static struct up_pool *pool_get(struct nx_upstream *u, const struct nx_up_server
 	return found;
 }
 
-/* Register attempt a on socket s under a fresh id unique on s; retires s at its last use. */
+/* Register attempt a on socket s under a fresh id unique on s; s retires at its last use. */
 static void sock_attach(struct up_sock *s, struct attempt *a)
 {
 	uint16_t id;
@@ -389,9 +481,8 @@ static void sock_attach(struct up_sock *s, struct attempt *a)
 	a->sock = s;
 	a->slot = (uint8_t)j;
 	a->id = id;
-	if (s->uses == NX_UP_SOCK_USES && s->pooled) {
-		s->pooled = false;
-		s->pool->slot[s->pool_slot] = NULL;
+	if (s->uses == NX_UP_SOCK_USES) {
+		sock_retire(s); /* outstanding > 0: it stays open for this exchange */
 	}
 }
 
@@ -410,6 +501,77 @@ static void sock_detach(struct attempt *a)
 	}
 }
 
+/* ---- query forms ---- */
+
+static bool is_letter(uint8_t c)
+{
+	c |= 0x20;
+	return c >= 'a' && c <= 'z';
+}
+
+/* Draw a fresh 0x20 pattern for attempt a: one random bit per letter of the name (labels'
+ * length bytes are never letters: a label is at most 63 bytes). */
+static void caps_draw(struct attempt *a, const struct nx_dns_question *q)
+{
+	memset(a->caps_mask, 0, sizeof(a->caps_mask));
+	uint32_t bits = 0;
+	unsigned left = 0;
+	for (unsigned pos = 0; pos < q->name_len && q->name[pos];) {
+		unsigned llen = q->name[pos];
+		for (unsigned i = pos + 1; i <= pos + llen && i < q->name_len; i++) {
+			if (!is_letter(q->name[i])) {
+				continue;
+			}
+			if (left == 0) {
+				bits = nx_rand_u32();
+				left = 32;
+			}
+			if (bits & 1) {
+				a->caps_mask[i / 8] |= (uint8_t)(1u << (i % 8));
+			}
+			bits >>= 1;
+			left--;
+		}
+		pos += llen + 1;
+	}
+}
+
+static uint8_t caps_byte(const struct attempt *a, const struct nx_dns_question *q, unsigned i)
+{
+	bool flip = a->caps && (a->caps_mask[i / 8] >> (i % 8) & 1);
+	return (uint8_t)(q->name[i] ^ (flip ? 0x20 : 0));
+}
+
+/* Attempt a's query, id included, as it goes on the wire (both transports). Returns its length. */
+static size_t att_query(const struct op *op, const struct attempt *a, uint8_t *out)
+{
+	size_t n = a->edns ? op->qlen : (size_t)op->qlen - OPT_BARE_LEN;
+	memcpy(out, op->query, n);
+	out[0] = (uint8_t)(a->id >> 8);
+	out[1] = (uint8_t)a->id;
+	if (!a->edns) {
+		out[10] = 0; /* ARCOUNT: the OPT was the only additional record */
+		out[11] = 0;
+	}
+	if (a->caps) {
+		for (unsigned i = 0; i < op->q.name_len; i++) {
+			out[NX_DNS_HDR_LEN + i] = caps_byte(a, &op->q, i);
+		}
+	}
+	return n;
+}
+
+/* The reply's question name is ours byte for byte (0x20: the server preserved our case). */
+static bool case_exact(const struct op *op, const struct attempt *a, const struct nx_dns_msg *m)
+{
+	for (unsigned i = 0; i < op->q.name_len; i++) {
+		if (m->q.name[i] != caps_byte(a, &op->q, i)) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /* ---- replies ---- */
 
 static bool question_matches(const struct op *op, const struct nx_dns_msg *m)
@@ -419,10 +581,26 @@ static bool question_matches(const struct op *op, const struct nx_dns_msg *m)
 	       nx_dns_name_eq(m->q.name, m->q.name_len, op->q.name, op->q.name_len);
 }
 
+/* The stats slot of the server attempt a asks. */
+static int server_stats(const struct attempt *a)
+{
+	const struct op *op = a->op;
+	return op->servers[op->race.att_server[att_index(op, a)]].stats;
+}
+
+/* Rcodes by which a server may be rejecting our OPT (RFC 6891 7: FORMERR from a server that
+ * does not know EDNS, BADVERS for a version it does not speak; NOTIMP from some middleboxes). */
+static bool edns_refusal(int rcode)
+{
+	return rcode == NX_DNS_FORMERR || rcode == NX_DNS_NOTIMP || rcode == NX_DNS_BADVERS;
+}
+
 /*
- * Validate a reply for attempt a and act on it. Over UDP a bad datagram may be a spoofer's: it
- * is ignored and the attempt keeps listening. Over TCP the one reply has arrived: a bad one
- * fails the attempt.
+ * Validate a reply for attempt a and act on it. Over UDP a datagram with a wrong id or another
+ * question may be a spoofer's guess: it is ignored and the attempt keeps listening. One with
+ * the attempt's id that does not parse (or is no response) came from the server, as the socket
+ * is connected: its attempt fails at once. Over TCP the one reply has arrived: a bad one fails
+ * the attempt.
  */
 static void on_reply(struct op *op, struct attempt *a, const uint8_t *buf, size_t len,
 		     bool via_tcp)
@@ -439,21 +617,55 @@ static void on_reply(struct op *op, struct attempt *a, const uint8_t *buf, size_
 		bad = NX_STAT_UP_WRONG_ID;
 		goto reject;
 	}
-	if (!(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0 ||
-	    nx_dns_msg_parse(buf, len, &m) < 0) {
-		goto reject;
+	int parsed = nx_dns_msg_parse(buf, len, &m);
+	if (parsed < 0 || !(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0) {
+		nx_stat_inc(parsed < 0 && m.qdcount > 0 && !m.has_question
+				? NX_STAT_UP_MALFORMED_QUESTION
+				: NX_STAT_UP_MALFORMED);
+		nx_race_failed(&op->race, ai, now);
+		return;
 	}
-	if (!question_matches(op, &m)) {
+	int rcode = (m.edns.ext_rcode << 4) | NX_DNS_RCODE(m.flags);
+	/* A server that does not know EDNS may FORMERR without echoing the question. */
+	bool bare_error = m.qdcount == 0 && edns_refusal(rcode);
+	if (!bare_error && !question_matches(op, &m)) {
 		bad = NX_STAT_UP_WRONG_QUESTION;
 		goto reject;
+	}
+	int stats = server_stats(a);
+	if (!via_tcp && a->caps && !bare_error) {
+		bool exact = case_exact(op, a, &m);
+		if (nx_up_stats_caps_seen(stats, exact, now)) {
+			nx_stat_inc(NX_STAT_UP_CAPS_FALLBACK);
+		}
+		if (!exact) {
+			/* The server changed our case: a spoofer who guessed id and port but not
+			 * the case, or a server that does not preserve it. Ask again (new id and
+			 * pattern, or none after NX_UP_CAPS_MISS_MAX): that tells them apart. */
+			nx_stat_inc(NX_STAT_UP_WRONG_CASE);
+			a->case_miss++;
+			a->retrying = true;
+			nx_race_retry(&op->race, ai, now);
+			return;
+		}
+	}
+	if (a->edns && edns_refusal(rcode) && !via_tcp) {
+		nx_stat_inc(NX_STAT_UP_EDNS_FALLBACK);
+		a->edns_refused = true;
+		a->retrying = true;
+		nx_race_retry(&op->race, ai, now);
+		return;
+	}
+	if (a->edns_refused && !edns_refusal(rcode)) {
+		/* It rejected EDNS and takes the plain query: remember it (Unbound's infra cache
+		 * does the same); a server that FORMERRs both forms is not marked. */
+		nx_up_stats_edns_lame(stats, now);
 	}
 	if ((m.flags & NX_DNS_F_TC) && !via_tcp) {
 		nx_race_truncated(&op->race, ai, now);
 		return;
 	}
-	int rcode = NX_DNS_RCODE(m.flags);
-	if (rcode == NX_DNS_SERVFAIL || rcode == NX_DNS_REFUSED || rcode == NX_DNS_NOTIMP ||
-	    rcode == NX_DNS_FORMERR) {
+	if (rcode == NX_DNS_SERVFAIL || rcode == NX_DNS_REFUSED || edns_refusal(rcode)) {
 		nx_race_failed(&op->race, ai, now);
 		return;
 	}
@@ -510,7 +722,9 @@ static void on_datagram(struct up_sock *s, uint8_t *buf, size_t len,
 		nx_dns_rd_skip_name(&rd);
 		nx_dns_rd_skip(&rd, 4);
 		if (rd.err) {
-			nx_stat_inc(NX_STAT_UP_BAD_REPLY);
+			/* the server's (id and socket match) but its question does not parse */
+			nx_stat_inc(NX_STAT_UP_MALFORMED_QUESTION);
+			nx_race_failed(&op->race, att_index(op, a), uv_now(s->u->loop));
 			return;
 		}
 		len = rd.pos;
@@ -551,31 +765,24 @@ static void refused(struct up_sock *s)
 	}
 }
 
-static void on_sock_readable(uv_poll_t *h, int status, int events)
+/* Events on UDP socket s: a pending error (on a connected socket, the server's ICMP), replies. */
+static void sock_events(struct up_sock *s, uint32_t events)
 {
-	struct up_sock *s = h->data;
 	struct nx_upstream *u = s->u;
-	(void)events;
-	if (status < 0) {
-		/* A pending socket error (libuv reports EPOLLERR as UV_EBADF and stops the handle):
-		 * on a connected socket that is the server's ICMP answer. Take it (SO_ERROR clears
-		 * it), fail the exchanges it concerns, and keep listening. */
+	if (events & EPOLLERR) {
+		/* Take the error (SO_ERROR clears it) and fail the exchanges it concerns. */
 		int err = 0;
 		socklen_t el = sizeof(err);
 		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el);
 		if (unreachable(err)) {
 			refused(s);
 		}
-		if (s->closing) {
-			return;
-		}
-		uv_poll_start(&s->poll, UV_READABLE, on_sock_readable);
 	}
 	struct mmsghdr mm[RX_BATCH];
 	struct iovec iov[RX_BATCH];
 	struct sockaddr_storage from[RX_BATCH];
 	/* Drain in batches while the socket is open: a spoofer may have queued junk. */
-	for (int round = 0; round < 4 && !s->closing; round++) {
+	for (int round = 0; round < 4 && !s->closing && (events & EPOLLIN); round++) {
 		for (int i = 0; i < RX_BATCH; i++) {
 			iov[i].iov_base = u->rxb[i];
 			iov[i].iov_len = RX_SLOT;
@@ -603,6 +810,36 @@ static void on_sock_readable(uv_poll_t *h, int status, int events)
 			return;
 		}
 	}
+}
+
+/* The engine's epoll has ready sockets. */
+static void on_ep_readable(uv_poll_t *h, int status, int events)
+{
+	struct nx_upstream *u = h->data;
+	(void)status;
+	(void)events;
+	struct epoll_event ev[EP_BATCH];
+	u->in_events = true;
+	int n = epoll_wait(u->epfd, ev, EP_BATCH, 0);
+	for (int i = 0; i < n; i++) {
+		struct up_sock *s = ev[i].data.ptr;
+		if (!s->closing) {
+			sock_events(s, ev[i].events);
+		}
+	}
+	u->in_events = false;
+	while (u->dead) {
+		struct up_sock *s = u->dead;
+		u->dead = s->next;
+		if (u->shutting_down) { /* a done callback in the batch shut the engine down */
+			u->n_socks--;
+			nx_mem_free(NX_OWNER_upstream_udp, s, sizeof(*s));
+		} else {
+			s->next = u->free_socks;
+			u->free_socks = s;
+		}
+	}
+	/* More than EP_BATCH ready: level-triggered, the loop calls again at once. */
 }
 
 /* ---- TCP retry after a truncated UDP answer ---- */
@@ -680,12 +917,11 @@ static void tcp_connected(uv_connect_t *req, int status)
 		nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
 		return;
 	}
-	t->wbuf[0] = (uint8_t)(op->qlen >> 8);
-	t->wbuf[1] = (uint8_t)op->qlen;
-	memcpy(t->wbuf + 2, op->query, op->qlen);
-	t->wbuf[2] = (uint8_t)(a->id >> 8);
-	t->wbuf[3] = (uint8_t)a->id;
-	uv_buf_t b = uv_buf_init((char *)t->wbuf, 2u + op->qlen);
+	/* the UDP attempt's form (OPT, case), under its id */
+	size_t qlen = att_query(op, a, t->wbuf + 2);
+	t->wbuf[0] = (uint8_t)(qlen >> 8);
+	t->wbuf[1] = (uint8_t)qlen;
+	uv_buf_t b = uv_buf_init((char *)t->wbuf, (unsigned)(2 + qlen));
 	t->wreq.data = t;
 	if (uv_write(&t->wreq, (uv_stream_t *)&t->h, &b, 1, tcp_written) < 0 ||
 	    uv_read_start((uv_stream_t *)&t->h, tcp_alloc, tcp_read) < 0) {
@@ -694,13 +930,6 @@ static void tcp_connected(uv_connect_t *req, int status)
 }
 
 /* ---- the race's transport (nx_race_io) ---- */
-
-/* The stats slot of the server attempt a asks. */
-static int server_stats(const struct attempt *a)
-{
-	const struct op *op = a->op;
-	return op->servers[op->race.att_server[att_index(op, a)]].stats;
-}
 
 /* Send the queued queries: per socket one sendmmsg; failures reach the race afterwards. */
 static void out_flush_once(struct nx_upstream *u)
@@ -721,8 +950,8 @@ static void out_flush_once(struct nx_upstream *u)
 	struct attempt *failed[TX_BATCH];
 	unsigned n_failed = 0;
 	struct mmsghdr mm[TX_BATCH];
-	struct iovec iov[TX_BATCH][2];
-	uint8_t ids[TX_BATCH][2];
+	struct iovec iov[TX_BATCH];
+	uint8_t wire[TX_BATCH][NX_UP_QUERY_WIRE]; /* each attempt's own form (id, OPT, case) */
 	bool sent[TX_BATCH] = {false};
 	for (unsigned i = 0; i < n; i++) {
 		if (sent[i]) {
@@ -737,15 +966,11 @@ static void out_flush_once(struct nx_upstream *u)
 				continue;
 			}
 			sent[j] = true;
-			const struct op *op = a->op;
-			ids[k][0] = (uint8_t)(a->id >> 8);
-			ids[k][1] = (uint8_t)a->id;
-			iov[k][0] = (struct iovec){ids[k], 2};
-			iov[k][1] = (struct iovec){(void *)(op->query + 2), op->qlen - 2u};
+			iov[k] = (struct iovec){wire[k], att_query(a->op, a, wire[k])};
 			/* no address: the socket is connected to the server */
 			mm[k].msg_hdr = (struct msghdr){
-				.msg_iov = iov[k],
-				.msg_iovlen = 2,
+				.msg_iov = &iov[k],
+				.msg_iovlen = 1,
 			};
 			who[k++] = a;
 		}
@@ -791,10 +1016,11 @@ static void out_flush_once(struct nx_upstream *u)
 static void on_flush(uv_prepare_t *h)
 {
 	struct nx_upstream *u = h->data;
-	u->turn++; /* the next turn draws afresh */
 	while (u->out_head) {
 		out_flush_once(u); /* failures may queue sends to the next servers */
 	}
+	/* After the sends, off their latency: open the sockets the next turn will want. */
+	spares_refill(u);
 	uv_prepare_stop(h);
 	u->flush_on = false;
 }
@@ -820,8 +1046,8 @@ static void queue_send(struct nx_upstream *u, struct attempt *a)
 }
 
 /*
- * Queue a query on this loop turn's socket for its family (drawn at random from the pool at
- * the turn's first send): queries that arrive together leave together in one sendmmsg.
+ * Queue attempt att's query (a new attempt, or a retry of it in another form) on its server's
+ * current socket: queries of one turn on one socket leave together in one sendmmsg.
  */
 static int io_send_udp(struct nx_race *r, int att, int srv)
 {
@@ -829,21 +1055,26 @@ static int io_send_udp(struct nx_race *r, int att, int srv)
 	struct nx_upstream *u = op->u;
 	struct attempt *a = &op->att[att];
 	const struct nx_up_server *sv = &op->servers[srv];
+	uint64_t now = uv_now(u->loop);
+	if (!a->retrying) {
+		a->edns_refused = false;
+		a->case_miss = 0;
+	}
+	a->retrying = false;
+	sock_detach(a); /* a retry: the earlier exchange is over (its id's replies are late) */
+	a->edns = !a->edns_refused && nx_up_stats_edns_ok(sv->stats, now);
+	a->caps = a->case_miss < NX_UP_CAPS_MISS_MAX && nx_up_stats_caps_ok(sv->stats, now);
+	if (a->caps) {
+		caps_draw(a, &op->q);
+	}
 	struct up_pool *p = pool_get(u, sv);
 	if (!p) {
 		return -ENOMEM;
 	}
-	struct up_sock *s = p->cur_turn == u->turn ? p->cur : NULL;
-	if (!s || !s->pooled || p->cur_n >= NX_UP_TURN_SHARE) {
-		s = sock_draw(u, p);
-		if (!s) {
-			return -EMFILE;
-		}
-		p->cur = s;
-		p->cur_turn = u->turn;
-		p->cur_n = 0;
+	struct up_sock *s = sock_take(u, p);
+	if (!s) {
+		return -EMFILE;
 	}
-	p->cur_n++;
 	sock_attach(s, a);
 	a->sent_us = nx_now_mono_us();
 	a->resent = false;
@@ -905,6 +1136,7 @@ static void io_stop(struct nx_race *r, int att, int srv, enum nx_up_outcome o)
 		nx_up_stats_rtt(op->servers[srv].stats, lat);
 	}
 	sock_detach(a);
+	a->retrying = false;
 	if (a->tcp) {
 		struct up_tcp *t = a->tcp;
 		a->tcp = NULL;
@@ -968,6 +1200,20 @@ int nx_upstream_new(uv_loop_t *loop, unsigned max_ops, struct nx_upstream **out)
 		nx_mem_free(NX_OWNER_worker_buffers, u, sizeof(*u));
 		return -ENOMEM;
 	}
+	u->epfd = epoll_create1(EPOLL_CLOEXEC);
+	int rc = u->epfd < 0 ? -errno : uv_poll_init(loop, &u->ep_poll, u->epfd);
+	if (rc != 0) {
+		if (u->epfd >= 0) {
+			close(u->epfd);
+		}
+		nx_mem_free(NX_OWNER_upstream_udp, u->rxb, (size_t)RX_BATCH * RX_SLOT);
+		nx_mem_free(NX_OWNER_worker_buffers, u, sizeof(*u));
+		return rc;
+	}
+	u->ep_poll.data = u;
+	uv_poll_start(&u->ep_poll, UV_READABLE, on_ep_readable);
+	/* Not a reason to keep the loop running: exchanges in flight have their timers. */
+	uv_unref((uv_handle_t *)&u->ep_poll);
 	u->loop = loop;
 	u->max_ops = max_ops;
 	uv_prepare_init(loop, &u->flush);
@@ -1063,16 +1309,9 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 		op->handles++;
 		uv_close((uv_handle_t *)&op->timer, on_timer_closed);
 	}
-	/* Every exchange has ended, so retired sockets are closing; close the pooled ones. */
+	/* Every exchange has ended, so retired sockets are closing; close the waiting ones. */
 	for (struct up_pool *p = u->pools; p; p = p->next) {
-		for (int i = 0; i < NX_UP_POOL; i++) {
-			struct up_sock *s = p->slot[i];
-			if (s) {
-				s->pooled = false;
-				p->slot[i] = NULL;
-				sock_close(s);
-			}
-		}
+		pool_close_idle(p);
 	}
 	while (u->free_socks) {
 		struct up_sock *s = u->free_socks;
@@ -1088,6 +1327,7 @@ void nx_upstream_shutdown(struct nx_upstream *u)
 	}
 	u->out_tail = NULL;
 	uv_close((uv_handle_t *)&u->flush, NULL); /* u outlives the loop run that closes it */
+	uv_close((uv_handle_t *)&u->ep_poll, NULL); /* epfd is closed by nx_upstream_free */
 	u->free = NULL;
 	nx_mem_free(NX_OWNER_exchange_pool, u->all, u->all_cap * sizeof(*u->all));
 	u->all = NULL;
@@ -1101,7 +1341,9 @@ void nx_upstream_free(struct nx_upstream *u)
 		return;
 	}
 	nx_mem_free(NX_OWNER_upstream_udp, u->rxb, (size_t)RX_BATCH * RX_SLOT);
-	/* after the loop ran the sockets' close callbacks (they count down pool->open) */
+	if (u->epfd >= 0) {
+		close(u->epfd); /* after the loop closed its poll handle */
+	}
 	while (u->pools) {
 		struct up_pool *p = u->pools;
 		u->pools = p->next;

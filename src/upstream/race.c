@@ -83,6 +83,7 @@ static bool launch_one(struct nx_race *r, uint64_t now)
 		r->att_state[a] = NX_RACE_ATT_UDP;
 		r->att_server[a] = srv;
 		r->att_resends[a] = 0;
+		r->att_retries[a] = 0;
 		r->att_sent_at[a] = now;
 		r->att_rto[a] = r->io->rto(r, srv);
 		if (r->io->send_udp(r, a, srv) == 0) {
@@ -160,6 +161,27 @@ void nx_race_failed(struct nx_race *r, int att, uint64_t now)
 	r->att_state[att] = NX_RACE_ATT_IDLE;
 	r->io->stop(r, att, r->att_server[att], NX_UP_O_ERROR);
 	launch_next(r, now);
+}
+
+void nx_race_retry(struct nx_race *r, int att, uint64_t now)
+{
+	if (!r->running || r->att_state[att] != NX_RACE_ATT_UDP) {
+		return;
+	}
+	if (r->att_retries[att] >= NX_RACE_RETRIES) {
+		nx_race_failed(r, att, now);
+		return;
+	}
+	r->att_retries[att]++;
+	uint8_t srv = r->att_server[att];
+	r->att_resends[att] = 0;
+	r->att_sent_at[att] = now;
+	r->att_rto[att] = r->io->rto(r, srv);
+	if (r->io->send_udp(r, att, srv) < 0) {
+		nx_race_failed(r, att, now);
+		return;
+	}
+	rearm(r); /* the re-send timer starts again from now */
 }
 
 void nx_race_truncated(struct nx_race *r, int att, uint64_t now)

@@ -29,6 +29,13 @@
 #include "upstream/upstream.h"
 
 #define NX_RACE_RESENDS 2 /* re-sends per UDP attempt */
+/*
+ * Retries per attempt: the same server asked again over UDP with another form of the query
+ * (without EDNS after FORMERR/NOTIMP/BADVERS, with another 0x20 case pattern or none after a
+ * case mismatch). One EDNS fallback plus NX_UP_CAPS_MISS_MAX (3) case retries; more would let
+ * a broken server hold an attempt slot past any useful point.
+ */
+#define NX_RACE_RETRIES 4
 
 enum nx_race_att { NX_RACE_ATT_IDLE, NX_RACE_ATT_UDP, NX_RACE_ATT_TCP };
 
@@ -64,6 +71,7 @@ struct nx_race {
 	uint8_t att_state[NX_UP_MAX_ATTEMPTS]; /* enum nx_race_att */
 	uint8_t att_server[NX_UP_MAX_ATTEMPTS];
 	uint8_t att_resends[NX_UP_MAX_ATTEMPTS];  /* re-sends so far */
+	uint8_t att_retries[NX_UP_MAX_ATTEMPTS];  /* nx_race_retry calls so far */
 	uint32_t att_rto[NX_UP_MAX_ATTEMPTS];	  /* current timeout, 0: no re-send */
 	uint64_t att_sent_at[NX_UP_MAX_ATTEMPTS]; /* last (re)transmission */
 };
@@ -77,6 +85,14 @@ void nx_race_tick(struct nx_race *r, uint64_t now);
 void nx_race_answer(struct nx_race *r, int att);
 /* Attempt `att` failed (error, unusable rcode or reply over TCP): the next server is asked. */
 void nx_race_failed(struct nx_race *r, int att, uint64_t now);
+/*
+ * The server of UDP attempt `att` answered in a way that a new form of the query may fix
+ * (FORMERR to EDNS, a 0x20 case mismatch): ask it again in the same attempt, through
+ * io->send_udp (the engine picks the new form, id and socket), with a fresh retransmission
+ * timeout and re-send budget. Past NX_RACE_RETRIES, or when that send fails, the attempt
+ * has failed (as nx_race_failed). The deadline is unchanged.
+ */
+void nx_race_retry(struct nx_race *r, int att, uint64_t now);
 /* A truncated UDP answer for attempt `att`: the same server is asked over TCP. */
 void nx_race_truncated(struct nx_race *r, int att, uint64_t now);
 /* End a running race as NX_UP_FAILED (engine shutdown). */

@@ -1,6 +1,7 @@
 #include "upstream/upstream.h"
 
 #include "base/err.h"
+#include "upstream/impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +18,9 @@ struct slot {
 	_Atomic uint32_t srtt_us;   /* smoothed round trip, 0 before the first sample */
 	_Atomic uint32_t rttvar_us; /* its mean deviation */
 	_Atomic uint32_t backoff_ms; /* timeout doubled by a re-send, until a clean sample */
+	_Atomic uint64_t plain_until_ms; /* no EDNS before this (impl.h), 0: EDNS */
+	_Atomic uint64_t nocaps_until_ms; /* no 0x20 before this, 0: randomise */
+	_Atomic uint32_t caps_miss;       /* consecutive case mismatches */
 };
 
 static struct slot g_slots[NX_UP_STATS_MAX];
@@ -160,4 +164,54 @@ uint32_t nx_up_stats_rto_ms(int idx)
 	uint64_t ms = srtt == 0 ? NX_UP_RTO_INITIAL_MS : (srtt + 4 * var + 999) / 1000;
 	ms = NX_MAX(ms, backoff);
 	return (uint32_t)NX_MIN(NX_MAX(ms, (uint64_t)NX_UP_RTO_MIN_MS), (uint64_t)NX_UP_RTO_MAX_MS);
+}
+
+/* ---- query-form memory (impl.h) ---- */
+
+static bool slot_ok(int idx)
+{
+	return idx >= 0 && idx < NX_UP_STATS_MAX;
+}
+
+bool nx_up_stats_edns_ok(int idx, uint64_t now_ms)
+{
+	return !slot_ok(idx) ||
+	       atomic_load_explicit(&g_slots[idx].plain_until_ms, memory_order_relaxed) <= now_ms;
+}
+
+void nx_up_stats_edns_lame(int idx, uint64_t now_ms)
+{
+	if (slot_ok(idx)) {
+		atomic_store_explicit(&g_slots[idx].plain_until_ms, now_ms + NX_UP_EDNS_LAME_MS,
+				      memory_order_relaxed);
+	}
+}
+
+bool nx_up_stats_caps_ok(int idx, uint64_t now_ms)
+{
+	return !slot_ok(idx) ||
+	       atomic_load_explicit(&g_slots[idx].nocaps_until_ms, memory_order_relaxed) <= now_ms;
+}
+
+bool nx_up_stats_caps_seen(int idx, bool exact, uint64_t now_ms)
+{
+	if (!slot_ok(idx)) {
+		return false;
+	}
+	struct slot *s = &g_slots[idx];
+	if (exact) {
+		/* load first: the common case writes nothing to a line the workers share */
+		if (atomic_load_explicit(&s->caps_miss, memory_order_relaxed) != 0) {
+			atomic_store_explicit(&s->caps_miss, 0, memory_order_relaxed);
+		}
+		return false;
+	}
+	uint32_t n = atomic_fetch_add_explicit(&s->caps_miss, 1, memory_order_relaxed) + 1;
+	if (n != NX_UP_CAPS_MISS_MAX) {
+		return false; /* below, or another worker's mismatch already paused it */
+	}
+	atomic_store_explicit(&s->nocaps_until_ms, now_ms + NX_UP_CAPS_OFF_MS,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->caps_miss, 0, memory_order_relaxed);
+	return true;
 }

@@ -5,25 +5,27 @@
  * `stagger_ms` to the next until `race` attempts run at once; the first valid answer wins and the
  * other attempts are cancelled. `timeout_ms` is ONE deadline for the whole operation, including
  * a TCP retry after a truncated UDP answer. A failed attempt (send error, ICMP port unreachable
- * on the connected socket, upstream SERVFAIL/REFUSED/NOTIMP/FORMERR, a broken TCP retry) moves
- * on to the next server at once; a server that stays silent is left to the stagger and the
- * deadline.
+ * on the connected socket, upstream SERVFAIL/REFUSED, FORMERR/NOTIMP to a plain query, an
+ * answer with the attempt's id that does not parse, a broken TCP retry) moves on to the next
+ * server at once; a server that stays silent is left to the stagger and the deadline. A
+ * FORMERR/NOTIMP/BADVERS to EDNS is asked again without OPT in the same attempt, and the server
+ * is remembered as plain for a while (impl.h); so is a server that does not echo the 0x20 case.
  *
- * Anti-spoofing (RFC 5452): an attempt goes out on a socket drawn at random from the server's
- * small pool of UDP sockets, each bound to its own random source port, connect()ed to the
- * server (other sources are dropped by the kernel) and retired after a few dozen
- * exchanges or seconds (then replaced by a fresh random port), with a random transaction id (libsodium)
- * unique on that socket; a reply counts only when it comes from the address the query went to,
- * with the same id and the same question. Everything else is ignored and counted, a late answer
- * to an exchange that has ended apart from spoofing guesses. See exchange.c for the pool.
+ * Anti-spoofing (RFC 5452): each UDP socket is bound to its own random source port,
+ * connect()ed to the server (other sources are dropped by the kernel) and carries at most 4
+ * exchanges (then a fresh random port), each with a random transaction id (libsodium) unique on
+ * it, and the question name's letters in random case (0x20); a UDP reply counts only when it
+ * comes from the address the query went to, with the same id and the same question in our case.
+ * Spoofing guesses (wrong id, question or case) and late answers to ended exchanges are ignored
+ * and counted. See exchange.c for the sockets and README.md for the measured entropy.
  *
  * The race, deadline and retry rules live in race.c behind a transport + clock interface
  * (race.h); this engine supplies libuv time and the sockets.
  *
  * Threading: an engine and its operations belong to one worker loop. Memory: operations come
  * from a free list that grows up to `max_ops` (the process-wide permit count bounds it) and is
- * reused, so steady-state forwarding allocates nothing; pool sockets are reused structs
- * (NX_OWNER_upstream_udp, with the recvmmsg batch buffers); TCP fallback buffers are allocated
+ * reused, so steady-state forwarding allocates nothing; socket structs are reused from a free
+ * list (NX_OWNER_upstream_udp, with the recvmmsg batch buffers); TCP fallback buffers are allocated
  * on demand (NX_OWNER_upstream_tcp) since truncation is rare.
  */
 #pragma once

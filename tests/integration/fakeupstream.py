@@ -67,6 +67,18 @@ class Rule:
     spoof: List[str] = dataclasses.field(default_factory=list)
     spoof_a: str = "6.6.6.6"  # the A record in spoofed replies
     only_spoof: bool = False  # send the spoofs but never the real reply
+    # A server without EDNS (Unbound's fwd_no_edns): a UDP query carrying OPT gets FORMERR
+    # (question echoed, no OPT), a plain one the answer. With formerr_edns_do_only, only a query
+    # with the DO bit set is refused (the scenario's "MATCH ... DO").
+    formerr_edns: bool = False
+    formerr_edns_do_only: bool = False
+    formerr_bare: bool = False  # the FORMERR is a bare 12-byte header (no question section)
+    # A broken answer with the query's id over UDP: "garbage" (the question, then an answer
+    # count that overruns the message), "bad_question" (QDCOUNT 1, a name that does not parse)
+    malformed: str = ""
+    # Over UDP, answer with the question name's letters upper-cased (a server that does not
+    # preserve the 0x20 case of the query; Unbound's fwd_capsid_fallback)
+    case_upper: bool = False
 
 
 @dataclasses.dataclass
@@ -348,6 +360,11 @@ class FakeUpstream:
                 self._sendto(sock, data, src)
             if rule.only_spoof:
                 continue
+            special = self._udp_special(query, rule, wire)
+            if special is not None:
+                self._later(rule.delay_ms,
+                            lambda data=special, src=src: self._sendto(self.udp, data, src))
+                continue
             if rule.tc_udp:
                 resp = dns.message.make_response(query)
                 resp.flags |= dns.flags.TC | dns.flags.AA
@@ -424,3 +441,38 @@ class FakeUpstream:
             conn.close()
         except OSError:
             pass
+
+
+def _bare_header(qid: int, rcode: int, qdcount: int = 0) -> bytes:
+    """A 12-byte response header: QR and RD set, the given rcode and QDCOUNT, no records."""
+    return struct.pack("!HHHHHH", qid, 0x8100 | rcode, qdcount, 0, 0, 0)
+
+
+def _udp_special_impl(up: "FakeUpstream", query: dns.message.Message, rule: Rule,
+                      wire: bytes) -> Optional[bytes]:
+    """The UDP reply for the Rule options formerr_edns, malformed and case_upper, or None when
+    none of them applies (the normal answer path then runs)."""
+    if rule.formerr_edns and query.edns >= 0 and (
+            not rule.formerr_edns_do_only or query.ednsflags & dns.flags.DO):
+        if rule.formerr_bare:
+            return _bare_header(query.id, dns.rcode.FORMERR)
+        resp = dns.message.make_response(query)
+        resp.use_edns(False)
+        resp.set_rcode(dns.rcode.FORMERR)
+        return resp.to_wire()
+    if rule.malformed == "garbage":
+        good = up._udp_wire(query, up._answer(query, rule))
+        return good[:6] + struct.pack("!H", 9) + good[8:]  # ANCOUNT 9, far fewer present
+    if rule.malformed == "bad_question":
+        return _bare_header(query.id, 0, qdcount=1) + bytes([63]) + b"a" * 11
+    if rule.malformed:
+        raise ValueError(f"unknown malformed kind {rule.malformed!r}")
+    if rule.case_upper:
+        data = bytearray(up._udp_wire(query, up._answer(query, rule)))
+        qlen = len(query.question[0].name.to_wire())
+        data[12:12 + qlen] = bytes(data[12:12 + qlen]).upper()  # label lengths are < 0x41
+        return bytes(data)
+    return None
+
+
+FakeUpstream._udp_special = _udp_special_impl

@@ -91,9 +91,17 @@ static void udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 	if (nx_dns_msg_parse(q, (size_t)n, &qm) < 0 || !qm.has_question) {
 		return;
 	}
+	uint16_t from_port = ntohs(((const struct sockaddr_in *)from)->sin_port);
 	if (f->n_udp < FAKE_REC) {
 		f->ids[f->n_udp] = qm.id;
-		f->sports[f->n_udp] = ntohs(((const struct sockaddr_in *)from)->sin_port);
+		f->sports[f->n_udp] = from_port;
+		f->edns[f->n_udp] = qm.edns.present;
+		f->do_bit[f->n_udp] = qm.edns.do_bit;
+		memcpy(f->qname[f->n_udp], qm.q.name,
+		       qm.q.name_len < FAKE_QNAME ? qm.q.name_len : FAKE_QNAME);
+	}
+	if (f->port_hist) {
+		f->port_hist[from_port]++;
 	}
 	f->n_udp++;
 	uint8_t out[FAKE_BUF];
@@ -158,6 +166,40 @@ static void udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 	case FAKE_TC:
 		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, true, out, sizeof(out));
 		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
+		return;
+	case FAKE_FORMERR_EDNS:
+	case FAKE_FORMERR_EDNS_BARE:
+		if (!qm.edns.present) {
+			len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out,
+					  sizeof(out));
+		} else if (f->mode == FAKE_FORMERR_EDNS) {
+			len = build_reply(&qm, qm.id, &qm.q, NX_DNS_FORMERR, false, out,
+					  sizeof(out));
+		} else {
+			/* a legacy server's FORMERR: header only, no question, no OPT */
+			memset(out, 0, NX_DNS_HDR_LEN);
+			out[0] = (uint8_t)(qm.id >> 8);
+			out[1] = (uint8_t)qm.id;
+			out[2] = 0x80 | 0x01; /* QR, RD */
+			out[3] = NX_DNS_FORMERR;
+			len = NX_DNS_HDR_LEN;
+		}
+		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
+		return;
+	case FAKE_MALFORMED:
+		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out, sizeof(out));
+		out[7] = 3; /* ANCOUNT 3, one record present */
+		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
+		return;
+	case FAKE_MALFORMED_QUESTION:
+		memset(out, 0, 24);
+		out[0] = (uint8_t)(qm.id >> 8);
+		out[1] = (uint8_t)qm.id;
+		out[2] = 0x81; /* QR, RD */
+		out[5] = 1;    /* QDCOUNT 1 */
+		out[12] = 63;  /* a 63-byte label of which 11 bytes follow */
+		memset(out + 13, 'a', 11);
+		send_udp(f, out, 24, from, false, f->delay_ms);
 		return;
 	}
 }

@@ -23,6 +23,7 @@
 #define FAKE_PEND 64  /* delayed replies in flight at once */
 #define FAKE_CONNS 4  /* TCP connections at once */
 #define FAKE_BUF 1024 /* largest message we build or receive over TCP */
+#define FAKE_QNAME 64 /* bytes of each query's name recorded */
 
 enum fake_mode {
 	FAKE_ANSWER,		 /* A answer after delay_ms */
@@ -35,6 +36,10 @@ enum fake_mode {
 	FAKE_UPPER_CASE,	   /* right answer, question name upper-cased */
 	FAKE_TC,		   /* UDP: empty reply with TC; TCP per tcp_mode */
 	FAKE_ANSWER_RESENT,	   /* drop a query's first datagram, answer its re-sends */
+	FAKE_FORMERR_EDNS,	   /* FORMERR (question echoed) to a query with OPT, else answer */
+	FAKE_FORMERR_EDNS_BARE,	   /* as FORMERR_EDNS, but the FORMERR has no question section */
+	FAKE_MALFORMED,		   /* right id and question, then an answer count that overruns */
+	FAKE_MALFORMED_QUESTION,   /* right id, QDCOUNT 1, a question name that does not parse */
 };
 
 enum fake_tcp_mode {
@@ -87,6 +92,10 @@ struct fake {
 	uint16_t ids[FAKE_REC];
 	uint16_t sports[FAKE_REC];
 	uint16_t tcp_id;
+	bool edns[FAKE_REC];		 /* the query carried an OPT */
+	bool do_bit[FAKE_REC];		 /* ... with DO */
+	uint8_t qname[FAKE_REC][FAKE_QNAME]; /* its question name as sent (case kept), cut */
+	uint32_t *port_hist;		 /* borrowed, optional: 65536 counters, hits per source port */
 	uint8_t rx[FAKE_BUF];
 	struct fake_pend pend[FAKE_PEND];
 	struct fake_conn conn[FAKE_CONNS];

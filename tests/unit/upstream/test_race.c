@@ -418,6 +418,76 @@ static void test_resend_after_failover(void **state)
 	assert_int_equal(f->armed, 1650);
 }
 
+/*
+ * A retry re-asks the same server in the same attempt slot (no stop, no new server, the stagger
+ * of the other servers unchanged), with the re-send clock and budget started afresh.
+ */
+static void test_retry_same_server_fresh_resend_clock(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 200;
+	nx_race_start(&f->r, &IO, 0, 2, 2, 500, 3000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	int a = att_of(f, 0);
+	nx_race_tick(&f->r, 200);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, a, 0, 0}}, 1);
+	assert_int_equal(f->armed, 500); /* the stagger for server 1 comes before 200 + 400 */
+	nx_race_retry(&f->r, a, 300);
+	expect(f, &seen, (struct ev[]){{EV_UDP, a, 0, 0}}, 1);
+	assert_int_equal(nx_race_active(&f->r), 1);
+	assert_int_equal(f->armed, 500); /* the stagger still first: 300 + 200 = 500 */
+	nx_race_tick(&f->r, 500);
+	/* the retried query's own first re-send (timeout 200 again, not 400) and server 1 */
+	expect(f, &seen, (struct ev[]){{EV_RESEND, a, 0, 0}, {EV_UDP, -1, 1, 0}}, 2);
+	nx_race_answer(&f->r, a);
+	assert_int_equal(f->done_calls, 1);
+}
+
+/* Retries are bounded: the one past NX_RACE_RETRIES fails the attempt and moves on. */
+static void test_retry_bounded(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	nx_race_start(&f->r, &IO, 0, 2, 1, 1000, 3000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	int a = att_of(f, 0);
+	for (int i = 0; i < NX_RACE_RETRIES; i++) {
+		nx_race_retry(&f->r, a, 10 + (uint64_t)i);
+		expect(f, &seen, (struct ev[]){{EV_UDP, a, 0, 0}}, 1);
+	}
+	nx_race_retry(&f->r, a, 20);
+	expect(f, &seen, (struct ev[]){{EV_STOP, a, 0, NX_UP_O_ERROR}, {EV_UDP, -1, 1, 0}}, 2);
+	/* a fresh attempt on server 1 has its own budget */
+	int b = att_of(f, 1);
+	nx_race_retry(&f->r, b, 30);
+	expect(f, &seen, (struct ev[]){{EV_UDP, b, 1, 0}}, 1);
+	assert_int_equal(f->done_calls, 0);
+}
+
+/* A retry whose send fails is a failed attempt; a retry of a TCP or idle attempt is ignored. */
+static void test_retry_send_fails_or_not_udp(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	nx_race_start(&f->r, &IO, 0, 2, 1, 1000, 3000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	int a = att_of(f, 0);
+	f->fail_udp_srv[0] = 1;
+	nx_race_retry(&f->r, a, 10);
+	expect(f, &seen,
+	       (struct ev[]){{EV_UDP, a, 0, 0}, {EV_STOP, a, 0, NX_UP_O_ERROR}, {EV_UDP, -1, 1, 0}},
+	       3);
+	int b = att_of(f, 1);
+	nx_race_truncated(&f->r, b, 20);
+	expect(f, &seen, (struct ev[]){{EV_TCP, b, 1, 0}}, 1);
+	nx_race_retry(&f->r, b, 30); /* over TCP: nothing */
+	nx_race_retry(&f->r, a, 30); /* ended: nothing */
+	assert_int_equal(f->n_ev, seen);
+	nx_race_answer(&f->r, b);
+	assert_int_equal(f->done_calls, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -439,6 +509,10 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_race_is_clamped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_abort_cancels_everything, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_retry_same_server_fresh_resend_clock, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_retry_bounded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_retry_send_fails_or_not_udp, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "upstream/impl.h"
 #include "upstream/upstream.h"
 
 /* Internal to the module (exchange.c declares it the same way); the engine's only writer. */
@@ -222,6 +223,48 @@ static void test_slots_exhausted(void **state)
 	}
 }
 
+/* EDNS lameness is remembered for NX_UP_EDNS_LAME_MS, per server, then forgotten. */
+static void test_edns_memory_expires(void **state)
+{
+	(void)state;
+	int a = nx_up_stats_index("edns-a"), b = nx_up_stats_index("edns-b");
+	assert_true(a >= 0 && b >= 0);
+	uint64_t t = 1000000;
+	assert_true(nx_up_stats_edns_ok(a, t));
+	nx_up_stats_edns_lame(a, t);
+	assert_false(nx_up_stats_edns_ok(a, t));
+	assert_false(nx_up_stats_edns_ok(a, t + NX_UP_EDNS_LAME_MS - 1));
+	assert_true(nx_up_stats_edns_ok(a, t + NX_UP_EDNS_LAME_MS));
+	assert_true(nx_up_stats_edns_ok(b, t)); /* the other server is untouched */
+	assert_true(nx_up_stats_edns_ok(-1, t)); /* no slot: nothing remembered */
+	nx_up_stats_edns_lame(-1, t);
+	assert_true(nx_up_stats_edns_ok(-1, t));
+}
+
+/* 0x20 pauses after NX_UP_CAPS_MISS_MAX consecutive mismatches; an exact match resets the run. */
+static void test_caps_pause_after_consecutive_misses(void **state)
+{
+	(void)state;
+	int a = nx_up_stats_index("caps-a");
+	assert_true(a >= 0);
+	uint64_t t = 5000000;
+	assert_true(nx_up_stats_caps_ok(a, t));
+	for (int i = 0; i < NX_UP_CAPS_MISS_MAX - 1; i++) {
+		assert_false(nx_up_stats_caps_seen(a, false, t));
+	}
+	assert_false(nx_up_stats_caps_seen(a, true, t)); /* an exact match: the run restarts */
+	for (int i = 0; i < NX_UP_CAPS_MISS_MAX - 1; i++) {
+		assert_false(nx_up_stats_caps_seen(a, false, t));
+		assert_true(nx_up_stats_caps_ok(a, t));
+	}
+	assert_true(nx_up_stats_caps_seen(a, false, t)); /* the third in a row pauses, once */
+	assert_false(nx_up_stats_caps_ok(a, t));
+	assert_false(nx_up_stats_caps_ok(a, t + NX_UP_CAPS_OFF_MS - 1));
+	assert_true(nx_up_stats_caps_ok(a, t + NX_UP_CAPS_OFF_MS));
+	assert_false(nx_up_stats_caps_seen(-1, false, t));
+	assert_true(nx_up_stats_caps_ok(-1, t));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -235,6 +278,8 @@ int main(void)
 	    cmocka_unit_test(test_buckets_overflow),
 	    cmocka_unit_test(test_bad_index_ignored),
 	    cmocka_unit_test(test_bounds_sorted),
+	    cmocka_unit_test(test_edns_memory_expires),
+	    cmocka_unit_test(test_caps_pause_after_consecutive_misses),
 	    cmocka_unit_test(test_slots_exhausted),
 	};
 	return cmocka_run_group_tests_name("upstream_stats", tests, NULL, NULL);
