@@ -643,6 +643,7 @@ class H2Client:
         self.terminated = None     # the ConnectionTerminated event, once received
         self.remote_settings: Dict[int, int] = {}
         self.closed = False
+        self.protocol_error: Optional[str] = None  # the server broke HTTP/2 (h2's verdict)
         self._flush()
 
     def close(self):
@@ -715,7 +716,15 @@ class H2Client:
         if not data:
             self.closed = True
             return False
-        for ev in self.conn.receive_data(data):
+        import h2.exceptions
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError as e:
+            # What the server sent breaks HTTP/2 (RFC 9113/9110): kept for the test to report.
+            self.protocol_error = f"{type(e).__name__}: {e}"
+            self.closed = True
+            return False
+        for ev in events:
             st = self.streams.get(getattr(ev, "stream_id", None) or -1)
             if isinstance(ev, h2.events.ResponseReceived) and st is not None:
                 st["headers"] = {k: v for k, v in ev.headers}
@@ -747,7 +756,8 @@ class H2Client:
             if time.monotonic() >= deadline or self.closed or self.terminated:
                 missing = [s for s in sids if s not in self.done]
                 raise TimeoutError(f"streams {missing} unfinished (closed={self.closed}, "
-                                   f"goaway={self.terminated})")
+                                   f"goaway={self.terminated}, "
+                                   f"protocol error={self.protocol_error})")
             self._read_once(deadline)
         return {s: self.streams[s] for s in sids}
 
