@@ -194,8 +194,11 @@ def test_http_errors(make_upstream, make_nxdns, case):
     m1 = nx.metrics()
     assert delta(m0, m1, "nxdns_doh_http_errors_total", status=str(status)) == 1
     assert m1.sum("nxdns_doh_http_errors_total") - m0.sum("nxdns_doh_http_errors_total") == 1
+    # A QR=1 message is a DNS message but not a query: the pipeline sees it and drops it.
     assert delta(m0, m1, "nxdns_queries_total", proto="doh") == \
         (2 if case[0] == "post-response" else 1)
+    assert delta(m0, m1, "nxdns_dropped_total", reason="bad_frame") == \
+        (1 if case[0] == "post-response" else 0)
     assert [q.qname.lower().rstrip(".") for q in up.queries()] == ["after-error.example"]
 
 
