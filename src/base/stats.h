@@ -68,6 +68,9 @@
 	X(UP_STREAM_CONNECT_FAILED, "nxdns_upstream_stream_failures_total", "reason=\"connect\"", \
 	  "Upstream TCP/DoT/DoH connections that failed, by reason")                           \
 	X(UP_STREAM_TIMEOUT, "nxdns_upstream_stream_failures_total", "reason=\"timeout\"", "") \
+	X(UP_STREAM_BACKOFF, "nxdns_upstream_stream_failures_total", "reason=\"backoff\"", "") \
+	X(UP_STREAM_FULL, "nxdns_upstream_stream_failures_total", "reason=\"connections_full\"", \
+	  "")                                                                                    \
 	X(F_OK, "nxdns_filter_downloads_total", "result=\"ok\"",                                \
 	  "Blocklist downloads, by result (errors keep the last good list)")                     \
 	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \

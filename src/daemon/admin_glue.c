@@ -41,6 +41,14 @@ static void upstream_families(struct nx_metrics_buf *mb)
 		nx_metrics_sample_u64(mb, "nxdns_upstream_resends_total", row.resends, "server",
 				      row.name, NULL);
 	}
+	nx_metrics_family(mb, "nxdns_upstream_connections_total", NX_METRIC_COUNTER,
+			  "TCP, DoT and DoH connections opened to the server (each carries many "
+			  "queries: exchanges per connection is the reuse)");
+	for (int i = 0; i < n; i++) {
+		nx_up_stats_read(i, &row);
+		nx_metrics_sample_u64(mb, "nxdns_upstream_connections_total", row.connections,
+				      "server", row.name, NULL);
+	}
 	nx_metrics_family(mb, "nxdns_upstream_rto_seconds", NX_METRIC_GAUGE,
 			  "Retransmission timeout a new query to the server gets (its round trips: "
 			  "SRTT + 4 RTTVAR, 0.2 to 1 s)");

@@ -38,7 +38,7 @@ static const char http1_reply[] = "HTTP/1.1 505 HTTP Version Not Supported\r\n"
 				  "Connection: close\r\n"
 				  "\r\n" H2_HTTP1_BODY;
 
-enum { M_NONE, M_GET, M_POST, M_OTHER };
+enum { M_NONE, M_GET, M_POST, M_OTHER, M_HEAD };
 
 enum st_state {
 	ST_RECV,  /* collecting headers and body */
@@ -323,7 +323,9 @@ static int answer_error(struct nx_h2 *h, struct stream *st, int status)
 	};
 	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_out};
 	size_t nvlen = status == 405 ? 4 : 3; /* RFC 9110 15.5.6: 405 carries Allow */
-	int rc = nghttp2_submit_response(h->s, st->id, nv, nvlen, &prd);
+	/* RFC 9110 9.3.2: a response to HEAD has no content (its length may still be said). */
+	int rc = nghttp2_submit_response(h->s, st->id, nv, nvlen,
+					 st->method == M_HEAD ? NULL : &prd);
 	return rc ? NX_EMALFORMED : 0;
 }
 
@@ -404,6 +406,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 	if (is(name, namelen, ":method")) {
 		st->method = is(value, valuelen, "GET")	   ? M_GET
 			     : is(value, valuelen, "POST") ? M_POST
+			     : is(value, valuelen, "HEAD") ? M_HEAD
 							   : M_OTHER;
 	} else if (is(name, namelen, ":path")) {
 		if (valuelen > sizeof(st->buf)) {
@@ -566,7 +569,7 @@ static void dispatch(struct nx_h2 *h)
 		st->queued = false;
 		st->ready = NULL;
 		int32_t id = st->id;
-		static const char *const names[] = {"", "GET", "POST", "OTHER"};
+		static const char *const names[] = {"", "GET", "POST", "OTHER", "HEAD"};
 		uint8_t *body = st->big ? st->big : st->buf + st->path_len;
 		struct nx_doh_req req = {
 		    .method = names[st->method],

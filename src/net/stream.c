@@ -788,12 +788,11 @@ static void app_input(struct nx_stream_conn *c, const uint8_t *data, size_t len)
 	int rc = nx_h2_feed(c->h2, data, len);
 	if (rc < 0 || nx_h2_want_close(c->h2)) {
 		/* Protocol error or HTTP/1.x (an error response is queued), or GOAWAY done: close
-		 * once what is written has left. */
+		 * once what is written has left. Not here: the output may still be corked (the
+		 * read's batch), and closing now would throw the error response away; the reader
+		 * closes after the batch is flushed (maybe_finish_drain). */
 		c->draining = true;
 		update_reading(c);
-		if (c->writes == 0 && c->holds == 0) {
-			conn_close(c);
-		}
 	}
 }
 

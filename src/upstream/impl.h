@@ -29,6 +29,9 @@
 #define NX_UP_CAPS_MISS_MAX 3
 #define NX_UP_CAPS_OFF_MS (15u * 60u * 1000u)
 
+/* A TCP/DoT/DoH connection to server idx was opened (nxdns_upstream_connections_total). */
+void nx_up_stats_conn(int idx);
+
 /* True: queries to server idx may carry EDNS now. */
 bool nx_up_stats_edns_ok(int idx, uint64_t now_ms);
 /* Server idx answered a plain query after rejecting EDNS: plain for NX_UP_EDNS_LAME_MS. */

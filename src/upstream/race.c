@@ -42,7 +42,7 @@ static void resend_silent(struct nx_race *r, uint64_t now)
 		r->att_resends[i]++;
 		r->att_sent_at[i] = now;
 		r->att_rto[i] = r->att_rto[i] > UINT32_MAX / 2 ? UINT32_MAX : 2 * r->att_rto[i];
-		r->io->resend_udp(r, i, r->att_server[i]);
+		r->io->resend(r, i, r->att_server[i]);
 	}
 }
 
@@ -86,7 +86,7 @@ static bool launch_one(struct nx_race *r, uint64_t now)
 		r->att_retries[a] = 0;
 		r->att_sent_at[a] = now;
 		r->att_rto[a] = r->io->rto(r, srv);
-		if (r->io->send_udp(r, a, srv) == 0) {
+		if (r->io->send(r, a, srv) == 0) {
 			return true;
 		}
 		r->att_state[a] = NX_RACE_ATT_IDLE;
@@ -177,7 +177,7 @@ void nx_race_retry(struct nx_race *r, int att, uint64_t now)
 	r->att_resends[att] = 0;
 	r->att_sent_at[att] = now;
 	r->att_rto[att] = r->io->rto(r, srv);
-	if (r->io->send_udp(r, att, srv) < 0) {
+	if (r->io->send(r, att, srv) < 0) {
 		nx_race_failed(r, att, now);
 		return;
 	}

@@ -42,11 +42,13 @@ enum nx_race_att { NX_RACE_ATT_IDLE, NX_RACE_ATT_UDP, NX_RACE_ATT_TCP };
 struct nx_race;
 
 struct nx_race_io {
-	/* Ask server `srv` over UDP as attempt `att`. 0, or < 0: the attempt failed at once. */
-	int (*send_udp)(struct nx_race *r, int att, int srv);
-	/* Send attempt `att`'s UDP query to its server again (same id, same socket). */
-	void (*resend_udp)(struct nx_race *r, int att, int srv);
-	/* Retransmission timeout for server `srv` in ms; 0: never re-send to it. */
+	/* Ask server `srv` as attempt `att`, over the server's own transport (the engine picks
+	 * it: UDP, or a pooled TCP/DoT/DoH connection). 0, or < 0: the attempt failed at once. */
+	int (*send)(struct nx_race *r, int att, int srv);
+	/* Send attempt `att`'s query to its server again (UDP: same id, same socket). */
+	void (*resend)(struct nx_race *r, int att, int srv);
+	/* Retransmission timeout for server `srv` in ms; 0: never re-send to it (a stream
+	 * transport, which delivers or fails by itself). */
 	uint32_t (*rto)(struct nx_race *r, int srv);
 	/* Re-ask the attempt's server over TCP (after TC). 0, or < 0: the attempt failed. */
 	int (*send_tcp)(struct nx_race *r, int att, int srv);
@@ -88,7 +90,7 @@ void nx_race_failed(struct nx_race *r, int att, uint64_t now);
 /*
  * The server of UDP attempt `att` answered in a way that a new form of the query may fix
  * (FORMERR to EDNS, a 0x20 case mismatch): ask it again in the same attempt, through
- * io->send_udp (the engine picks the new form, id and socket), with a fresh retransmission
+ * io->send (the engine picks the new form, id and socket), with a fresh retransmission
  * timeout and re-send budget. Past NX_RACE_RETRIES, or when that send fails, the attempt
  * has failed (as nx_race_failed). The deadline is unchanged.
  */

@@ -15,6 +15,7 @@ struct slot {
 	_Atomic uint64_t count;
 	_Atomic uint64_t sum_us;
 	_Atomic uint64_t resends;
+	_Atomic uint64_t conns;     /* TCP/DoT/DoH connections opened */
 	_Atomic uint32_t srtt_us;   /* smoothed round trip, 0 before the first sample */
 	_Atomic uint32_t rttvar_us; /* its mean deviation */
 	_Atomic uint32_t backoff_ms; /* timeout doubled by a re-send, until a clean sample */
@@ -70,7 +71,15 @@ void nx_up_stats_read(int i, struct nx_up_stats_row *row)
 	row->count = atomic_load_explicit(&s->count, memory_order_relaxed);
 	row->sum_seconds = (double)atomic_load_explicit(&s->sum_us, memory_order_relaxed) / 1e6;
 	row->resends = atomic_load_explicit(&s->resends, memory_order_relaxed);
+	row->connections = atomic_load_explicit(&s->conns, memory_order_relaxed);
 	row->rto_ms = nx_up_stats_rto_ms(i);
+}
+
+void nx_up_stats_conn(int idx)
+{
+	if (idx >= 0 && idx < NX_UP_STATS_MAX) {
+		atomic_fetch_add_explicit(&g_slots[idx].conns, 1, memory_order_relaxed);
+	}
 }
 
 const char *nx_up_outcome_name(enum nx_up_outcome o)

@@ -51,11 +51,26 @@
 #define NX_UP_RTO_MIN_MS 200
 #define NX_UP_RTO_MAX_MS 1000
 
+/* How a server is asked (the config's kind). */
+enum nx_up_transport {
+	NX_UP_T_PLAIN, /* UDP, TCP after a truncated answer */
+	NX_UP_T_TCP,   /* TCP only, a pooled connection (RFC 7766) */
+	NX_UP_T_DOT,   /* DNS over TLS (RFC 7858), a pooled connection */
+	NX_UP_T_DOH,   /* DNS over HTTPS (RFC 8484), a pooled HTTP/2 connection */
+};
+
+struct nx_tls_creds;
+
 /* One upstream server as the engine uses it (copied out of the config by the daemon). */
 struct nx_up_server {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int stats;                 /* index from nx_up_stats_index() */
+	int stats;                 /* index from nx_up_stats_index(): also the connection pool */
+	enum nx_up_transport transport;
+	struct nx_tls_creds *creds; /* DoT/DoH: borrowed (the config generation holds it) */
+	const char *auth_name;     /* DoT/DoH: SNI + certificate name, or NULL (the IP); borrowed */
+	const char *authority;     /* DoH: :authority (host[:port]); borrowed */
+	const char *path;          /* DoH: request path; borrowed */
 };
 
 struct nx_up_req {
@@ -111,6 +126,7 @@ struct nx_up_stats_row {
 	uint64_t count;
 	double sum_seconds;
 	uint64_t resends; /* UDP queries sent again after a silent retransmission timeout */
+	uint64_t connections; /* TCP/DoT/DoH connections opened to it (reuse: exchanges / this) */
 	uint32_t rto_ms;  /* the retransmission timeout a new query to it gets now */
 };
 

@@ -484,3 +484,292 @@ def parallel(fns, timeout: float = 15.0) -> list:
             e = f.exception()
             out.append(e if e is not None else f.result())
         return out
+
+
+# -------------------------------------------------------------------- DoT and DoH listeners
+
+def enc_listeners(dot: bool = True, doh: bool = True) -> dict:
+    """A config fragment (for make_nxdns's `config`) with a DoT and/or a DoH listener, each on a
+    free port of 127.0.0.1 and [::1] (the same port for both families, as `listener.dns`)."""
+    lst = {}
+    if dot:
+        p = free_port(udp=False)
+        lst["dot"] = [f"127.0.0.1:{p}", f"[::1]:{p}"]
+    if doh:
+        p = free_port(udp=False)
+        lst["doh"] = [f"127.0.0.1:{p}", f"[::1]:{p}"]
+    return {"listener": lst}
+
+
+def _listener_port(config: dict, key: str) -> int:
+    addrs = config.get("listener", {}).get(key) or []
+    if not addrs:
+        raise KeyError(f"the config has no listener.{key}")
+    return int(addrs[0].rsplit(":", 1)[1])
+
+
+def _nx_dot_port(self) -> int:
+    """Port of the first listener.dot address."""
+    return _listener_port(self.config, "dot")
+
+
+def _nx_doh_port(self) -> int:
+    """Port of the first listener.doh address."""
+    return _listener_port(self.config, "doh")
+
+
+def _nx_cert_path(self) -> Path:
+    """The certificate the DoT/DoH listeners serve: tls.cert, else the generated one."""
+    cert = self.config.get("tls", {}).get("cert")
+    if cert:
+        p = Path(cert)
+        return p if p.is_absolute() else self.config_path.parent / p
+    return Path(self.config["state_dir"]) / "tls" / "cert.pem"
+
+
+def _nx_logged_pins(self) -> List[str]:
+    """Every `pin-sha256: ...` the daemon logged for its certificate, oldest first."""
+    return re.findall(r"pin-sha256: ([A-Za-z0-9+/]{43}=)", self.log())
+
+
+def _nx_dot(self, q, v6: bool = False, timeout: float = 3.0, sni: Optional[str] = None,
+            source: Optional[str] = None) -> dns.message.Message:
+    """One query over DoT (dnspython), the certificate not verified (see tls_context)."""
+    return dns.query.tls(q, "::1" if v6 else "127.0.0.1", port=self.dot_port, timeout=timeout,
+                         ssl_context=tls_context(alpn=["dot"]), server_hostname=sni,
+                         source=source)
+
+
+def _nx_doh(self, q, post: bool = True, v6: bool = False, timeout: float = 3.0,
+            path: str = "/dns-query") -> dns.message.Message:
+    """One query over DoH (dnspython + httpx, HTTP/2), verified against the served cert."""
+    host = "[::1]" if v6 else "127.0.0.1"
+    return dns.query.https(q, f"https://{host}:{self.doh_port}{path}", timeout=timeout,
+                           post=post, verify=str(self.cert_path))
+
+
+Nxdns.dot_port = property(_nx_dot_port)
+Nxdns.doh_port = property(_nx_doh_port)
+Nxdns.cert_path = property(_nx_cert_path)
+Nxdns.logged_pins = _nx_logged_pins
+Nxdns.dot = _nx_dot
+Nxdns.doh = _nx_doh
+
+
+def tls_context(cafile: Optional[str] = None, alpn: Optional[List[str]] = None,
+                server_name_check: bool = False):
+    """A TLS 1.2+ client context. Without cafile the certificate is not verified (the tests
+    that care compare the served certificate with the file instead); with it, the chain is
+    verified and, when server_name_check, the name too."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cafile:
+        ctx.load_verify_locations(cafile=str(cafile))
+        ctx.check_hostname = server_name_check
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def tls_connect(port: int, host: str = "127.0.0.1", alpn: Optional[List[str]] = None,
+                sni: Optional[str] = None, cafile: Optional[str] = None,
+                source: Optional[str] = None, timeout: float = 3.0):
+    """A TLS connection (handshake done) to host:port; the caller closes it."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    raw = socket.socket(fam, socket.SOCK_STREAM)
+    raw.settimeout(timeout)
+    try:
+        if source:
+            raw.bind((source, 0))
+        raw.connect((host, port))
+        return tls_context(cafile, alpn).wrap_socket(raw, server_hostname=sni)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def served_cert(port: int, host: str = "127.0.0.1", alpn: Optional[List[str]] = None) -> bytes:
+    """DER of the certificate a TLS listener serves to a new connection."""
+    with tls_connect(port, host, alpn=alpn) as s:
+        return s.getpeercert(binary_form=True)
+
+
+def pem_der(path) -> bytes:
+    """DER of the first certificate in a PEM file."""
+    import ssl
+    text = Path(path).read_text()
+    m = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", text, re.S)
+    if not m:
+        raise ValueError(f"{path}: no PEM certificate")
+    return ssl.PEM_cert_to_DER_cert(m.group(0))
+
+
+def self_signed_pair(directory, *names: str) -> Tuple[Path, Path]:
+    """`nxdns cert --self-signed DIR [--name N]...`: returns (cert.pem, key.pem)."""
+    args = [str(nxdns_bin()), "cert", "--self-signed", str(directory)]
+    for n in names:
+        args += ["--name", n]
+    r = run(args)
+    if r.returncode != 0:
+        raise RuntimeError(f"nxdns cert failed ({r.returncode}): {r.stderr}")
+    return Path(directory) / "cert.pem", Path(directory) / "key.pem"
+
+
+class H2Client:
+    """An HTTP/2 client connection over TLS (ALPN h2) with the `h2` library, for the DoH tests
+    that need to control frames: several streams at once, the order answers complete in, resets.
+    Every read is bounded by `timeout`."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 3.0,
+                 sni: Optional[str] = None):
+        import h2.config
+        import h2.connection
+        self.sock = tls_connect(port, host, alpn=["h2"], sni=sni, timeout=timeout)
+        if self.sock.selected_alpn_protocol() != "h2":
+            self.sock.close()
+            raise RuntimeError(f"ALPN chose {self.sock.selected_alpn_protocol()!r}, not h2")
+        self.authority = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+        self.timeout = timeout
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.streams: Dict[int, dict] = {}
+        self.done: List[int] = []  # stream ids in the order they ended (answer or reset)
+        self.terminated = None     # the ConnectionTerminated event, once received
+        self.remote_settings: Dict[int, int] = {}
+        self.closed = False
+        self.protocol_error: Optional[str] = None  # the server broke HTTP/2 (h2's verdict)
+        self._flush()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, method: str, path: str, body: Optional[bytes] = None,
+                headers: Optional[List[Tuple[str, str]]] = None, end: bool = True) -> int:
+        """Open a stream with one request; returns its id. Sent at once."""
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":scheme", "https"), (":authority", self.authority),
+                (":path", path)] + list(headers or [])
+        if body is not None:
+            hdrs.append(("content-length", str(len(body))))
+        self.conn.send_headers(sid, hdrs, end_stream=end and body is None)
+        self.streams[sid] = {"status": None, "headers": {}, "body": b"", "reset": None,
+                             "ended": False}
+        if body is not None:
+            self._send_body(sid, body, end)
+        self._flush()
+        return sid
+
+    def _send_body(self, sid: int, body: bytes, end: bool):
+        # Within the peer's flow-control window and frame size; the rest waits for
+        # WINDOW_UPDATE frames (read here, bounded).
+        deadline = time.monotonic() + self.timeout
+        while body:
+            room = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
+            if room <= 0:
+                self._flush()
+                if time.monotonic() > deadline or not self._read_once(deadline):
+                    raise TimeoutError("the peer's flow-control window never opened")
+                if self.streams[sid]["reset"] is not None:
+                    return
+                continue
+            chunk, body = body[:room], body[room:]
+            self.conn.send_data(sid, chunk, end_stream=end and not body)
+
+    def get(self, path: str, headers=None) -> int:
+        return self.request("GET", path, headers=headers)
+
+    def post(self, path: str, body: bytes, ctype: str = "application/dns-message",
+             headers=None) -> int:
+        hdrs = ([("content-type", ctype)] if ctype else []) + list(headers or [])
+        return self.request("POST", path, body=body, headers=hdrs)
+
+    def _read_once(self, deadline: float) -> bool:
+        """Read and process one chunk; False on EOF/timeout."""
+        import h2.events
+        self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = self.sock.recv(65535)
+        except socket.timeout:
+            return False
+        except (ConnectionResetError, BrokenPipeError, OSError):
+            data = b""
+        if not data:
+            self.closed = True
+            return False
+        import h2.exceptions
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError as e:
+            # What the server sent breaks HTTP/2 (RFC 9113/9110): kept for the test to report.
+            self.protocol_error = f"{type(e).__name__}: {e}"
+            self.closed = True
+            return False
+        for ev in events:
+            st = self.streams.get(getattr(ev, "stream_id", None) or -1)
+            if isinstance(ev, h2.events.ResponseReceived) and st is not None:
+                st["headers"] = {k: v for k, v in ev.headers}
+                st["status"] = int(st["headers"].get(":status", 0))
+            elif isinstance(ev, h2.events.DataReceived):
+                if st is not None:
+                    st["body"] += ev.data
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded) and st is not None:
+                st["ended"] = True
+                self.done.append(ev.stream_id)
+            elif isinstance(ev, h2.events.StreamReset) and st is not None:
+                st["reset"] = int(ev.error_code)
+                self.done.append(ev.stream_id)
+            elif isinstance(ev, h2.events.RemoteSettingsChanged):
+                for k, v in ev.changed_settings.items():
+                    self.remote_settings[int(k)] = v.new_value
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                self.terminated = ev
+        self._flush()
+        return True
+
+    def wait(self, sids, timeout: Optional[float] = None) -> Dict[int, dict]:
+        """Read until every stream in `sids` has ended or been reset; returns their records
+        (status, headers, body, reset error code or None). Raises TimeoutError otherwise."""
+        sids = [sids] if isinstance(sids, int) else list(sids)
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while not all(s in self.done for s in sids):
+            if time.monotonic() >= deadline or self.closed or self.terminated:
+                missing = [s for s in sids if s not in self.done]
+                raise TimeoutError(f"streams {missing} unfinished (closed={self.closed}, "
+                                   f"goaway={self.terminated}, "
+                                   f"protocol error={self.protocol_error})")
+            self._read_once(deadline)
+        return {s: self.streams[s] for s in sids}
+
+    def wait_settings(self, timeout: Optional[float] = None) -> Dict[int, int]:
+        """Read until the server's SETTINGS frame has arrived; returns what it set."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while not self.remote_settings and time.monotonic() < deadline and not self.closed:
+            self._read_once(deadline)
+        return self.remote_settings
+
+
+def b64url(wire: bytes) -> str:
+    """Unpadded base64url (RFC 8484 4.1) of a DNS message, for `?dns=`."""
+    import base64
+    return base64.urlsafe_b64encode(wire).decode().rstrip("=")

@@ -27,7 +27,7 @@ struct fx {
 	struct ev ev[64];
 	int n_ev;
 	uint64_t armed;	     /* last arm() request */
-	int fail_udp_srv[8]; /* send_udp to these servers fails */
+	int fail_udp_srv[8]; /* send to these servers fails */
 	int fail_tcp;	     /* send_tcp fails */
 	uint32_t rto[8];     /* per server retransmission timeout, 0 = none (the default) */
 	int done_calls;
@@ -84,8 +84,8 @@ static void io_done(struct nx_race *r, enum nx_up_result res, int att, int srv)
 }
 
 static const struct nx_race_io IO = {
-    .send_udp = io_udp,
-    .resend_udp = io_resend,
+    .send = io_udp,
+    .resend = io_resend,
     .rto = io_rto,
     .send_tcp = io_tcp,
     .stop = io_stop,
