@@ -69,8 +69,8 @@ struct nx_up_server {
 	enum nx_up_transport transport;
 	struct nx_tls_creds *creds; /* DoT/DoH: borrowed (the config generation holds it) */
 	const char *auth_name;     /* DoT/DoH: SNI + certificate name, or NULL (the IP); borrowed */
-	const char *authority;     /* DoH: :authority (host[:port]); borrowed */
 	const char *path;          /* DoH: request path; borrowed */
+	char authority[262];       /* DoH: :authority, host[:port] as the URL named it */
 };
 
 struct nx_up_req {

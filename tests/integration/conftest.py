@@ -89,6 +89,7 @@ def pytest_runtest_makereport(item, call):
         lines = [f"{q.time:.3f} {q.transport} id={q.id} from {q.src_addr}:{q.src_port} "
                  f"{q.qname} {q.qtype} edns={q.edns}" for q in up.queries()]
         rep.sections.append((f"fake upstream {up.addr} queries", "\n".join(lines[-200:])))
+    rep.sections.extend(tls_server_sections(item))
 
 
 @pytest.fixture(scope="session")
@@ -178,4 +179,7 @@ def make_upstream_cls(request, make_upstream):
 
 # Encrypted upstreams: the real DoT/DoH servers of tlsservers.py (unbound, kresd, a silent
 # port, a counting relay) as fixtures, with their logs in a failed test's report.
-pytest_plugins = ["tlsservers"]
+# Imported rather than named in pytest_plugins: pytest allows that only in the rootdir's
+# conftest, which depends on how the suite is invoked.
+from tlsservers import (make_cert, make_kresd, make_relay, make_unbound,  # noqa: E402,F401
+                        silent_tcp, tls_server_sections)

@@ -256,18 +256,26 @@ def test_check_config_encrypted_dns(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
-def test_encrypted_upstreams_are_skipped_with_a_warning(make_upstream, make_nxdns):
-    """Until the forwarder speaks TCP-only, DoT and DoH, such servers are named at start and not
-    used: queries go to the plain server only, never as plain DNS to a DoT/DoH address."""
+def test_a_dot_upstream_is_never_sent_plain_dns(make_upstream, make_nxdns):
+    """A tls:// server that only speaks plain DNS (here: a plain fake upstream) fails its TLS
+    handshake and is never sent a DNS message in the clear; the plain server answers; and
+    tcp:// to the same fake is spoken to over TCP only."""
     up = make_upstream(default_a="192.0.2.7")
-    dot = make_upstream(default_a="192.0.2.66")  # must never be asked
+    dot = make_upstream(default_a="192.0.2.66")
     dot_port = dot.addr.rsplit(":", 1)[1]
-    nx = make_nxdns([up, f"tls://127.0.0.1:{dot_port}", f"tcp://127.0.0.1:{dot_port}"])
-    log = nx.log()
-    assert f"upstream tls://127.0.0.1:{dot_port} is not used" in log, log
-    assert f"upstream tcp://127.0.0.1:{dot_port} is not used" in log, log
+    nx = make_nxdns([f"tls://127.0.0.1:{dot_port}", up],
+                    config={"upstream": {"race": 2, "stagger_ms": 10}})
     for i in range(3):
         r = nx.udp(make_query(f"enc{i}.example"))
         assert answers(r) == ["192.0.2.7"]
-    assert not dot.queries(), "a DoT/TCP-only server was sent plain DNS"
+    assert not dot.queries(), "a DoT server was sent plain DNS"
+    # The fake takes the ClientHello for the start of a DNS frame and waits: the handshake
+    # times out (3 s), counted.
+    assert wait_until(lambda: nx.counter("nxdns_upstream_stream_failures_total",
+                                         reason="timeout") >= 1, timeout=6)
+    assert not dot.queries(), "a DoT server was sent plain DNS"
+    nx2 = make_nxdns([f"tcp://127.0.0.1:{dot_port}"])
+    assert answers(nx2.udp(make_query("enc-tcp.example"))) == ["192.0.2.66"]
+    assert dot.queries("enc-tcp.example")
+    assert all(q.transport == "tcp" for q in dot.queries("enc-tcp.example"))
 

@@ -602,13 +602,11 @@ def make_relay():
         r.stop()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A failed test's report carries the log of every TLS server it started."""
-    outcome = yield
-    rep = outcome.get_result()
-    if not rep.failed or call.when == "teardown":
-        return
+def tls_server_sections(item):
+    """Report sections for a failed test: the log of every TLS server it started (conftest's
+    report hook adds them beside the daemons' logs)."""
+    out = []
     for group in getattr(item, "_tls_servers", []):
         for s in group:
-            rep.sections.append((f"{type(s).__name__} log ({s.dir})", s.log()[-20000:]))
+            out.append((f"{type(s).__name__} log ({s.dir})", s.log()[-20000:]))
+    return out
