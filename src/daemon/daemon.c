@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "admin/admin.h"
@@ -414,6 +415,24 @@ static int start_cache(struct nx_daemon *d)
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
 
+/*
+ * Descriptors: a worker holds a random-port UDP socket per 4 upstream exchanges in flight (up
+ * to 512 per server), stream connections up to listener.dns_max_connections per listener, and
+ * upstream TCP/DoT/DoH connections; 1024, the usual soft limit, is too few under load. Take the
+ * hard limit (systemd's default is 512K), as Unbound does; failing that, keep what there is.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			nx_log(NX_LOG_WARN, "daemon", "cannot raise the open files limit: %s",
+			       strerror(errno));
+		}
+	}
+}
+
 static void on_close_noop(uv_handle_t *h)
 {
 }
@@ -443,6 +462,7 @@ int nx_daemon_run(const char *config_path)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	mallopt(M_ARENA_MAX, NX_ARENA_MAX);
+	raise_fd_limit();
 
 	struct nx_daemon *d = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*d));
 	if (!d) {
