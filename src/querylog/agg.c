@@ -1,8 +1,8 @@
 /*
- * Per-minute aggregates: counters per minute and counts per (kind, minute, key), kept in memory
- * for the current minute and upserted inside each transaction for the keys its records touched
- * only, so statistics never scan the log and a busy minute costs one row per key, not one
- * upsert per record.
+ * Per-minute aggregates: counters per minute (queries by outcome and by protocol) and counts per
+ * (kind, minute, key), kept in memory for the current minute and upserted inside each transaction
+ * for the keys its records touched only, so statistics never scan the log and a busy minute costs
+ * one row per key, not one upsert per record.
  *
  * The table holds the keys of the newest minute (and of a few earlier minutes whose records
  * arrive late from a slower ring). A minute admits NX_QLOG_AGG_KEYS_MAX keys per kind; later
@@ -147,6 +147,9 @@ static int upsert_minute(sqlite3_stmt *s, const struct nx_qlog_agg_minute *m)
 	sqlite3_bind_int64(s, 4, m->cached);
 	sqlite3_bind_int64(s, 5, m->forwarded);
 	sqlite3_bind_int64(s, 6, m->local);
+	for (unsigned i = 0; i < NX_QLOG_PROTO__COUNT; i++) {
+		sqlite3_bind_int64(s, 7 + (int)i, m->proto[i]);
+	}
 	int rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
@@ -214,6 +217,7 @@ void nx_qlog_agg_zero(struct nx_qlog_agg *a)
 	for (unsigned i = 0; i < a->n_min; i++) {
 		struct nx_qlog_agg_minute *m = &a->min[i];
 		m->queries = m->blocked = m->cached = m->forwarded = m->local = 0;
+		memset(m->proto, 0, sizeof(m->proto));
 		memset(m->other, 0, sizeof(m->other));
 	}
 	a->dirty = 0;
@@ -282,6 +286,10 @@ int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned pr
 	/* forwarded: an upstream produced the answer (REFUSED, FORMERR or a deadline SERVFAIL that
 	 * nxdns made itself is none of blocked, local, cached or forwarded) */
 	m->forwarded += !blocked && !local && !r->cached && r->upstream >= 0;
+	/* a protocol outside NX_QLOG_PROTOS (the API shows it "unknown") counts in queries only */
+	if (r->proto < NX_QLOG_PROTO__COUNT) {
+		m->proto[r->proto]++;
+	}
 
 	if (privacy < 1) {
 		unsigned len = v->pk->name_len;

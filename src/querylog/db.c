@@ -138,7 +138,18 @@ static const char *const migrations[] = {
 	" NULLIF(CAST(NEW.client_id AS TEXT), ''))"
 	"));"
 	" END;",
+
+	/* 5: queries by protocol, one column per NX_QLOG_PROTOS entry in agg_minute, so the
+	 * statistics read them from the same minute rows as the other counters (one upsert per
+	 * minute and transaction, as before). Minutes written before this version cannot be split
+	 * by protocol (the log may be gone or never kept, privacy 3): they read as 0 in each. */
+	"ALTER TABLE agg_minute ADD COLUMN udp INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agg_minute ADD COLUMN tcp INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agg_minute ADD COLUMN dot INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE agg_minute ADD COLUMN doh INTEGER NOT NULL DEFAULT 0;",
 };
+/* Migration 5 names the protocols' columns: a new protocol needs a migration adding its own. */
+static_assert(NX_QLOG_PROTO__COUNT == 4, "a new NX_QLOG_PROTOS entry needs an agg_minute column");
 static_assert(NX_ARRAY_LEN(migrations) == NX_QLOG_SCHEMA_VERSION, "one migration per version");
 
 /* WAL file kept at most this size after a checkpoint (bytes): bounds the disk use of -wal. */

@@ -148,6 +148,7 @@ static_assert(NX_QLOG_AGG_LIVE_MAX * 4 <= NX_QLOG_AGG_SLOTS * 3, "aggregate tabl
 struct nx_qlog_agg_minute {
 	int64_t minute;	/* ts_ms / 60000 (floor) */
 	uint32_t queries, blocked, cached, forwarded, local;
+	uint32_t proto[NX_QLOG_PROTO__COUNT]; /* queries by enum nx_qlog_proto */
 	uint32_t keys[AGG__KINDS];  /* keys admitted for this minute, <= NX_QLOG_AGG_KEYS_MAX */
 	uint32_t other[AGG__KINDS]; /* counts folded into "(other)" in the open transaction */
 };

@@ -24,9 +24,10 @@
  * Schema: numbered migrations (PRAGMA user_version), applied right after open and before the
  * connection-role pragmas (journal_mode, synchronous, cache_size); each role reads its
  * cache_size back. Tables: queries (one row per record, privacy < 3), agg_minute (per-minute
- * counters), agg_top (per-minute counts keyed (minute, kind, key): names, blocked names,
- * clients; at most NX_QLOG_AGG_KEYS_MAX keys per kind and minute, the rest under "(other)").
- * Statistics read only the aggregates; they are committed with the rows that made them.
+ * counters, queries by protocol since schema 5), agg_top (per-minute counts keyed (minute, kind,
+ * key): names, blocked names, clients; at most NX_QLOG_AGG_KEYS_MAX keys per kind and minute, the
+ * rest under "(other)"). Statistics read only the aggregates; they are committed with the rows
+ * that made them.
  *
  * Privacy (logging.privacy), applied by the writer to rows, aggregates and the live tap alike:
  *   0 everything; 1 names hidden: name/matched/answer stored as "hidden", user-rule text in
@@ -68,6 +69,7 @@ enum nx_qlog_proto {
 #define NX_QLOG_PROTO_ENUM(id, text) NX_QLOG_PROTO_##id,
 	NX_QLOG_PROTOS(NX_QLOG_PROTO_ENUM)
 #undef NX_QLOG_PROTO_ENUM
+	NX_QLOG_PROTO__COUNT
 };
 
 /* Same values as enum nx_filter_action (filter/result.h). */
@@ -180,7 +182,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_TOP_LIMIT_MAX 100
 #define NX_QLOG_HISTORY_POINTS_MAX 10080 /* a week of minutes */
 /* Latest schema version (PRAGMA user_version) nx_qlog_* writes. */
-#define NX_QLOG_SCHEMA_VERSION 4
+#define NX_QLOG_SCHEMA_VERSION 5
 
 /* ---- writer side ---- */
 
@@ -408,14 +410,17 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 /*
  * Totals over the minutes whose start lies in [from_ms, to_ms) (0 = unbounded), from the
  * aggregates: {"from","to","queries","blocked","blocked_percent","cached","forwarded","local",
- * "clients"} (clients: distinct clients seen; 0 at privacy >= 2). 0, -EINVAL, -EIO, -ENOMEM.
+ * "clients","protocols":{"udp","tcp","dot","doh"}} (clients: distinct clients seen; 0 at
+ * privacy >= 2; protocols: queries by NX_QLOG_PROTOS, 0 for minutes written before schema 5).
+ * 0, -EINVAL, -EIO, -ENOMEM.
  */
 int nx_qlog_summary(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, json_t **out);
 
 /*
  * Time series from the minute aggregates, buckets of step_s seconds (a multiple of 60) aligned
  * to the epoch, covering [from_ms, to_ms) (both required) with empty buckets as zeros:
- * {"from","to","step","points":[{"t": ms,"queries","blocked","cached","forwarded","local"}]}.
+ * {"from","to","step","points":[{"t": ms,"queries","blocked","cached","forwarded","local",
+ * "protocols":{"udp","tcp","dot","doh"}}]}.
  * -EINVAL (*bad_field "from"/"to"/"step") when the range is empty or over
  * NX_QLOG_HISTORY_POINTS_MAX points.
  */

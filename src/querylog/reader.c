@@ -553,6 +553,24 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 
 /* ---- statistics from the aggregates ---- */
 
+/* SQL sums of agg_minute's protocol columns (db.c migration 5), in NX_QLOG_PROTOS order. */
+#define PROTO_SUM(id, text) ", COALESCE(SUM(" text "), 0)"
+#define PROTOS_SQL NX_QLOG_PROTOS(PROTO_SUM)
+static_assert(NX_ARRAY_LEN(proto_names) == NX_QLOG_PROTO__COUNT, "a name per protocol");
+
+/* {"udp": n, "tcp": n, ...} from counts in NX_QLOG_PROTOS order, or NULL (no memory). */
+static json_t *protocols_json(const int64_t *n)
+{
+	json_t *o = json_object();
+	for (unsigned i = 0; o && i < NX_QLOG_PROTO__COUNT; i++) {
+		if (json_object_set_new(o, proto_names[i], json_integer((json_int_t)n[i]))) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
+}
+
 int nx_qlog_summary(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, json_t **out)
 {
 	if (from_ms < 0 || to_ms < 0 || (to_ms && to_ms <= from_ms)) {
@@ -566,7 +584,7 @@ int nx_qlog_summary(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, js
 		"SELECT COALESCE(SUM(queries), 0), COALESCE(SUM(blocked), 0),"
 		" COALESCE(SUM(cached), 0), COALESCE(SUM(forwarded), 0), COALESCE(SUM(local), 0),"
 		" (SELECT COUNT(DISTINCT key) FROM agg_top WHERE kind = 2 AND minute >= :fm"
-		"  AND minute < :tm)"
+		"  AND minute < :tm)" PROTOS_SQL
 		" FROM agg_minute WHERE minute >= :fm AND minute < :tm",
 		-1, &s, NULL);
 	if (rc != SQLITE_OK) {
@@ -579,17 +597,21 @@ int nx_qlog_summary(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, js
 		sqlite3_finalize(s);
 		return rc_to_err(rc);
 	}
-	int64_t v[6];
-	for (int i = 0; i < 6; i++) {
+	int64_t v[6 + NX_QLOG_PROTO__COUNT];
+	for (int i = 0; i < (int)NX_ARRAY_LEN(v); i++) {
 		v[i] = sqlite3_column_int64(s, i);
 	}
 	sqlite3_finalize(s);
 	double pct = v[0] ? (double)(v[1] * 10000 / v[0]) / 100.0 : 0.0;
-	*out = json_pack("{s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "from",
+	json_t *protos = protocols_json(v + 6);
+	if (!protos) {
+		return -ENOMEM;
+	}
+	*out = json_pack("{s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:o}", "from",
 			 (json_int_t)from_ms, "to", (json_int_t)to_ms, "queries", (json_int_t)v[0],
 			 "blocked", (json_int_t)v[1], "blocked_percent", pct, "cached",
-			 (json_int_t)v[2], "forwarded", (json_int_t)v[3], "local",
-			 (json_int_t)v[4], "clients", (json_int_t)v[5]);
+			 (json_int_t)v[2], "forwarded", (json_int_t)v[3], "local", (json_int_t)v[4],
+			 "clients", (json_int_t)v[5], "protocols", protos);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -611,8 +633,9 @@ int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, un
 	if (npts > NX_QLOG_HISTORY_POINTS_MAX) {
 		return fail_field(bad_field, "step");
 	}
-	/* counters per bucket: queries, blocked, cached, forwarded, local */
-	int64_t(*acc)[5] = calloc((size_t)npts, sizeof(*acc));
+	/* counters per bucket: queries, blocked, cached, forwarded, local, then the protocols */
+	enum { NCOUNT = 5 + NX_QLOG_PROTO__COUNT };
+	int64_t(*acc)[NCOUNT] = calloc((size_t)npts, sizeof(*acc));
 	if (!acc) {
 		return -ENOMEM;
 	}
@@ -620,7 +643,7 @@ int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, un
 	int rc = sqlite3_prepare_v2(
 		r->db,
 		"SELECT (minute * 60000 - :b0) / :step AS b, SUM(queries), SUM(blocked),"
-		" SUM(cached), SUM(forwarded), SUM(local)"
+		" SUM(cached), SUM(forwarded), SUM(local)" PROTOS_SQL
 		" FROM agg_minute WHERE minute >= :fm AND minute < :tm GROUP BY b",
 		-1, &s, NULL);
 	if (rc != SQLITE_OK) {
@@ -636,7 +659,7 @@ int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, un
 		if (b < 0 || b >= npts) {
 			continue;
 		}
-		for (int i = 0; i < 5; i++) {
+		for (int i = 0; i < NCOUNT; i++) {
 			acc[b][i] = sqlite3_column_int64(s, i + 1);
 		}
 	}
@@ -648,11 +671,15 @@ int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, un
 	json_t *pts = json_array();
 	int err = pts ? 0 : -ENOMEM;
 	for (int64_t b = 0; !err && b < npts; b++) {
-		json_t *p = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "t",
-				      (json_int_t)(b0 + b * step_ms), "queries",
-				      (json_int_t)acc[b][0], "blocked", (json_int_t)acc[b][1],
-				      "cached", (json_int_t)acc[b][2], "forwarded",
-				      (json_int_t)acc[b][3], "local", (json_int_t)acc[b][4]);
+		json_t *protos = protocols_json(acc[b] + 5);
+		json_t *p = protos
+				? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "t",
+					    (json_int_t)(b0 + b * step_ms), "queries",
+					    (json_int_t)acc[b][0], "blocked", (json_int_t)acc[b][1],
+					    "cached", (json_int_t)acc[b][2], "forwarded",
+					    (json_int_t)acc[b][3], "local", (json_int_t)acc[b][4],
+					    "protocols", protos)
+				: NULL;
 		if (!p || json_array_append_new(pts, p)) {
 			json_decref(p);
 			err = -ENOMEM;

@@ -134,6 +134,12 @@ static void stmts_finalize(struct nx_qlog *q)
 	}
 }
 
+/* agg_minute's protocol columns (db.c migration 5) from the one list: names, then bare "?"
+ * placeholders, which SQLite numbers after ?6 in list order (agg.c binds 7 + proto). */
+#define PROTO_COL(id, text) ", " text
+#define PROTO_PARAM(id, text) ", ?"
+#define PROTO_ADD(id, text) ", " text " = " text " + excluded." text
+
 static int stmts_prepare(struct nx_qlog *q)
 {
 	static const struct {
@@ -144,11 +150,12 @@ static int stmts_prepare(struct nx_qlog *q)
 		 "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
 		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
 		{offsetof(struct nx_qlog_stmts, minute_upsert),
-		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local)"
-		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(minute) DO UPDATE SET"
+		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local"
+		 NX_QLOG_PROTOS(PROTO_COL) ") VALUES (?1, ?2, ?3, ?4, ?5, ?6"
+		 NX_QLOG_PROTOS(PROTO_PARAM) ") ON CONFLICT(minute) DO UPDATE SET"
 		 " queries = queries + excluded.queries, blocked = blocked + excluded.blocked,"
 		 " cached = cached + excluded.cached, forwarded = forwarded + excluded.forwarded,"
-		 " local = local + excluded.local"},
+		 " local = local + excluded.local" NX_QLOG_PROTOS(PROTO_ADD)},
 		{offsetof(struct nx_qlog_stmts, top_upsert),
 		 "INSERT INTO agg_top(kind, minute, key, n) VALUES (?1, ?2, ?3, ?4)"
 		 " ON CONFLICT(kind, minute, key) DO UPDATE SET n = n + excluded.n"},

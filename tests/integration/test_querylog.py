@@ -291,7 +291,8 @@ def _insert_rows(path, rows):
             "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action, reason,"
             " cached, upstream, name, matched, source, answer)"
             " VALUES (?, 100, '192.0.2.9', 0, 1, 0, 0, 0, 0, NULL, ?, NULL, NULL, NULL)", rows)
-        con.executemany("INSERT OR REPLACE INTO agg_minute VALUES (?, 1, 0, 0, 1, 0)",
+        con.executemany("INSERT OR REPLACE INTO agg_minute(minute, queries, blocked, cached,"
+                        " forwarded, local) VALUES (?, 1, 0, 0, 1, 0)",
                         [(ts // 60000,) for ts, _ in rows])
     con.close()
 
@@ -378,3 +379,4 @@ def test_privacy_levels(make_upstream, make_nxdns, tmp_path, level):
         assert {r["client"] for r in rows} == {"127.0.0.1"}
     else:
         assert {r["client"] for r in rows} == {"hidden"}, rows
+

@@ -379,6 +379,128 @@ static void test_stats(void **state)
 	tdir_remove(&t);
 }
 
+/* One "protocols" object against the expected counts in NX_QLOG_PROTOS order. */
+static void expect_protos(json_t *o, const int *want)
+{
+	static const char *const names[] = {"udp", "tcp", "dot", "doh"};
+	json_t *p = json_object_get(o, "protocols");
+	assert_true(json_is_object(p));
+	assert_int_equal(json_object_size(p), NX_QLOG_PROTO__COUNT);
+	for (unsigned i = 0; i < NX_QLOG_PROTO__COUNT; i++) {
+		json_t *n = json_object_get(p, names[i]);
+		assert_true(json_is_integer(n));
+		assert_int_equal(json_integer_value(n), want[i]);
+	}
+}
+
+static void push_proto(struct nx_qlog *q, int64_t ts, unsigned proto, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct nx_qlog_rec r = mkrec(ts + i, 1 + i % 3, "p.example");
+		r.proto = (uint8_t)proto;
+		nx_qlog_push(q, i % 2, &r);
+	}
+}
+
+static void test_stats_protocols(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog *q = start_log(t.db);
+	/* minute 0: 3 udp, 2 tcp, 1 dot, 4 doh, and one of a protocol nxdns does not know */
+	push_proto(q, T0, NX_QLOG_PROTO_UDP, 3);
+	push_proto(q, T0 + 100, NX_QLOG_PROTO_TCP, 2);
+	push_proto(q, T0 + 200, NX_QLOG_PROTO_DOT, 1);
+	push_proto(q, T0 + 300, NX_QLOG_PROTO_DOH, 4);
+	push_proto(q, T0 + 400, 9, 1);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	/* a second batch in the same minute adds to its row; minute 1: 5 tcp, 2 dot */
+	push_proto(q, T0 + 500, NX_QLOG_PROTO_UDP, 2);
+	push_proto(q, T0 + MIN_MS, NX_QLOG_PROTO_TCP, 5);
+	push_proto(q, T0 + MIN_MS + 10, NX_QLOG_PROTO_DOT, 2);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_minute"), 2);
+
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &r), 0);
+	json_t *s = NULL;
+	assert_int_equal(nx_qlog_summary(r, 0, 0, &s), 0);
+	assert_int_equal(jint(s, "queries"), 20); /* the unknown one counts in queries only */
+	expect_protos(s, (const int[]){5, 7, 3, 4});
+	json_decref(s);
+	/* the same span as the other figures: minute 1 alone */
+	assert_int_equal(nx_qlog_summary(r, T0 + MIN_MS, T0 + 2 * MIN_MS, &s), 0);
+	assert_int_equal(jint(s, "queries"), 7);
+	expect_protos(s, (const int[]){0, 5, 2, 0});
+	json_decref(s);
+	/* an empty span: zeros, not missing */
+	assert_int_equal(nx_qlog_summary(r, T0 - 10 * MIN_MS, T0, &s), 0);
+	expect_protos(s, (const int[]){0, 0, 0, 0});
+	json_decref(s);
+
+	/* history: per bucket, empty buckets zero */
+	json_t *h = NULL;
+	assert_int_equal(nx_qlog_history(r, T0, T0 + 3 * MIN_MS, 60, &h, NULL), 0);
+	json_t *pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 3);
+	expect_protos(json_array_get(pts, 0), (const int[]){5, 2, 1, 4});
+	expect_protos(json_array_get(pts, 1), (const int[]){0, 5, 2, 0});
+	expect_protos(json_array_get(pts, 2), (const int[]){0, 0, 0, 0});
+	json_decref(h);
+	assert_int_equal(nx_qlog_history(r, T0, T0 + 2 * MIN_MS, 120, &h, NULL), 0);
+	pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 1);
+	expect_protos(json_array_get(pts, 0), (const int[]){5, 7, 3, 4});
+	json_decref(h);
+	nx_qlog_reader_close(r);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
+static void test_migration_protocols(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 4), 0);
+	/* a version 4 minute row (6 columns), at T0's minute */
+	sql_exec(t.db, "INSERT INTO agg_minute VALUES (28333334, 6, 1, 2, 3, 0)");
+	assert_int_equal(nx_qlog_db_migrate(t.db, 5), 0);
+	assert_int_equal(sql_int(t.db, "PRAGMA user_version"), 5);
+	/* the old counters stay; the old minute has no protocol split: zeros */
+	assert_int_equal(sql_int(t.db, "SELECT queries * 10 + forwarded FROM agg_minute"), 63);
+	assert_int_equal(sql_int(t.db, "SELECT udp + tcp + dot + doh FROM agg_minute"), 0);
+	/* the writer adds to the migrated row, by protocol */
+	assert_int_equal(T0 / MIN_MS, 28333334);
+	struct nx_qlog *q = start_log(t.db);
+	push_proto(q, T0 + 1, NX_QLOG_PROTO_DOT, 2);
+	push_proto(q, T0 + 2, NX_QLOG_PROTO_UDP, 1);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_minute"), 1);
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(t.db, &r), 0);
+	json_t *s = NULL;
+	assert_int_equal(nx_qlog_summary(r, 0, 0, &s), 0);
+	assert_int_equal(jint(s, "queries"), 9);
+	expect_protos(s, (const int[]){1, 0, 2, 0});
+	json_decref(s);
+	nx_qlog_reader_close(r);
+	nx_qlog_free(q);
+	/* a step at a time from empty ends at the same columns as a fresh file */
+	struct tdir t2;
+	tdir_make(&t2);
+	for (int v = 1; v <= NX_QLOG_SCHEMA_VERSION; v++) {
+		assert_int_equal(nx_qlog_db_migrate(t2.db, v), 0);
+	}
+	assert_int_equal(sql_int(t2.db, "SELECT COUNT(*) FROM pragma_table_info('agg_minute')"
+					" WHERE name IN ('udp', 'tcp', 'dot', 'doh')"),
+			 4);
+	tdir_remove(&t2);
+	tdir_remove(&t);
+	assert_int_equal(ledger_count(NX_OWNER_sqlite), 0);
+}
+
 /* ---- one record as JSON (live stream) ---- */
 
 static void test_rec_json(void **state)
@@ -626,6 +748,8 @@ static void test_migration_to_blocks(void **state)
 	/* 4: the view gains client_id; the 14-value records stay as they are and read as none */
 	assert_int_equal(nx_qlog_db_migrate(t.db, 4), 0);
 	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE client_id IS NULL"), 4);
+	/* the reader opens only the latest version (5 changes the aggregates only) */
+	assert_int_equal(nx_qlog_db_migrate(t.db, -1), 0);
 	struct nx_qlog_filter f = {0};
 	json_t *all = read_all(t.db, f, 2);
 	assert_int_equal(json_array_size(all), 4);
@@ -693,6 +817,8 @@ int main(void)
 		cmocka_unit_test(test_block_text),
 		cmocka_unit_test(test_block_shape),
 		cmocka_unit_test(test_migration_to_blocks),
+		cmocka_unit_test(test_stats_protocols),
+		cmocka_unit_test(test_migration_protocols),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
