@@ -305,11 +305,76 @@ static void query_list(void **state)
 	bad(f, "/api/queries?to=1e3", "to");
 }
 
+/* "protocols" of o against udp, tcp, dot, doh: each an integer, no other key. */
+static void expect_protocols(json_t *o, json_int_t udp, json_int_t tcp, json_int_t dot,
+			     json_int_t doh)
+{
+	json_t *p = json_object_get(o, "protocols");
+	if (!json_is_object(p) || json_object_size(p) != 4) {
+		fail_msg("protocols is not an object of 4 counts");
+	}
+	assert_int_equal(num(p, "udp"), udp);
+	assert_int_equal(num(p, "tcp"), tcp);
+	assert_int_equal(num(p, "dot"), dot);
+	assert_int_equal(num(p, "doh"), doh);
+}
+
+static void protocols(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	char url[256];
+	struct nx_qlog *q = open_log(f);
+	/* minute 0: 4 udp, 3 tcp; minute 1: 2 dot, 1 doh */
+	static const struct {
+		int64_t at;
+		uint8_t proto;
+		int n;
+	} in[] = {
+	    {T0, NX_QLOG_PROTO_UDP, 4},
+	    {T0 + 10000, NX_QLOG_PROTO_TCP, 3},
+	    {T0 + MIN_MS, NX_QLOG_PROTO_DOT, 2},
+	    {T0 + MIN_MS + 10000, NX_QLOG_PROTO_DOH, 1},
+	};
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		for (int k = 0; k < in[i].n; k++) {
+			struct nx_qlog_rec x = rec(in[i].at + k * 1000, 2, "p.example");
+			x.proto = in[i].proto;
+			nx_qlog_push(q, 0, &x);
+		}
+	}
+	assert_int_equal(nx_qlog_flush(q, 0, 5000), 0);
+
+	json_t *s = get(f, &r, Q("/api/stats/summary?from=%lld&to=%lld", T0, T0 + HOUR_MS));
+	assert_int_equal(num(s, "queries"), 10);
+	expect_protocols(s, 4, 3, 2, 1);
+	fx_resp_free(&r);
+	/* over the same span as queries: minute 1 alone */
+	s = get(f, &r, Q("/api/stats/summary?from=%lld&to=%lld", T0 + MIN_MS, T0 + HOUR_MS));
+	assert_int_equal(num(s, "queries"), 3);
+	expect_protocols(s, 0, 0, 2, 1);
+	fx_resp_free(&r);
+	/* the default 24 hours of the wall clock hold none of 2023: zeros, not absent */
+	s = get(f, &r, "/api/stats/summary");
+	expect_protocols(s, 0, 0, 0, 0);
+	fx_resp_free(&r);
+
+	json_t *h =
+	    get(f, &r, Q("/api/stats/history?from=%lld&to=%lld&step=60", T0, T0 + 2 * MIN_MS));
+	json_t *pts = json_object_get(h, "points");
+	assert_int_equal(json_array_size(pts), 2);
+	expect_protocols(json_array_get(pts, 0), 4, 3, 0, 0);
+	expect_protocols(json_array_get(pts, 1), 0, 0, 2, 1);
+	fx_resp_free(&r);
+	nx_qlog_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(statistics, setup, teardown),
 	    cmocka_unit_test_setup_teardown(query_list, setup, teardown),
+	    cmocka_unit_test_setup_teardown(protocols, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
