@@ -17,9 +17,9 @@ import time
 import dns.rcode
 import pytest
 
-from adminkit import (ACTION, PROTO, REASON, MountNS, db_path, db_query, db_scalar, qlog_rows,
-                      start_nx, udp_burst, wait_written, write_config)
-from harness import answers, make_query, wait_until
+from adminkit import (ACTION, PROTO, REASON, MountNS, db_path, db_query, db_scalar, logged_in,
+                      qlog_rows, start_nx, udp_burst, wait_written, write_config)
+from harness import answers, enc_listeners, make_query, merge, wait_until
 
 BLOCKED = ["ads.example.test", "track.example.test"]
 
@@ -380,3 +380,40 @@ def test_privacy_levels(make_upstream, make_nxdns, tmp_path, level):
     else:
         assert {r["client"] for r in rows} == {"hidden"}, rows
 
+
+# ------------------------------------------------------------------ protocols in the statistics
+
+def test_summary_counts_queries_by_protocol(make_upstream, make_nxdns):
+    """Each transport's queries land in /api/stats/summary's "protocols" (the per-minute
+    aggregates), exactly, over the same span as "queries"."""
+    up = make_upstream(default_a="192.0.2.7")
+    nx = start_nx(make_nxdns, [up], config=merge(enc_listeners(), {"cache": {"size": 1000}}))
+    want = {"udp": 5, "tcp": 3, "dot": 2, "doh": 4}
+    for i in range(want["udp"]):
+        assert answers(nx.udp(make_query(f"u{i}.example"))) == ["192.0.2.7"]
+    for i in range(want["tcp"]):
+        assert answers(nx.tcp(make_query(f"t{i}.example"))) == ["192.0.2.7"]
+    for i in range(want["dot"]):
+        assert answers(nx.dot(make_query(f"d{i}.example"))) == ["192.0.2.7"]
+    for i in range(want["doh"]):
+        assert answers(nx.doh(make_query(f"h{i}.example"), post=i % 2 == 0)) == ["192.0.2.7"]
+    total = sum(want.values())
+    wait_written(nx, total)
+
+    api = logged_in(nx)
+    # the writer upserts the aggregates at most once a second: poll until they hold them all
+    s = wait_until(lambda: (lambda x: x if x["queries"] >= total else None)(
+        api.ok("GET", "/api/stats/summary")), 8.0)
+    assert s is not None, api.ok("GET", "/api/stats/summary")
+    assert s["queries"] == total, s
+    assert s["protocols"] == want, s
+    # the same span as the other figures: a window before the queries holds none of them
+    old = api.ok("GET", f"/api/stats/summary?from={s['from'] - 3600_000}&to={s['from']}")
+    assert (old["queries"], old["protocols"]) == (0, dict.fromkeys(want, 0)), old
+    # history: the buckets add up to the summary
+    h = api.ok("GET", f"/api/stats/history?from={s['from']}&to={s['to'] + 60_000}&step=3600")
+    sums = dict.fromkeys(want, 0)
+    for p in h["points"]:
+        for k in want:
+            sums[k] += p["protocols"][k]
+    assert sums == want, h
