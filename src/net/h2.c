@@ -1,4 +1,5 @@
 #include "net/h2.h"
+#include "net/h2mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,7 +25,6 @@
 #define H2_HPACK_DECODE_TABLE 1024
 #define H2_HPACK_ENCODE_TABLE 0
 #define H2_INLINE NX_H2_PATH_MAX /* slot's inline bytes: the :path, then a POST body that fits */
-#define H2_MEM_HDR alignof(max_align_t) /* nghttp2_mem free() has no size: we keep it in front */
 
 static const char client_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN (sizeof(client_preface) - 1)
@@ -80,7 +80,7 @@ static_assert(sizeof(struct stream) <= 1200, "a stream slot is part of the DoH m
 
 struct nx_h2 {
 	nghttp2_session *s;	   /* owned */
-	nghttp2_mem mem;	   /* allocator handed to nghttp2 (copied by it too) */
+	struct nx_h2_mem mem;  /* nghttp2's allocator and the bytes it holds (net/h2mem.h) */
 	const struct nx_h2_io *io; /* borrowed for the session's life */
 	void *ud;		   /* borrowed: io's user data */
 	struct stream *used;	   /* owned: slots of open streams (doubly linked) */
@@ -93,74 +93,10 @@ struct nx_h2 {
 	size_t max_body;	   /* per-stream body limit */
 	size_t body_bytes;	   /* request body bytes held by this connection's streams */
 	size_t out_bytes;	   /* response bytes copied for stalled windows */
-	size_t mem_bytes;	   /* bytes nghttp2 holds through h->mem, headers included */
 	size_t preface;		   /* client preface bytes matched so far */
 	int dead;		   /* 0, or the error that ended the session */
 	bool proto_error;	   /* we sent a GOAWAY with an error code */
 };
-
-/* ---- nghttp2 allocator: every block charged to doh_sessions, size kept in a header ---- */
-
-static void *h2_malloc(size_t size, void *ud)
-{
-	struct nx_h2 *h = ud;
-	if (size > SIZE_MAX - H2_MEM_HDR) {
-		return NULL;
-	}
-	uint8_t *p = nx_mem_alloc(NX_OWNER_doh_sessions, size + H2_MEM_HDR);
-	if (!p) {
-		return NULL;
-	}
-	memcpy(p, &size, sizeof(size));
-	h->mem_bytes += size + H2_MEM_HDR;
-	return p + H2_MEM_HDR;
-}
-
-static void h2_free(void *ptr, void *ud)
-{
-	struct nx_h2 *h = ud;
-	if (!ptr) {
-		return;
-	}
-	uint8_t *p = (uint8_t *)ptr - H2_MEM_HDR;
-	size_t size;
-	memcpy(&size, p, sizeof(size));
-	h->mem_bytes -= size + H2_MEM_HDR;
-	nx_mem_free(NX_OWNER_doh_sessions, p, size + H2_MEM_HDR);
-}
-
-static void *h2_calloc(size_t n, size_t size, void *ud)
-{
-	if (size && n > (SIZE_MAX - H2_MEM_HDR) / size) {
-		return NULL;
-	}
-	void *p = h2_malloc(n * size, ud);
-	if (p) {
-		memset(p, 0, n * size);
-	}
-	return p;
-}
-
-static void *h2_realloc(void *ptr, size_t size, void *ud)
-{
-	struct nx_h2 *h = ud;
-	if (!ptr) {
-		return h2_malloc(size, ud);
-	}
-	if (size > SIZE_MAX - H2_MEM_HDR) {
-		return NULL;
-	}
-	uint8_t *p = (uint8_t *)ptr - H2_MEM_HDR;
-	size_t old;
-	memcpy(&old, p, sizeof(old));
-	uint8_t *q = nx_mem_realloc(NX_OWNER_doh_sessions, p, old + H2_MEM_HDR, size + H2_MEM_HDR);
-	if (!q) {
-		return NULL;
-	}
-	memcpy(q, &size, sizeof(size));
-	h->mem_bytes = h->mem_bytes - old + size;
-	return q + H2_MEM_HDR;
-}
 
 /* ---- slots ---- */
 
@@ -628,11 +564,7 @@ int nx_h2_server_new(const struct nx_h2_limits *lim, const struct nx_h2_io *io, 
 	h->ud = ud;
 	h->max_streams = h->max_streams_init = l.max_streams;
 	h->max_body = l.max_body;
-	h->mem = (nghttp2_mem){.mem_user_data = h,
-			       .malloc = h2_malloc,
-			       .free = h2_free,
-			       .calloc = h2_calloc,
-			       .realloc = h2_realloc};
+	nx_h2_mem_init(&h->mem, NX_OWNER_doh_sessions);
 
 	int rc = -ENOMEM;
 	nghttp2_session_callbacks *cb = NULL;
@@ -650,7 +582,7 @@ int nx_h2_server_new(const struct nx_h2_limits *lim, const struct nx_h2_io *io, 
 	/* closed streams kept for RFC 7540 priorities cost memory and buy a DNS server nothing */
 	nghttp2_option_set_no_closed_streams(opt, 1);
 	nghttp2_option_set_max_deflate_dynamic_table_size(opt, H2_HPACK_ENCODE_TABLE);
-	if (nghttp2_session_server_new3(&h->s, cb, h, opt, &h->mem)) {
+	if (nghttp2_session_server_new3(&h->s, cb, h, opt, &h->mem.mem)) {
 		goto fail;
 	}
 	nghttp2_settings_entry iv[] = {
@@ -936,7 +868,7 @@ size_t nx_h2_idle_bytes(void)
 					   0};
 	memcpy(in + H2_PREFACE_LEN, frames, sizeof(frames));
 	if (nx_h2_feed(h, in, sizeof(in)) == 0) {
-		v = sizeof(*h) + h->mem_bytes;
+		v = sizeof(*h) + h->mem.bytes;
 		atomic_store_explicit(&measured, v, memory_order_relaxed);
 	}
 	nx_h2_free(h);

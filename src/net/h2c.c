@@ -1,4 +1,5 @@
 #include "net/h2c.h"
+#include "net/h2mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,7 +25,6 @@
  */
 #define H2C_HPACK_ENCODE_TABLE 512
 #define H2C_HPACK_DECODE_TABLE 1024
-#define H2C_MEM_HDR alignof(max_align_t) /* nghttp2_mem free() has no size: we keep it in front */
 #define CT_DNS "application/dns-message"
 
 static_assert(NX_H2C_INLINE == NX_DNS_EDNS_OUR_SIZE, "the inline room is our EDNS size");
@@ -72,7 +72,7 @@ static_assert(sizeof(struct req) <= 1344, "a request slot is part of the upstrea
 
 struct nx_h2c {
 	nghttp2_session *s;	    /* owned */
-	nghttp2_mem mem;	    /* allocator handed to nghttp2 */
+	struct nx_h2_mem mem;  /* nghttp2's allocator and the bytes it holds (net/h2mem.h) */
 	const struct nx_h2c_io *io; /* borrowed for the session's life */
 	void *ud;		    /* borrowed: io's user data */
 	struct req *used;	    /* owned: slots of requests in flight (doubly linked) */
@@ -84,7 +84,6 @@ struct nx_h2c {
 	unsigned max_streams;	/* our cap */
 	size_t max_body;	/* per-response body limit */
 	size_t body_bytes;	/* heap body bytes held by this connection's slots */
-	size_t mem_bytes;	/* bytes nghttp2 holds through h->mem, headers included */
 	size_t size;		/* bytes of this struct with its strings */
 	int dead;		/* 0, or the error that ended the session */
 	bool draining;		/* inside drain(): nested calls leave the queue to it */
@@ -97,69 +96,6 @@ struct nx_h2c {
 	size_t path_len;
 	char names[]; /* authority NUL path NUL */
 };
-
-/* ---- nghttp2 allocator: every block charged to doh_upstream, size kept in a header ---- */
-
-static void *h2c_malloc(size_t size, void *ud)
-{
-	struct nx_h2c *h = ud;
-	if (size > SIZE_MAX - H2C_MEM_HDR) {
-		return NULL;
-	}
-	uint8_t *p = nx_mem_alloc(OWNER, size + H2C_MEM_HDR);
-	if (!p) {
-		return NULL;
-	}
-	memcpy(p, &size, sizeof(size));
-	h->mem_bytes += size + H2C_MEM_HDR;
-	return p + H2C_MEM_HDR;
-}
-
-static void h2c_free(void *ptr, void *ud)
-{
-	struct nx_h2c *h = ud;
-	if (!ptr) {
-		return;
-	}
-	uint8_t *p = (uint8_t *)ptr - H2C_MEM_HDR;
-	size_t size;
-	memcpy(&size, p, sizeof(size));
-	h->mem_bytes -= size + H2C_MEM_HDR;
-	nx_mem_free(OWNER, p, size + H2C_MEM_HDR);
-}
-
-static void *h2c_calloc(size_t n, size_t size, void *ud)
-{
-	if (size && n > (SIZE_MAX - H2C_MEM_HDR) / size) {
-		return NULL;
-	}
-	void *p = h2c_malloc(n * size, ud);
-	if (p) {
-		memset(p, 0, n * size);
-	}
-	return p;
-}
-
-static void *h2c_realloc(void *ptr, size_t size, void *ud)
-{
-	struct nx_h2c *h = ud;
-	if (!ptr) {
-		return h2c_malloc(size, ud);
-	}
-	if (size > SIZE_MAX - H2C_MEM_HDR) {
-		return NULL;
-	}
-	uint8_t *p = (uint8_t *)ptr - H2C_MEM_HDR;
-	size_t old;
-	memcpy(&old, p, sizeof(old));
-	uint8_t *q = nx_mem_realloc(OWNER, p, old + H2C_MEM_HDR, size + H2C_MEM_HDR);
-	if (!q) {
-		return NULL;
-	}
-	memcpy(q, &size, sizeof(size));
-	h->mem_bytes = h->mem_bytes - old + size;
-	return q + H2C_MEM_HDR;
-}
 
 /* ---- slots ---- */
 
@@ -668,11 +604,7 @@ int nx_h2c_new(const char *authority, const char *path, const struct nx_h2c_limi
 	h->ud = ud;
 	h->max_streams = l.max_streams;
 	h->max_body = l.max_body;
-	h->mem = (nghttp2_mem){.mem_user_data = h,
-			       .malloc = h2c_malloc,
-			       .free = h2c_free,
-			       .calloc = h2c_calloc,
-			       .realloc = h2c_realloc};
+	nx_h2_mem_init(&h->mem, OWNER);
 
 	int rc = -ENOMEM;
 	nghttp2_session_callbacks *cb = NULL;
@@ -689,7 +621,7 @@ int nx_h2c_new(const char *authority, const char *path, const struct nx_h2c_limi
 	/* closed streams kept for RFC 7540 priorities cost memory and buy DNS nothing */
 	nghttp2_option_set_no_closed_streams(opt, 1);
 	nghttp2_option_set_max_deflate_dynamic_table_size(opt, H2C_HPACK_ENCODE_TABLE);
-	if (nghttp2_session_client_new3(&h->s, cb, h, opt, &h->mem)) {
+	if (nghttp2_session_client_new3(&h->s, cb, h, opt, &h->mem.mem)) {
 		goto fail;
 	}
 	nghttp2_settings_entry iv[] = {
@@ -982,7 +914,7 @@ size_t nx_h2c_idle_bytes(void)
 				       0,
 				       0};
 	if (nx_h2c_feed(h, in, sizeof(in)) == 0) {
-		v = h->size + h->mem_bytes;
+		v = h->size + h->mem.bytes;
 		atomic_store_explicit(&measured, v, memory_order_relaxed);
 	}
 	nx_h2c_free(h);
