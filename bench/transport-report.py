@@ -6,14 +6,15 @@
 Each OUT is a transport-ab.sh output directory (runs.tsv, starts.tsv, meta.json). Several OUTs
 (repeated runs) get one table each and a pooled line per workload. Figures per binary: the
 median over rounds, the min-max, and the relative median absolute deviation (MAD / median);
-per workload: the ratio of the medians (after / before) and the per-round paired ratios (after
-of round r / before of round r, the two runs next to each other in time, so the fairest single
-comparisons on a shared machine). A difference is called "within noise" when the paired ratios
-fall on both sides of 1.00, or when the ratio of medians is closer to 1 than either binary's
-own spread (relative MAD) -- not a significance test, a reading aid.
+per workload: the ratio of the medians (after / before), the per-round paired ratios (after of
+round r / before of round r: the two runs next to each other in time, so the fairest single
+comparisons on a shared machine) with a distribution-free confidence interval of their median
+(order statistics, about 95%), and a two-sided sign test over the rounds (how many the after
+binary won): a difference is called noise unless p < 0.05.
 """
 import csv
 import json
+import math
 import os
 import statistics
 import sys
@@ -68,17 +69,41 @@ def paired(rows, w, key):
     return [v["after"] / v["before"] for _, v in sorted(by.items()) if "before" in v and "after" in v and v["before"]]
 
 
+def sign_p(k, n):
+    """Two-sided sign test: the chance of a split at least this uneven if each round were a coin."""
+    m = min(k, n - k)
+    tail = sum(math.comb(n, i) for i in range(m + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def median_ci(xs):
+    """(low, high, coverage) of the median from order statistics: the narrowest j-th smallest to
+    j-th largest whose binomial coverage is still >= 95% (the full range when n is too small)."""
+    x, n = sorted(xs), len(xs)
+    best = (x[0], x[-1], 1.0 - 2 / 2 ** n)
+    for j in range(2, n // 2 + 1):
+        cov = 1.0 - 2 * sum(math.comb(n, i) for i in range(j)) / 2 ** n
+        if cov < 0.95:
+            break
+        best = (x[j - 1], x[n - j], cov)
+    return best
+
+
 def verdict(ratio, pr, mad_b, mad_a):
     if not pr:
         return "no paired rounds"
     lo, hi = min(pr), max(pr)
     noise = max(mad_b, mad_a)
-    if lo <= 1.0 <= hi or abs(ratio - 1.0) <= noise:
-        return (f"within noise (paired ratios {lo:.3f}–{hi:.3f} straddle 1.00 or the change, "
-                f"{(ratio - 1) * 100:+.1f}%, is not larger than the rounds' own spread, {noise * 100:.1f}%)")
-    word = "faster" if ratio > 1 else "slower"
-    return (f"after is {word} by {abs(ratio - 1) * 100:.1f}% in every round (paired ratios {lo:.3f}–{hi:.3f}; "
-            f"the rounds' own spread is {noise * 100:.1f}%)")
+    k, n = sum(1 for x in pr if x > 1.0), len(pr)
+    ci = median_ci(pr)
+    facts = (f"medians {(ratio - 1) * 100:+.1f}% against a spread (larger rel. MAD) of {noise * 100:.1f}%; "
+             f"paired ratios {lo:.3f}–{hi:.3f}, their median {statistics.median(pr):.3f} with a {ci[2] * 100:.0f}% "
+             f"confidence interval of {ci[0]:.3f}–{ci[1]:.3f}; after higher in {k} of {n} rounds (sign test, two-sided p = {sign_p(k, n):.2f})")
+    p = sign_p(k, n)
+    if p >= 0.05:
+        return f"not distinguishable from noise: {facts}"
+    word = "higher" if k > n - k else "lower"
+    return f"after is {word} by {abs(ratio - 1) * 100:.1f}% (medians), more often than noise explains: {facts}"
 
 
 def workload_table(rows, w, meta):
@@ -130,8 +155,17 @@ def main():
           f"The machine ({meta0['cores']} cores, {meta0['arch']}) was shared with other engineers building code during "
           "the runs, and dnsperf runs on the same cores: absolute figures move from round to round; the interleaving "
           "(A B A B …) puts both binaries under the same drift, which is what makes the ratio fair. "
-          "QPS is capped by dnsperf near the box's ceiling, so queries / server CPU-s is the figure that shows "
-          "a costlier fast path.")
+          "QPS is what dnsperf and the other jobs leave the server (near the box's ceiling, dnsperf itself is the cap), "
+          "so queries / server CPU-s is the figure that shows a costlier fast path; it is not load-free either "
+          "(at lower rates each recvmmsg batch carries fewer queries, so more system calls per query), which the "
+          "pairing again shares between the two binaries.")
+    print()
+    print("How to read the tables: *rel. MAD* is the median absolute deviation of a binary's rounds divided by "
+          "their median (its own noise); *after / before (medians)* compares the two medians; a *paired ratio* is "
+          "after ÷ before within one round (two runs a few seconds apart, under nearly the same load), and the confidence interval of their median "
+          "(distribution-free, from order statistics) bounds the change these rounds can rule out. The verdict "
+          "line's sign test asks how likely so uneven a split of rounds won would be if the two binaries cost the "
+          "same; below p = 0.05 it reports a difference, otherwise the difference is not distinguishable from noise.")
     print()
     pooled = {w: [] for w, _ in WORKLOADS}
     for i, (rows, starts, meta) in enumerate(runs):
