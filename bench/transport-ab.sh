@@ -20,7 +20,7 @@
 # same 2 cores and is the limit of QPS near the box's ceiling, so QPS alone hides a server
 # that spends more CPU per answer.
 #
-# Config (the peers section's load settings, bench/nxdns-sut.sh): 2 workers (nproc),
+# Config (the peers section's load settings, bench/nxdns-sut.sh): THREADS workers (nproc),
 # query_budget.permits 1024, cache.size 10000, admin off, log warn, and no `logging:` block, so
 # the query log is on as shipped.
 #
@@ -30,6 +30,7 @@
 #   BASE     knotd on 127.0.0.1:BASE, nxdns on 127.0.0.1:BASE+1                       [6700]
 #   OUT      directory for runs.tsv, meta.json, commands.txt, logs (kept)   [a temp dir, removed]
 #   BEFORE_LABEL / AFTER_LABEL  names of the binaries in the output    [before / after]
+#   THREADS  listener.workers of nxdns and udp-workers of knotd                      [nproc]
 # Output: runs.tsv (one row per dnsperf run) in OUT, and the report of
 # bench/transport-report.py on stdout. Everything stays on 127.0.0.1 and is stopped by PID;
 # each dnsperf run is bounded by -l DUR (the warm-ups also by -n).
