@@ -100,6 +100,9 @@ def verdict(ratio, pr, mad_b, mad_a):
              f"paired ratios {lo:.3f}–{hi:.3f}, their median {statistics.median(pr):.3f} with a {ci[2] * 100:.0f}% "
              f"confidence interval of {ci[0]:.3f}–{ci[1]:.3f}; after higher in {k} of {n} rounds (sign test, two-sided p = {sign_p(k, n):.2f})")
     p = sign_p(k, n)
+    if n < 5:
+        # even 5 of 5 rounds won gives p = 0.06: fewer rounds cannot show a difference at all
+        return f"too few rounds ({n}) to tell a difference from noise: {facts}"
     if p >= 0.05:
         return f"not distinguishable from noise: {facts}"
     word = "higher" if k > n - k else "lower"
