@@ -355,6 +355,7 @@ int nx_admin_handle_tokens_create(struct nx_admin_req *req);
 int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
 int nx_admin_handle_settings_get(struct nx_admin_req *req);
 int nx_admin_handle_settings_put(struct nx_admin_req *req);
+int nx_admin_handle_schema(struct nx_admin_req *req); /* settings.c: GET /api/schema */
 /* Handlers: api_stats.c (statistics and the query list), live.c, api_filter.c, api_config.c. */
 int nx_admin_handle_stats_summary(struct nx_admin_req *req);
 int nx_admin_handle_stats_history(struct nx_admin_req *req);

@@ -18,6 +18,7 @@ const struct nx_admin_route nx_admin_routes[] = {
      nx_admin_handle_tokens_delete},
     {"GET", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_settings_get},
     {"PUT", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_settings_put},
+    {"GET", "/api/schema", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_schema},
     {"GET", "/api/memory", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_memory},
     /* statistics and the query log (api_stats.c), the live stream (live.c) */
     {"GET", "/api/stats/summary", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,

@@ -1,14 +1,16 @@
 /*
  * /api/settings and the config write path every API edit goes through.
  *
- * GET answers the effective values of the settings table below as {"settings": {"key": value}}
+ * GET answers the effective values of the editable schema keys as {"settings": {"key": value}}
  * with dotted keys; PUT takes {"key": K, "value": V} or {"settings": {K: V, ...}} (the GET shape,
  * so a form can send back what it read), writes them to the YAML file through
  * nx_conf_rewrite_many (validated as a whole, .bak kept, atomic), asks the daemon to reload
  * (hooks.reload) and answers the new view. Values are JSON; they are written as YAML flow text,
  * so the loader's own type checks apply (1500 is a number, "1500" a string and refused where a
- * number belongs). Only the table's keys may be changed here: admin.* (passwords, tokens,
- * listener) has its own routes or needs the file, and listener and state keys need a restart.
+ * number belongs). Only the schema rows marked editable may be changed here (admin.* (passwords,
+ * tokens, listener) has its own routes or needs the file); the answer names in
+ * "restart_required" the changed keys that apply only after a restart. GET /api/schema serves
+ * the rows themselves, for the settings page.
  *
  * Threading: control thread. The reload runs inside the request (the config is small).
  */
@@ -26,61 +28,21 @@
 #include "base/err.h"
 #include "base/log.h"
 
-enum kind { K_UINT, K_BOOL, K_STR, K_ADDRS, K_CIDRS, K_UPSTREAMS };
+/*
+ * The keys shown and changed here are the schema rows marked editable (conf/schema.c): the
+ * table there carries each key's type, range, default, doc and apply mode, so a key becomes a
+ * setting by one flag on its row and GET /api/schema describes exactly what GET/PUT handle.
+ */
 
-struct setting {
-	const char *key; /* dotted schema key */
-	enum kind kind;
-	size_t off;   /* offsetof(struct nx_conf, field) */
-	size_t off_n; /* element count for lists */
-};
-
-#define S(key, kind, field)                                                                        \
-	{                                                                                          \
-		key, kind, offsetof(struct nx_conf, field), 0                                      \
-	}
-#define L(key, kind, field, n)                                                                     \
-	{                                                                                          \
-		key, kind, offsetof(struct nx_conf, field), offsetof(struct nx_conf, n)            \
-	}
-
-/* The settings the API reads and changes. A row per key; later routes add theirs here. */
-static const struct setting settings[] = {
-    L("upstream.servers", K_UPSTREAMS, upstreams, n_upstreams),
-    S("upstream.race", K_UINT, race),
-    S("upstream.timeout_ms", K_UINT, timeout_ms),
-    S("upstream.stagger_ms", K_UINT, stagger_ms),
-    L("access.allow", K_CIDRS, allow, n_allow),
-    L("access.deny", K_CIDRS, deny, n_deny),
-    S("filter.enabled", K_BOOL, filter_enabled),
-    S("filter.block_mode", K_STR, block_mode),
-    S("filter.block_ttl", K_UINT, block_ttl),
-    S("filter.refresh_interval", K_UINT, refresh_interval_s),
-    S("cache.size", K_UINT, cache_size),
-    S("cache.min_ttl", K_UINT, cache_min_ttl),
-    S("cache.max_ttl", K_UINT, cache_max_ttl),
-    S("cache.negative_max_ttl", K_UINT, cache_neg_max_ttl),
-    S("cache.serve_stale", K_BOOL, cache_serve_stale),
-    S("cache.prefetch", K_BOOL, cache_prefetch),
-    S("logging.query_log", K_BOOL, logging_query_log),
-    S("logging.query_log_buffer_max", K_UINT, logging_query_log_buffer_max),
-    S("logging.retention_days", K_UINT, logging_retention_days),
-    S("logging.privacy", K_UINT, logging_privacy),
-    S("logging.live_max_subscribers", K_UINT, logging_live_max_subscribers),
-    S("log.level", K_STR, log_level),
-};
-
-#define FIELD(c, s, type) ((const type *)((const char *)(c) + (s)->off))
-#define COUNT(c, s) (*(const size_t *)((const char *)(c) + (s)->off_n))
-
-static const struct setting *find_setting(const char *key)
+/* Index of an editable key: 0, or NX_ENOTFOUND (unknown key, or one the API does not change). */
+static int editable_index(const char *key, size_t *idx)
 {
-	for (size_t i = 0; i < NX_ARRAY_LEN(settings); i++) {
-		if (!strcmp(settings[i].key, key)) {
-			return &settings[i];
-		}
+	struct nx_conf_key_info k;
+	if (nx_conf_key_index(key, idx) < 0) {
+		return NX_ENOTFOUND;
 	}
-	return NULL;
+	nx_conf_key_info(*idx, &k);
+	return k.editable ? 0 : NX_ENOTFOUND;
 }
 
 static json_t *cidr_json(const struct nx_cidr *c)
@@ -133,52 +95,84 @@ static json_t *upstream_json(const struct nx_conf_upstream *u)
 	return o;
 }
 
-static json_t *setting_json(const struct nx_conf *c, const struct setting *s)
+static json_t *addr_json(const uint8_t *bytes, int family)
 {
-	switch (s->kind) {
-	case K_UINT:
-		return json_integer(*FIELD(c, s, unsigned));
-	case K_BOOL:
-		return json_boolean(*FIELD(c, s, bool));
-	case K_STR: {
-		const char *v = *FIELD(c, s, char *);
-		return v ? json_string(v) : json_null();
+	char host[INET6_ADDRSTRLEN];
+	return inet_ntop(family, bytes, host, sizeof(host)) ? json_string(host) : json_null();
+}
+
+/*
+ * Key idx of c as JSON, in the shape PUT takes back: numbers, booleans, strings (an optional
+ * string left empty is ""), lists of strings (addresses as written, prefixes as addr/len),
+ * upstreams as upstream_json. NULL for a kind without a generic view (no editable key has one:
+ * the schema test checks).
+ */
+static json_t *value_json(const struct nx_conf *c, size_t idx)
+{
+	struct nx_conf_value v;
+	if (nx_conf_key_value(c, idx, &v) < 0) {
+		return NULL;
 	}
-	case K_ADDRS: {
-		json_t *a = json_array();
-		const struct nx_addr *v = *FIELD(c, s, struct nx_addr *);
-		for (size_t i = 0; a && i < COUNT(c, s); i++) {
-			json_array_append_new(a, json_string(v[i].text));
+	json_t *a = NULL;
+	switch (v.kind) {
+	case NX_CONF_KIND_OTHER:
+		return NULL;
+	case NX_CONF_KIND_UINT:
+		return json_integer(v.u);
+	case NX_CONF_KIND_BOOL:
+		return json_boolean(v.b);
+	case NX_CONF_KIND_STRING:
+		return json_string(v.s ? v.s : "");
+	case NX_CONF_KIND_ADDR:
+		return json_string(((const struct nx_addr *)v.items)->text);
+	case NX_CONF_KIND_BLOCK_ADDRS:
+		a = json_array();
+		if (a && v.v4) {
+			json_array_append_new(a, addr_json(v.v4, AF_INET));
+		}
+		if (a && v.v6) {
+			json_array_append_new(a, addr_json(v.v6, AF_INET6));
 		}
 		return a;
+	case NX_CONF_KIND_ADDR_LIST:
+	case NX_CONF_KIND_CIDR_LIST:
+	case NX_CONF_KIND_UPSTREAMS:
+	case NX_CONF_KIND_STRINGS:
+		a = json_array();
+		break;
 	}
-	case K_CIDRS: {
-		json_t *a = json_array();
-		const struct nx_cidr *v = *FIELD(c, s, struct nx_cidr *);
-		for (size_t i = 0; a && i < COUNT(c, s); i++) {
-			json_array_append_new(a, cidr_json(&v[i]));
+	for (size_t i = 0; a && i < v.n; i++) {
+		json_t *e = NULL;
+		if (v.kind == NX_CONF_KIND_ADDR_LIST) {
+			e = json_string(((const struct nx_addr *)v.items)[i].text);
+		} else if (v.kind == NX_CONF_KIND_CIDR_LIST) {
+			e = cidr_json(&((const struct nx_cidr *)v.items)[i]);
+		} else if (v.kind == NX_CONF_KIND_UPSTREAMS) {
+			e = upstream_json(&((const struct nx_conf_upstream *)v.items)[i]);
+		} else {
+			e = json_string(((char *const *)v.items)[i]);
 		}
-		return a;
+		json_array_append_new(a, e);
 	}
-	case K_UPSTREAMS: {
-		json_t *a = json_array();
-		const struct nx_conf_upstream *v = *FIELD(c, s, struct nx_conf_upstream *);
-		for (size_t i = 0; a && i < COUNT(c, s); i++) {
-			json_array_append_new(a, upstream_json(&v[i]));
+	return a;
+}
+
+static json_t *settings_object(const struct nx_conf *c)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		if (k.editable) {
+			json_object_set_new(o, k.path, value_json(c, i));
 		}
-		return a;
 	}
-	}
-	return json_null();
+	return o;
 }
 
 static json_t *settings_view(const struct nx_conf *c)
 {
-	json_t *o = json_object();
-	for (size_t i = 0; o && i < NX_ARRAY_LEN(settings); i++) {
-		json_object_set_new(o, settings[i].key, setting_json(c, &settings[i]));
-	}
-	return json_pack("{s:o}", "settings", o);
+	return json_pack("{s:o}", "settings", settings_object(c));
 }
 
 int nx_admin_handle_settings_get(struct nx_admin_req *req)
@@ -244,6 +238,30 @@ static char *yaml_of(const json_t *v)
 	return json_dumps(v, JSON_ENCODE_ANY); /* ", " and ": " separators, one line */
 }
 
+/*
+ * The keys of a change that only a restart applies, and that it altered: before[i] is key
+ * idx[i]'s value before the change, compared with the config now in effect. A restart key is
+ * named only when its value moved, so sending back what GET showed asks for no restart.
+ */
+static json_t *restart_required(const struct nx_conf *c, const size_t *idx, json_t *const *before,
+				size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(idx[i], &k);
+		if (k.apply != NX_CONF_APPLY_RESTART) {
+			continue;
+		}
+		json_t *now = value_json(c, idx[i]);
+		if (!now || !before[i] || !json_equal(now, before[i])) {
+			json_array_append_new(a, json_string(k.path));
+		}
+		json_decref(now);
+	}
+	return a;
+}
+
 int nx_admin_handle_settings_put(struct nx_admin_req *req)
 {
 	static const struct nx_admin_field fields[] = {{"key", JSON_STRING, false},
@@ -257,14 +275,21 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 	}
 	struct nx_conf_change ch[NX_CONF_MAX_CHANGES];
 	char *texts[NX_CONF_MAX_CHANGES];
+	size_t idx[NX_CONF_MAX_CHANGES];
+	json_t *before[NX_CONF_MAX_CHANGES];
 	size_t n = 0;
 	int rc = 0;
 	json_t *one = NULL;
 	json_t *map = vals[2];
+	const struct nx_conf *c = nx_admin_conf(req->admin);
 	if (!map == !vals[0] || !vals[0] != !vals[1]) {
 		rc = nx_admin_reply_error(req, 400, "bad_request", NULL,
 					  "send {\"key\": K, \"value\": V} or {\"settings\": "
 					  "{K: V, ...}}");
+		goto out;
+	}
+	if (!c) {
+		rc = nx_admin_reply_error(req, 503, "not_configured", NULL, "no configuration");
 		goto out;
 	}
 	if (!map) {
@@ -284,7 +309,7 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 	json_t *v;
 	json_object_foreach(map, key, v)
 	{
-		if (!find_setting(key)) {
+		if (editable_index(key, &idx[n]) < 0) {
 			rc = nx_admin_reply_error(req, 400, "invalid_setting", key,
 						  "'%s' is not a setting the API changes", key);
 			goto out;
@@ -294,16 +319,23 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 			rc = -ENOMEM;
 			goto out;
 		}
+		/* the config in effect is released by the reload: keep what it said */
+		before[n] = value_json(c, idx[n]);
 		ch[n].key = key;
 		ch[n].yaml = texts[n];
 		n++;
 	}
 	rc = nx_admin_config_apply(req, ch, n);
 	if (rc == 0) {
-		const struct nx_conf *c = nx_admin_conf(req->admin);
-		nx_log(NX_LOG_INFO, "admin", "settings changed through the API (%zu key%s)", n,
-		       n == 1 ? "" : "s");
-		rc = c ? nx_admin_reply_json(req, 200, settings_view(c))
+		c = nx_admin_conf(req->admin);
+		json_t *restart = c ? restart_required(c, idx, before, n) : NULL;
+		nx_log(NX_LOG_INFO, "admin", "settings changed through the API (%zu key%s%s)", n,
+		       n == 1 ? "" : "s",
+		       json_array_size(restart) ? "; some apply after a restart" : "");
+		rc = c ? nx_admin_reply_json(req, 200,
+					     json_pack("{s:o, s:o}", "settings", settings_object(c),
+						       "restart_required",
+						       restart ? restart : json_array()))
 		       : nx_admin_reply_error(req, 503, "not_configured", NULL, "no configuration");
 	} else if (rc > 0) {
 		rc = 0;
@@ -311,8 +343,76 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 out:
 	for (size_t i = 0; i < n; i++) {
 		free(texts[i]);
+		json_decref(before[i]);
 	}
 	json_decref(one);
 	json_decref(body);
 	return rc;
+}
+
+/*
+ * GET /api/schema: every schema row the UI may need to draw and explain a setting, in the
+ * order of the docs: {"keys": [{path, type, kind, apply, editable, default, default_value?,
+ * doc, range, min?, max?, choices?}]}. `default` is the YAML text the docs show;
+ * `default_value` (rows with a generic kind) is the default in the shape GET /api/settings
+ * answers, taken from a config loaded from no keys at all, so it is the default applied.
+ */
+int nx_admin_handle_schema(struct nx_admin_req *req)
+{
+	static const char *const kinds[] = {
+		[NX_CONF_KIND_OTHER] = "other",
+		[NX_CONF_KIND_BOOL] = "bool",
+		[NX_CONF_KIND_UINT] = "uint",
+		[NX_CONF_KIND_STRING] = "string",
+		[NX_CONF_KIND_ADDR] = "addr",
+		[NX_CONF_KIND_ADDR_LIST] = "addr_list",
+		[NX_CONF_KIND_CIDR_LIST] = "cidr_list",
+		[NX_CONF_KIND_UPSTREAMS] = "upstreams",
+		[NX_CONF_KIND_STRINGS] = "strings",
+		[NX_CONF_KIND_BLOCK_ADDRS] = "block_addrs",
+	};
+	struct nx_conf *defaults = NULL;
+	char err[NX_CONF_ERR_MAX];
+	int rc = nx_conf_load_string("<defaults>", "{}\n", 3, &defaults, err, sizeof(err));
+	if (rc < 0) {
+		/* the built-in defaults always load (conf tests): this is a broken build */
+		nx_log(NX_LOG_ERR, "admin", "the built-in defaults do not load: %s", err);
+		return nx_admin_reply_error(req, 500, "internal", NULL, "%s", err);
+	}
+	json_t *keys = json_array();
+	for (size_t i = 0; keys && i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:s}", "path", k.path,
+					"type", k.type, "kind",
+					(size_t)k.kind < NX_ARRAY_LEN(kinds) ? kinds[k.kind] : "other",
+					"apply", nx_conf_apply_name(k.apply), "editable", k.editable,
+					"default", k.def, "doc", k.doc, "range", k.range);
+		if (!row) {
+			json_decref(keys);
+			keys = NULL;
+			break;
+		}
+		json_t *dv = value_json(defaults, i);
+		if (dv) {
+			json_object_set_new(row, "default_value", dv);
+		}
+		if (k.kind == NX_CONF_KIND_UINT) {
+			json_object_set_new(row, "min", json_integer(k.min));
+			json_object_set_new(row, "max", json_integer(k.max));
+		}
+		if (k.choices) {
+			json_t *ch = json_array();
+			for (size_t j = 0; ch && k.choices[j]; j++) {
+				json_array_append_new(ch, json_string(k.choices[j]));
+			}
+			json_object_set_new(row, "choices", ch);
+		}
+		json_array_append_new(keys, row);
+	}
+	nx_conf_free(defaults);
+	if (!keys) {
+		return -ENOMEM;
+	}
+	return nx_admin_reply_json(req, 200, json_pack("{s:o}", "keys", keys));
 }

@@ -355,3 +355,80 @@ int nx_conf_rewrite(const char *path, const char *key, const char *yaml, char *e
  */
 int nx_conf_edit_text(const char *yaml, size_t len, const struct nx_conf_change *ch, size_t n,
 		      char **out, size_t *out_len, bool *kept_layout, char *err, size_t errlen);
+
+/* ---- the schema, read-only (conf/schema.c): the settings API, GET /api/schema, the reload -- */
+
+/*
+ * When a key's new value takes effect. Every schema row has one (0 is no mode, so a row that
+ * forgets it fails the schema test). An API change rewrites the file and reloads, so "live" and
+ * "reload" both apply when the API answers; they differ in what they reach.
+ */
+enum nx_conf_apply {
+	NX_CONF_APPLY_LIVE = 1,    /* used by every query and request once the new configuration
+				    * is in effect (a reload: SIGHUP or an API change) */
+	NX_CONF_APPLY_RELOAD = 2,  /* read again at a reload, but only what starts afterwards
+				    * sees it: new connections (a certificate), new sessions,
+				    * the list rebuild or the next refresh round */
+	NX_CONF_APPLY_RESTART = 3, /* read at start only: a reload keeps the running value and
+				    * names the key in the log */
+};
+
+/* How a key's value is held in struct nx_conf, for code that reads keys by their schema row. */
+enum nx_conf_kind {
+	NX_CONF_KIND_OTHER = 0,   /* a structure of its own (sources, groups, ...): no generic view */
+	NX_CONF_KIND_BOOL,        /* bool */
+	NX_CONF_KIND_UINT,        /* unsigned (durations in seconds) */
+	NX_CONF_KIND_STRING,      /* char *, NULL for an optional value left empty */
+	NX_CONF_KIND_ADDR,        /* struct nx_addr */
+	NX_CONF_KIND_ADDR_LIST,   /* struct nx_addr[n] */
+	NX_CONF_KIND_CIDR_LIST,   /* struct nx_cidr[n] */
+	NX_CONF_KIND_UPSTREAMS,   /* struct nx_conf_upstream[n] */
+	NX_CONF_KIND_STRINGS,     /* char *[n] */
+	NX_CONF_KIND_BLOCK_ADDRS, /* filter.block_addresses: block_v4 / block_v6 */
+};
+
+/* One schema row as code outside conf/ sees it. Every pointer is static data. */
+struct nx_conf_key_info {
+	const char *path;           /* dotted key, "cache.size" */
+	const char *type;           /* type name as the docs show it */
+	enum nx_conf_kind kind;
+	enum nx_conf_apply apply;
+	bool editable;              /* PUT /api/settings may change it */
+	long long min, max;         /* uint: value range; lists: entry count range; else 0 */
+	const char *const *choices; /* enum: NULL-terminated values; else NULL */
+	const char *def;            /* default as YAML flow text, as the docs show it */
+	const char *doc;            /* one paragraph of Markdown */
+	char range[256];            /* range text of the docs ("" when none) */
+};
+
+/*
+ * A key's value in a loaded config, by kind; borrowed from the config (valid while it is).
+ * BOOL: b; UINT: u; STRING: s; ADDR: items (one struct nx_addr); lists: items + n;
+ * BLOCK_ADDRS: v4 / v6 (NULL when not set).
+ */
+struct nx_conf_value {
+	enum nx_conf_kind kind;
+	bool b;
+	unsigned u;
+	const char *s;
+	const void *items;
+	size_t n;
+	const uint8_t *v4, *v6;
+};
+
+/* Schema rows; an index is 0 .. nx_conf_key_count() - 1, in the order of the docs. */
+size_t nx_conf_key_count(void);
+/* Row idx (nx_require: in range) into *out. */
+void nx_conf_key_info(size_t idx, struct nx_conf_key_info *out);
+/* Index of a dotted key: 0, or NX_ENOTFOUND (sections and unknown keys). */
+int nx_conf_key_index(const char *path, size_t *idx);
+/* "live", "reload", "restart" (docs and API words); "" for anything else. */
+const char *nx_conf_apply_name(enum nx_conf_apply a);
+/* Key idx of c into *v: 0, or -ENOTSUP for a key of kind OTHER. */
+int nx_conf_key_value(const struct nx_conf *c, size_t idx, struct nx_conf_value *v);
+/*
+ * Do a and b hold the same value for key idx? Lists compare in order; upstreams by text,
+ * certificate name and pins; addresses as written. A key of kind OTHER is never equal (the
+ * caller sees a change it cannot rule out); every restart key has a comparable kind (tested).
+ */
+bool nx_conf_key_equal(const struct nx_conf *a, const struct nx_conf *b, size_t idx);

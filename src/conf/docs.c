@@ -41,6 +41,20 @@ void nx_conf_write_example(FILE *fp)
 	}
 }
 
+/* The docs' words for an apply mode (conf.h: enum nx_conf_apply). */
+static const char *apply_text(uint8_t apply)
+{
+	switch (apply) {
+	case NX_CONF_APPLY_LIVE:
+		return "live";
+	case NX_CONF_APPLY_RELOAD:
+		return "on reload";
+	case NX_CONF_APPLY_RESTART:
+		return "after a restart";
+	}
+	return "?";
+}
+
 static const char intro[] =
 	"# nxdns configuration\n"
 	"\n"
@@ -68,6 +82,16 @@ static const char intro[] =
 	"`24h`). Lists of mappings (sources, clients, local records) may be written in block "
 	"or flow style; within them too, unknown keys are errors.\n"
 	"\n"
+	"Each key says when a change takes effect (**Applies**): *live* — as soon as the new "
+	"configuration is in effect, which is at once for a change through the admin API "
+	"(it rewrites the file and reloads) and at the next reload (`SIGHUP`) for an edit of "
+	"the file; *on reload* — read again at a reload, but only what starts afterwards sees "
+	"it (new connections, new sessions, the list rebuild or the next refresh round); "
+	"*after a restart* — read at start only: a reload keeps the running value and names "
+	"the key in the log, and the settings API answers it in `restart_required`. A key "
+	"that says *the settings API* can also be changed with `PUT /api/settings`; `GET /api/schema` "
+	"serves this table to the web UI.\n"
+	"\n"
 	"## Example\n"
 	"\n"
 	"Every key, at its default except where a value shows the syntax "
@@ -93,6 +117,10 @@ void nx_conf_write_docs(FILE *fp)
 		fprintf(fp, "- Default: `%s`\n", k->def);
 		if (range[0]) {
 			fprintf(fp, "- %s: %s\n", k->choices ? "Values" : "Range", range);
+		}
+		fprintf(fp, "- Applies: %s\n", apply_text(k->apply));
+		if (k->editable) {
+			fputs("- Changed by: the file, or the settings API\n", fp);
 		}
 		fprintf(fp, "\n%s\n", k->doc);
 	}

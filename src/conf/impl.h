@@ -94,6 +94,11 @@ struct nx_conf_key {
 	const char *def;                  /* default as YAML flow text */
 	const char *example;              /* for the docs example; NULL = the default */
 	const char *doc;                  /* one paragraph of Markdown */
+	uint8_t apply;                    /* enum nx_conf_apply: how a change takes effect,
+					   * from how the daemon uses the field */
+	bool editable;                    /* PUT /api/settings may change it (the lists,
+					   * groups, clients and admin.* have routes of their own
+					   * or stay in the file) */
 };
 
 extern const struct nx_conf_key nx_conf_keys[];

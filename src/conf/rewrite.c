@@ -881,8 +881,8 @@ int nx_conf_rewrite_many(const char *path, const struct nx_conf_change *ch, size
 
 	/* The changes are judged together (some are only valid together: min_ttl and max_ttl
 	 * raised at once). Only when the combination is refused do we look for the change to
-	 * blame: one that is refused alone, if the file was valid to begin with, else the key the
-	 * loader's message names. */
+	 * blame: the key the loader's message names, else one that is refused alone (if the
+	 * file was valid to begin with). */
 	bool kept = true;
 	rc = nx_conf_edit_text(src ? src : "", src_len, ch, n, &dst, &dst_len, &kept, err, errlen);
 	if (!rc) {
@@ -890,7 +890,10 @@ int nx_conf_rewrite_many(const char *path, const struct nx_conf_change *ch, size
 	}
 	if (rc) {
 		*bad = n == 1 ? 0 : blame(ch, n, err ? err : "");
-		if (n > 1 && validate(path, src ? src : "", src_len, NULL, 0) == 0) {
+		/* A message that names one of the changes is the precise answer (a bad
+		 * filter.block_addresses sent with block_mode custom: custom alone is refused too,
+		 * but the addresses are at fault). */
+		if (*bad == n && n > 1 && validate(path, src ? src : "", src_len, NULL, 0) == 0) {
 			char one_err[NX_CONF_ERR_MAX];
 			for (size_t i = 0; i < n; i++) {
 				char *one = NULL;

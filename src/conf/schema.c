@@ -3,6 +3,7 @@
  * table is the single source; the loader walks YAML against it and docs/configuration.md is
  * generated from it. Keys of one section stay contiguous (the docs example nests them).
  */
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.dns",
 		.type = &nx_conf_t_addr_list,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(listen_dns),
 		.off_n = F(n_listen_dns),
 		.min = 1,
@@ -53,6 +55,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.workers",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(workers),
 		.min = 0,
 		.max = 64,
@@ -65,6 +68,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.dns_max_connections",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(dns_max_connections),
 		.min = 1,
 		.max = 65535,
@@ -77,6 +81,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.tcp_idle_timeout_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(tcp_idle_timeout_ms),
 		.min = 100,
 		.max = 3600000,
@@ -87,6 +92,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.tcp_read_timeout_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(tcp_read_timeout_ms),
 		.min = 100,
 		.max = 60000,
@@ -99,6 +105,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.dot",
 		.type = &nx_conf_t_addr_list,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(listen_dot),
 		.off_n = F(n_listen_dot),
 		.min = 0,
@@ -115,6 +122,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.doh",
 		.type = &nx_conf_t_addr_list,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(listen_doh),
 		.off_n = F(n_listen_doh),
 		.min = 0,
@@ -129,6 +137,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.tls_handshake_timeout_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(tls_handshake_timeout_ms),
 		.min = 100,
 		.max = 60000,
@@ -140,6 +149,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.doh_max_streams",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(doh_max_streams),
 		.min = 1,
 		.max = 1000,
@@ -151,6 +161,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "listener.permit_wait_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(permit_wait_ms),
 		.min = 0,
 		.max = 60000,
@@ -164,6 +175,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "tls.cert",
 		.type = &nx_conf_t_opt_path,
+		.apply = NX_CONF_APPLY_RELOAD,
 		.off = F(tls_cert),
 		.def = "\"\"",
 		.example = "/etc/nxdns/cert.pem",
@@ -181,6 +193,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "tls.key",
 		.type = &nx_conf_t_opt_path,
+		.apply = NX_CONF_APPLY_RELOAD,
 		.off = F(tls_key),
 		.def = "\"\"",
 		.example = "/etc/nxdns/key.pem",
@@ -190,6 +203,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "tls.server_name",
 		.type = &nx_conf_t_opt_host,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(tls_server_name),
 		.def = "\"\"",
 		.example = "dns.home.example",
@@ -201,6 +216,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.servers",
 		.type = &nx_conf_t_upstreams,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(upstreams),
 		.off_n = F(n_upstreams),
 		.min = 1,
@@ -228,6 +245,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.race",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(race),
 		.min = 1,
 		.max = NX_CONF_MAX_UPSTREAMS,
@@ -242,6 +261,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.timeout_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(timeout_ms),
 		.min = 50,
 		.max = 60000,
@@ -257,6 +278,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.stagger_ms",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(stagger_ms),
 		.min = 0,
 		.max = 60000,
@@ -267,6 +290,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.forward_zones",
 		.type = &nx_conf_t_zone_map,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(zones),
 		.off_n = F(n_zones),
 		.min = 0,
@@ -284,6 +308,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "upstream.bootstrap",
 		.type = &nx_conf_t_addr_list,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(bootstrap),
 		.off_n = F(n_bootstrap),
 		.min = 0,
@@ -301,6 +326,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "query_budget.permits",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(permits),
 		.min = 1,
 		.max = 65535,
@@ -315,6 +341,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "query_budget.coalesce_max_waiters",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(coalesce_max_waiters),
 		.min = 1,
 		.max = 65535,
@@ -326,6 +353,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "access.allow",
 		.type = &nx_conf_t_cidr_list,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(allow),
 		.off_n = F(n_allow),
 		.min = 0,
@@ -341,6 +370,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "access.deny",
 		.type = &nx_conf_t_cidr_list,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(deny),
 		.off_n = F(n_deny),
 		.min = 0,
@@ -353,6 +384,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "access.admit_client_ids",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(admit_client_ids),
 		.def = "false",
 		.doc = "`true` admits a DoT or DoH query whose client id (see `clients`) names a "
@@ -364,6 +396,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.enabled",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(filter_enabled),
 		.def = "true",
 		.doc = "The master switch of filtering. `false` blocks nothing for any client "
@@ -373,6 +407,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.sources",
 		.type = &nx_conf_t_sources,
+		.apply = NX_CONF_APPLY_RELOAD,
 		.off = F(sources),
 		.off_n = F(n_sources),
 		.min = 0,
@@ -393,6 +428,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.refresh_interval",
 		.type = &nx_conf_t_duration,
+		.apply = NX_CONF_APPLY_RELOAD,
+		.editable = true,
 		.off = F(refresh_interval_s),
 		.min = 60,
 		.max = 30 * DAY,
@@ -404,6 +441,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.allow",
 		.type = &nx_conf_t_rules,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(allow_rules),
 		.off_n = F(n_allow_rules),
 		.min = 0,
@@ -421,6 +459,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.deny",
 		.type = &nx_conf_t_rules,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(deny_rules),
 		.off_n = F(n_deny_rules),
 		.min = 0,
@@ -433,6 +472,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.block_mode",
 		.type = &nx_conf_t_enum,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(block_mode),
 		.choices = block_modes,
 		.def = "null",
@@ -445,6 +486,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.block_addresses",
 		.type = &nx_conf_t_block_addrs,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.min = 0,
 		.max = 2,
 		.def = "[]",
@@ -456,6 +499,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "filter.block_ttl",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(block_ttl),
 		.min = 0,
 		.max = DAY,
@@ -466,6 +511,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "groups",
 		.type = &nx_conf_t_groups,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(groups),
 		.off_n = F(n_groups),
 		.min = 1,
@@ -484,6 +530,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "clients",
 		.type = &nx_conf_t_clients,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(clients),
 		.off_n = F(n_clients),
 		.min = 0,
@@ -508,6 +555,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "local_records",
 		.type = &nx_conf_t_locals,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(locals),
 		.off_n = F(n_locals),
 		.min = 0,
@@ -526,6 +574,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.size",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_size),
 		.min = 0,
 		.max = 16777216,
@@ -544,6 +594,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.min_ttl",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_min_ttl),
 		.min = 0,
 		.max = DAY,
@@ -555,6 +607,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.max_ttl",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_max_ttl),
 		.min = 1,
 		.max = 7 * DAY,
@@ -564,6 +618,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.negative_max_ttl",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_neg_max_ttl),
 		.min = 0,
 		.max = DAY,
@@ -574,6 +630,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.serve_stale",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_serve_stale),
 		.def = "false",
 		.doc = "Answer from an expired cache entry when the upstream servers fail "
@@ -582,6 +640,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "cache.prefetch",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(cache_prefetch),
 		.def = "false",
 		.doc = "Refresh popular cache entries from upstream shortly before they expire, "
@@ -590,6 +650,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.enabled",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(admin_enabled),
 		.def = "true",
 		.doc = "Serve the admin HTTP API, web UI and `/metrics` on `admin.listen`.",
@@ -597,6 +658,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.listen",
 		.type = &nx_conf_t_addr,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(admin_listen),
 		.default_port = -1,
 		.def = "\"127.0.0.1:8080\"",
@@ -607,6 +669,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.password_hash",
 		.type = &nx_conf_t_pwhash,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(admin_password_hash),
 		.def = "\"\"",
 		.doc = "The admin password, hashed with Argon2id (libsodium's `crypto_pwhash_str`). "
@@ -620,6 +683,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.session_ttl",
 		.type = &nx_conf_t_duration,
+		.apply = NX_CONF_APPLY_RELOAD,
 		.off = F(admin_session_ttl_s),
 		.min = 60,
 		.max = 30 * DAY,
@@ -631,6 +695,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.metrics_auth",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(admin_metrics_auth),
 		.def = "false",
 		.doc = "`true` makes `/metrics` and `/healthz` require an API token "
@@ -640,6 +705,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.tls",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(admin_tls),
 		.def = "false",
 		.doc = "`true`: the admin listener speaks only HTTPS (GnuTLS), with the "
@@ -650,6 +716,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "admin.tokens",
 		.type = &nx_conf_t_tokens,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(admin_tokens),
 		.off_n = F(n_admin_tokens),
 		.min = 0,
@@ -667,6 +734,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "state_dir",
 		.type = &nx_conf_t_string,
+		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(state_dir),
 		.def = "/var/lib/nxdns",
 		.doc = "Directory for the data nxdns produces: downloaded and compiled "
@@ -676,6 +744,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "log.level",
 		.type = &nx_conf_t_enum,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(log_level),
 		.choices = log_levels,
 		.def = "info",
@@ -685,6 +755,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "logging.query_log",
 		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(logging_query_log),
 		.def = "true",
 		.doc = "Record every answered query in the query log (`querylog.db` in "
@@ -694,6 +766,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "logging.query_log_buffer_max",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.editable = true,
 		.off = F(logging_query_log_buffer_max),
 		.min = 64,
 		.max = 1048576,
@@ -705,6 +779,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "logging.retention_days",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(logging_retention_days),
 		.min = 0,
 		.max = 3650,
@@ -715,6 +791,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "logging.privacy",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(logging_privacy),
 		.min = 0,
 		.max = 3,
@@ -726,6 +804,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "logging.live_max_subscribers",
 		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
 		.off = F(logging_live_max_subscribers),
 		.min = 0,
 		.max = 256,
@@ -831,4 +911,205 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 					"(%u)", c->cache_min_ttl, c->cache_max_ttl);
 	}
 	return nx_conf_groups_finish(ld);
+}
+
+/* ---- the table as code outside conf/ reads it (conf.h) ----------------------------------- */
+
+/* The generic view of a value type; types not listed have structures of their own. */
+static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
+{
+	static const struct {
+		const struct nx_conf_type *type;
+		enum nx_conf_kind kind;
+	} kinds[] = {
+		{&nx_conf_t_bool, NX_CONF_KIND_BOOL},
+		{&nx_conf_t_uint, NX_CONF_KIND_UINT},
+		{&nx_conf_t_duration, NX_CONF_KIND_UINT},
+		{&nx_conf_t_string, NX_CONF_KIND_STRING},
+		{&nx_conf_t_enum, NX_CONF_KIND_STRING},
+		{&nx_conf_t_opt_host, NX_CONF_KIND_STRING},
+		{&nx_conf_t_opt_path, NX_CONF_KIND_STRING},
+		{&nx_conf_t_pwhash, NX_CONF_KIND_STRING},
+		{&nx_conf_t_addr, NX_CONF_KIND_ADDR},
+		{&nx_conf_t_addr_list, NX_CONF_KIND_ADDR_LIST},
+		{&nx_conf_t_cidr_list, NX_CONF_KIND_CIDR_LIST},
+		{&nx_conf_t_upstreams, NX_CONF_KIND_UPSTREAMS},
+		{&nx_conf_t_rules, NX_CONF_KIND_STRINGS},
+		{&nx_conf_t_block_addrs, NX_CONF_KIND_BLOCK_ADDRS},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(kinds); i++) {
+		if (kinds[i].type == t) {
+			return kinds[i].kind;
+		}
+	}
+	return NX_CONF_KIND_OTHER;
+}
+
+size_t nx_conf_key_count(void)
+{
+	return nx_conf_n_keys;
+}
+
+void nx_conf_key_info(size_t idx, struct nx_conf_key_info *out)
+{
+	nx_require(idx < nx_conf_n_keys);
+	const struct nx_conf_key *k = &nx_conf_keys[idx];
+	memset(out, 0, sizeof(*out));
+	out->path = k->path;
+	out->type = k->type->name;
+	out->kind = kind_of(k->type);
+	out->apply = (enum nx_conf_apply)k->apply;
+	out->editable = k->editable;
+	out->min = k->min;
+	out->max = k->max;
+	out->choices = k->choices;
+	out->def = k->def;
+	out->doc = k->doc;
+	if (k->type->range) {
+		k->type->range(k, out->range, sizeof(out->range));
+	}
+}
+
+int nx_conf_key_index(const char *path, size_t *idx)
+{
+	for (size_t i = 0; i < nx_conf_n_keys; i++) {
+		if (!strcmp(nx_conf_keys[i].path, path)) {
+			*idx = i;
+			return 0;
+		}
+	}
+	return NX_ENOTFOUND;
+}
+
+const char *nx_conf_apply_name(enum nx_conf_apply a)
+{
+	switch (a) {
+	case NX_CONF_APPLY_LIVE:
+		return "live";
+	case NX_CONF_APPLY_RELOAD:
+		return "reload";
+	case NX_CONF_APPLY_RESTART:
+		return "restart";
+	}
+	return "";
+}
+
+int nx_conf_key_value(const struct nx_conf *c, size_t idx, struct nx_conf_value *v)
+{
+	nx_require(idx < nx_conf_n_keys);
+	const struct nx_conf_key *k = &nx_conf_keys[idx];
+	memset(v, 0, sizeof(*v));
+	v->kind = kind_of(k->type);
+	switch (v->kind) {
+	case NX_CONF_KIND_OTHER:
+		return -ENOTSUP;
+	case NX_CONF_KIND_BOOL:
+		v->b = *NX_CONF_FIELD(c, k, const bool);
+		break;
+	case NX_CONF_KIND_UINT:
+		v->u = *NX_CONF_FIELD(c, k, const unsigned);
+		break;
+	case NX_CONF_KIND_STRING:
+		v->s = *NX_CONF_FIELD(c, k, char *const);
+		break;
+	case NX_CONF_KIND_ADDR:
+		v->items = NX_CONF_FIELD(c, k, const struct nx_addr);
+		v->n = 1;
+		break;
+	case NX_CONF_KIND_ADDR_LIST:
+	case NX_CONF_KIND_CIDR_LIST:
+	case NX_CONF_KIND_UPSTREAMS:
+	case NX_CONF_KIND_STRINGS:
+		v->items = *NX_CONF_FIELD(c, k, const void *const);
+		v->n = *NX_CONF_COUNT(c, k);
+		break;
+	case NX_CONF_KIND_BLOCK_ADDRS:
+		/* the one key whose type writes fields of its own rather than k->off */
+		v->v4 = c->has_block_v4 ? c->block_v4 : NULL;
+		v->v6 = c->has_block_v6 ? c->block_v6 : NULL;
+		break;
+	}
+	return 0;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool addr_eq(const struct nx_addr *a, const struct nx_addr *b)
+{
+	return !strcmp(a->text, b->text);
+}
+
+static bool upstream_eq(const struct nx_conf_upstream *a, const struct nx_conf_upstream *b)
+{
+	return !strcmp(a->text, b->text) && str_eq(a->auth_name, b->auth_name) &&
+	       a->n_pins == b->n_pins &&
+	       (a->n_pins == 0 || !memcmp(a->pins, b->pins, a->n_pins * sizeof(*a->pins))) &&
+	       a->resolved == b->resolved &&
+	       (!a->resolved || (a->addr.len == b->addr.len &&
+				 !memcmp(&a->addr.ss, &b->addr.ss, a->addr.len)));
+}
+
+static bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	return a == b || (a && b && !memcmp(a, b, n));
+}
+
+bool nx_conf_key_equal(const struct nx_conf *a, const struct nx_conf *b, size_t idx)
+{
+	struct nx_conf_value x, y;
+	if (nx_conf_key_value(a, idx, &x) < 0 || nx_conf_key_value(b, idx, &y) < 0 ||
+	    x.n != y.n) {
+		return false;
+	}
+	switch (x.kind) {
+	case NX_CONF_KIND_OTHER:
+		return false;
+	case NX_CONF_KIND_BOOL:
+		return x.b == y.b;
+	case NX_CONF_KIND_UINT:
+		return x.u == y.u;
+	case NX_CONF_KIND_STRING:
+		return str_eq(x.s, y.s);
+	case NX_CONF_KIND_BLOCK_ADDRS:
+		return bytes_eq(x.v4, y.v4, 4) && bytes_eq(x.v6, y.v6, 16);
+	case NX_CONF_KIND_ADDR:
+	case NX_CONF_KIND_ADDR_LIST:
+	case NX_CONF_KIND_CIDR_LIST:
+	case NX_CONF_KIND_UPSTREAMS:
+	case NX_CONF_KIND_STRINGS:
+		break;
+	}
+	for (size_t i = 0; i < x.n; i++) {
+		bool eq = true;
+		switch (x.kind) {
+		case NX_CONF_KIND_ADDR:
+		case NX_CONF_KIND_ADDR_LIST:
+			eq = addr_eq((const struct nx_addr *)x.items + i,
+				     (const struct nx_addr *)y.items + i);
+			break;
+		case NX_CONF_KIND_CIDR_LIST: {
+			const struct nx_cidr *p = (const struct nx_cidr *)x.items + i;
+			const struct nx_cidr *q = (const struct nx_cidr *)y.items + i;
+			eq = p->family == q->family && p->prefix == q->prefix &&
+			     !memcmp(p->addr, q->addr, sizeof(p->addr));
+			break;
+		}
+		case NX_CONF_KIND_UPSTREAMS:
+			eq = upstream_eq((const struct nx_conf_upstream *)x.items + i,
+					 (const struct nx_conf_upstream *)y.items + i);
+			break;
+		case NX_CONF_KIND_STRINGS:
+			eq = str_eq(((char *const *)x.items)[i], ((char *const *)y.items)[i]);
+			break;
+		default:
+			break;
+		}
+		if (!eq) {
+			return false;
+		}
+	}
+	return true;
 }

@@ -279,32 +279,35 @@ static void apply_log_level(const struct nx_conf *c)
 	}
 }
 
-/* Listener addresses are bound at start; a reload that changes them is applied except for
- * the listeners, which need a restart (said in the log). */
-static bool listeners_equal(const struct nx_conf *a, const struct nx_conf *b)
+/*
+ * Keys read only at start (schema apply "restart": the listeners, the worker count, the cache,
+ * the admin listener, ...) keep their running value across a reload. Every such key the new
+ * file changes is named in one warning, from the schema, so a new restart key needs no code
+ * here.
+ */
+static void log_restart_keys(const struct nx_conf *old, const struct nx_conf *c)
 {
-	if (a->workers != b->workers) {
-		return false;
-	}
-	const struct {
-		const struct nx_addr *a, *b;
-		size_t na, nb;
-	} lists[] = {
-		{a->listen_dns, b->listen_dns, a->n_listen_dns, b->n_listen_dns},
-		{a->listen_dot, b->listen_dot, a->n_listen_dot, b->n_listen_dot},
-		{a->listen_doh, b->listen_doh, a->n_listen_doh, b->n_listen_doh},
-	};
-	for (size_t l = 0; l < NX_ARRAY_LEN(lists); l++) {
-		if (lists[l].na != lists[l].nb) {
-			return false;
+	char keys[1024];
+	size_t off = 0, n = 0;
+	keys[0] = '\0';
+	for (size_t i = 0; i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		if (k.apply != NX_CONF_APPLY_RESTART || nx_conf_key_equal(old, c, i)) {
+			continue;
 		}
-		for (size_t i = 0; i < lists[l].na; i++) {
-			if (strcmp(lists[l].a[i].text, lists[l].b[i].text) != 0) {
-				return false;
-			}
+		if (off < sizeof(keys)) {
+			off += (size_t)snprintf(keys + off, sizeof(keys) - off, "%s%s", n ? ", " : "",
+						k.path);
 		}
+		n++;
 	}
-	return true;
+	if (n > 0) {
+		nx_log(NX_LOG_WARN, "daemon",
+		       "reload: %s change%s take%s effect after a restart (the running value%s "
+		       "stay%s)", keys, n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "" : "s",
+		       n == 1 ? "s" : "");
+	}
 }
 
 /* SIGHUP and the API's settings changes: load, validate, publish; a bad file changes nothing. */
@@ -324,17 +327,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 		nx_log(NX_LOG_ERR, "daemon", "reload failed, keeping the running config: %s", err);
 		return rc;
 	}
-	if (!listeners_equal(d->cur->c, c)) {
-		nx_log(NX_LOG_WARN, "daemon",
-		       "reload: listener.dns / .dot / .doh / .workers changes take effect after a "
-		       "restart");
-	}
-	const struct nx_conf *o = d->cur->c;
-	if (o->cache_size != c->cache_size || o->cache_min_ttl != c->cache_min_ttl ||
-	    o->cache_max_ttl != c->cache_max_ttl || o->cache_neg_max_ttl != c->cache_neg_max_ttl ||
-	    o->cache_serve_stale != c->cache_serve_stale || o->cache_prefetch != c->cache_prefetch) {
-		nx_log(NX_LOG_WARN, "daemon", "reload: cache.* changes take effect after a restart");
-	}
+	log_restart_keys(d->cur->c, c);
 	struct nx_confref *r = confref_new(c, ++d->gen, d->cur);
 	if (!r) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);

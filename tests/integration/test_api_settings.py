@@ -10,7 +10,7 @@ import difflib
 
 from adminkit import (assert_error, logged_in, qlog_rows, start_nx, wait_pushed_and_written,
                       yaml_text)
-from harness import answers, make_query
+from harness import answers, make_query, wait_until
 
 HEADER = "# nxdns for the settings test\n# this comment must survive every API edit\n\n"
 
@@ -121,3 +121,59 @@ def test_refused_change_is_400_with_field_and_file_unchanged(make_upstream, make
     # and the same session can still change it right
     assert api.put("/api/settings", {"key": "upstream.timeout_ms", "value": 900}).status == 200
     assert _gen(nx) == 2
+
+
+def test_restart_key_answers_restart_required_and_waits(make_upstream, make_nxdns):
+    """cache.size is read at start: the API says so, the reload names it in the log, and the
+    running daemon keeps serving without a cache until it restarts."""
+    up = make_upstream(default_a="192.0.2.1")
+    nx = start_nx(make_nxdns, [up])
+    api = logged_in(nx)
+    assert api.ok("GET", "/api/settings")["settings"]["cache.size"] == 0
+    r = api.put("/api/settings", {"settings": {"cache.size": 1000, "upstream.timeout_ms": 1500}})
+    assert r.status == 200, r
+    assert r.json["restart_required"] == ["cache.size"], r.json
+    assert r.json["settings"]["cache.size"] == 1000, "the file holds the new value"
+    assert _gen(nx) == 2
+    assert wait_until(lambda: "cache.size change takes effect after a restart" in nx.log(),
+                      timeout=5), nx.log()
+    assert "upstream.timeout_ms" not in [ln for ln in nx.log().splitlines()
+                                         if "after a restart" in ln][0]
+    # still no cache: both queries reach the upstream
+    for _ in range(2):
+        assert answers(nx.udp(make_query("twice.example"))) == ["192.0.2.1"]
+    assert len(up.queries("twice.example")) == 2
+    # sending back the value the file has needs nothing more
+    r = api.put("/api/settings", {"key": "cache.size", "value": 1000})
+    assert r.status == 200 and r.json["restart_required"] == [], r
+
+
+def test_live_key_applies_block_mode_custom(make_upstream, make_nxdns):
+    """block_mode custom with its addresses, chosen through the API, answers blocked names
+    with those addresses at once; the schema says the two keys are live and editable."""
+    up = make_upstream(default_a="192.0.2.1")
+    nx = start_nx(make_nxdns, [up], config={"filter": {"deny": ["blocked.example"]}})
+    api = logged_in(nx)
+    rows = {k["path"]: k for k in api.ok("GET", "/api/schema")["keys"]}
+    for key in ("filter.block_mode", "filter.block_addresses"):
+        assert rows[key]["editable"] is True and rows[key]["apply"] == "live", rows[key]
+    assert rows["cache.size"]["apply"] == "restart"
+    assert rows["tls.cert"]["apply"] == "reload" and rows["tls.cert"]["editable"] is False
+    assert answers(nx.udp(make_query("blocked.example"))) == ["0.0.0.0"]
+
+    # custom alone is refused at the field, and so is an address with a port
+    assert_error(api.put("/api/settings", {"key": "filter.block_mode", "value": "custom"}),
+                 400, "invalid_setting", "filter.block_mode")
+    assert_error(api.put("/api/settings", {"settings": {
+        "filter.block_mode": "custom", "filter.block_addresses": ["192.0.2.99:53"]}}),
+        400, "invalid_setting", "filter.block_addresses")
+    assert _gen(nx) == 1
+
+    r = api.put("/api/settings", {"settings": {"filter.block_mode": "custom",
+                                               "filter.block_addresses": ["192.0.2.99"]}})
+    assert r.status == 200, r
+    assert r.json["restart_required"] == []
+    assert r.json["settings"]["filter.block_addresses"] == ["192.0.2.99"]
+    assert answers(nx.udp(make_query("blocked.example"))) == ["192.0.2.99"]
+    assert not up.queries("blocked.example")
+    assert "after a restart" not in nx.log()

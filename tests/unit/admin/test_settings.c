@@ -293,6 +293,245 @@ static void without_reload_hook(void **state)
 	fx_stop(f);
 }
 
+/* ---- schema-driven settings (GET /api/schema, restart_required) ------------------------- */
+
+/* restart_required names the restart keys a change moved, and only those. */
+static void restart_required_names_restart_keys(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"settings\": {\"cache.size\": 500, \"upstream.timeout_ms\": 1500}}");
+	fx_expect(&r, 200, NULL);
+	json_t *need = json_object_get(r.json, "restart_required");
+	assert_int_equal(json_array_size(need), 1);
+	assert_string_equal(json_string_value(json_array_get(need, 0)), "cache.size");
+	assert_int_equal(json_integer_value(setting(&r, "cache.size")), 500);
+	fx_resp_free(&r);
+
+	/* a live key alone: nothing waits for a restart */
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"upstream.timeout_ms\", \"value\": 900}");
+	fx_expect(&r, 200, NULL);
+	need = json_object_get(r.json, "restart_required");
+	assert_true(json_is_array(need));
+	assert_int_equal(json_array_size(need), 0);
+	fx_resp_free(&r);
+
+	/* the value it already has: not a change */
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, "{\"key\": \"cache.size\", \"value\": 500}");
+	fx_expect(&r, 200, NULL);
+	assert_int_equal(json_array_size(json_object_get(r.json, "restart_required")), 0);
+	fx_resp_free(&r);
+	assert_int_equal(f->conf->timeout_ms, 900);
+}
+
+/* block_mode custom can be chosen with its addresses; errors name the field at fault. */
+static void block_mode_custom(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"key\": \"filter.block_mode\", \"value\": \"custom\"}");
+	fx_expect(&r, 400, "invalid_setting");
+	assert_string_equal(json_string_value(json_object_get(r.json, "field")),
+			    "filter.block_mode");
+	assert_non_null(strstr(fx_str(&r, "message"), "filter.block_addresses"));
+	fx_resp_free(&r);
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"settings\": {\"filter.block_mode\": \"custom\", "
+		"\"filter.block_addresses\": [\"192.0.2.1:53\"]}}");
+	fx_expect(&r, 400, "invalid_setting");
+	assert_string_equal(json_string_value(json_object_get(r.json, "field")),
+			    "filter.block_addresses");
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 0);
+
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER,
+		"{\"settings\": {\"filter.block_mode\": \"custom\", "
+		"\"filter.block_addresses\": [\"192.0.2.1\", \"2001:db8::1\"]}}");
+	fx_expect(&r, 200, NULL);
+	assert_string_equal(json_string_value(setting(&r, "filter.block_mode")), "custom");
+	json_t *addrs = setting(&r, "filter.block_addresses");
+	assert_int_equal(json_array_size(addrs), 2);
+	assert_string_equal(json_string_value(json_array_get(addrs, 0)), "192.0.2.1");
+	assert_string_equal(json_string_value(json_array_get(addrs, 1)), "2001:db8::1");
+	fx_resp_free(&r);
+	assert_int_equal(f->conf->block_mode_id, NX_CONF_BLOCK_CUSTOM);
+	assert_true(f->conf->has_block_v4 && f->conf->has_block_v6);
+}
+
+/* A value of key k unlike its current one `cur`, by kind, and what GET then shows. */
+static json_t *other_value(const struct nx_conf_key_info *k, json_t *cur)
+{
+	switch (k->kind) {
+	case NX_CONF_KIND_BOOL:
+		return json_boolean(!json_is_true(cur));
+	case NX_CONF_KIND_UINT: {
+		long long v = k->min + 1 == json_integer_value(cur) ? k->min + 2 : k->min + 1;
+		return json_integer(v);
+	}
+	case NX_CONF_KIND_STRING:
+		if (k->choices) {
+			for (size_t i = 0; k->choices[i]; i++) {
+				/* custom needs addresses: block_mode_custom covers it */
+				if (strcmp(k->choices[i], json_string_value(cur)) &&
+				    strcmp(k->choices[i], "custom")) {
+					return json_string(k->choices[i]);
+				}
+			}
+			return NULL;
+		}
+		return json_string("dns.home.example");
+	case NX_CONF_KIND_CIDR_LIST:
+		return json_pack("[s]", "192.0.2.0/24");
+	case NX_CONF_KIND_UPSTREAMS:
+		return json_pack("[s]", "192.0.2.53:53");
+	case NX_CONF_KIND_BLOCK_ADDRS:
+		return json_pack("[s, s]", "192.0.2.1", "::1");
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Every editable key round-trips: what GET shows, PUT back as is, changes nothing and needs no
+ * restart; each key set to another value reads back as sent, and restart_required names it
+ * exactly when its schema row says "restart".
+ */
+static void editable_keys_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "GET", "/api/settings", FX_BEARER, NULL);
+	fx_expect(&r, 200, NULL);
+	json_t *all = json_incref(json_object_get(r.json, "settings"));
+	fx_resp_free(&r);
+	size_t editable = 0;
+	for (size_t i = 0; i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		assert_true(k.editable == (json_object_get(all, k.path) != NULL));
+		editable += k.editable;
+	}
+	assert_int_equal(json_object_size(all), editable);
+	assert_true(editable >= 24);
+
+	json_t *body = json_pack("{s:O}", "settings", all);
+	char *text = json_dumps(body, 0);
+	fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, text);
+	fx_expect(&r, 200, NULL);
+	assert_true(json_equal(json_object_get(r.json, "settings"), all));
+	assert_int_equal(json_array_size(json_object_get(r.json, "restart_required")), 0);
+	fx_resp_free(&r);
+	free(text);
+	json_decref(body);
+
+	for (size_t i = 0; i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		if (!k.editable) {
+			continue;
+		}
+		json_t *v = other_value(&k, json_object_get(all, k.path));
+		if (!v) {
+			fail_msg("%s: no test value for its kind", k.path);
+		}
+		if (json_equal(v, json_object_get(all, k.path))) {
+			fail_msg("%s: the test value is the current one", k.path);
+		}
+		body = json_pack("{s:s, s:o}", "key", k.path, "value", v);
+		text = json_dumps(body, 0);
+		fx_http(f, &r, "PUT", "/api/settings", FX_BEARER, text);
+		if (r.status != 200) {
+			fail_msg("%s: %s answered %d %.*s", k.path, text, r.status, (int)r.body_len,
+				 r.body);
+		}
+		if (!json_equal(setting(&r, k.path), v)) {
+			fail_msg("%s: sent %s, read back %s", k.path, text,
+				 json_dumps(setting(&r, k.path), JSON_ENCODE_ANY));
+		}
+		json_t *need = json_object_get(r.json, "restart_required");
+		bool named = json_array_size(need) == 1 &&
+			     !strcmp(json_string_value(json_array_get(need, 0)), k.path);
+		assert_int_equal(json_array_size(need), k.apply == NX_CONF_APPLY_RESTART);
+		assert_int_equal(named, k.apply == NX_CONF_APPLY_RESTART);
+		fx_resp_free(&r);
+		/* and GET agrees with the answer */
+		fx_http(f, &r, "GET", "/api/settings", FX_BEARER, NULL);
+		assert_true(json_equal(setting(&r, k.path), json_object_get(body, "value")));
+		fx_resp_free(&r);
+		free(text);
+		json_decref(body);
+	}
+	json_decref(all);
+}
+
+static json_t *schema_row(json_t *keys, const char *path)
+{
+	size_t i;
+	json_t *row;
+	json_array_foreach(keys, i, row)
+	{
+		if (!strcmp(json_string_value(json_object_get(row, "path")), path)) {
+			return row;
+		}
+	}
+	fail_msg("%s is not in /api/schema", path);
+	return NULL;
+}
+
+static void schema_route(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "GET", "/api/schema", NULL, NULL);
+	fx_expect(&r, 401, NULL);
+	fx_resp_free(&r);
+
+	fx_http(f, &r, "GET", "/api/schema", FX_BEARER, NULL);
+	fx_expect(&r, 200, NULL);
+	json_t *keys = json_object_get(r.json, "keys");
+	assert_int_equal(json_array_size(keys), nx_conf_key_count());
+	size_t i;
+	json_t *row;
+	json_array_foreach(keys, i, row)
+	{
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		assert_string_equal(json_string_value(json_object_get(row, "path")), k.path);
+		assert_string_equal(json_string_value(json_object_get(row, "apply")),
+				    nx_conf_apply_name(k.apply));
+		assert_int_equal(json_is_true(json_object_get(row, "editable")), k.editable);
+		assert_string_equal(json_string_value(json_object_get(row, "doc")), k.doc);
+		assert_string_equal(json_string_value(json_object_get(row, "default")), k.def);
+		/* what the settings page needs to draw an editable key */
+		if (k.editable) {
+			assert_non_null(json_object_get(row, "default_value"));
+		}
+	}
+	json_t *size = schema_row(keys, "cache.size");
+	assert_string_equal(json_string_value(json_object_get(size, "apply")), "restart");
+	assert_string_equal(json_string_value(json_object_get(size, "kind")), "uint");
+	assert_int_equal(json_integer_value(json_object_get(size, "default_value")), 10000);
+	assert_int_equal(json_integer_value(json_object_get(size, "max")), 16777216);
+	json_t *cert = schema_row(keys, "tls.cert");
+	assert_string_equal(json_string_value(json_object_get(cert, "apply")), "reload");
+	assert_false(json_is_true(json_object_get(cert, "editable")));
+	json_t *mode = schema_row(keys, "filter.block_mode");
+	assert_string_equal(json_string_value(json_object_get(mode, "apply")), "live");
+	assert_int_equal(json_array_size(json_object_get(mode, "choices")), 4);
+	assert_string_equal(json_string_value(json_object_get(mode, "default_value")), "null");
+	json_t *servers = schema_row(keys, "upstream.servers");
+	assert_string_equal(json_string_value(json_array_get(
+				json_object_get(servers, "default_value"), 0)),
+			    "9.9.9.9:53");
+	/* the password's row is described but never editable */
+	assert_false(json_is_true(json_object_get(schema_row(keys, "admin.password_hash"),
+						  "editable")));
+	fx_resp_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +542,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(failed_reload_is_500, setup, teardown),
 	    cmocka_unit_test_setup_teardown(oversized_body_is_413, setup, teardown),
 	    cmocka_unit_test(without_reload_hook),
+	    cmocka_unit_test_setup_teardown(restart_required_names_restart_keys, setup, teardown),
+	    cmocka_unit_test_setup_teardown(block_mode_custom, setup, teardown),
+	    cmocka_unit_test_setup_teardown(editable_keys_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(schema_route, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
