@@ -304,7 +304,8 @@ bool nx_conf_local_has_name(const struct nx_conf *c, const uint8_t *name, size_t
 
 /* Parse "addr:port" / "[v6]:port" (and bare addr with default_port when >= 0). 0 or NX_ECONFIG. */
 int nx_addr_parse(const char *s, int default_port, struct nx_addr *out);
-/* Parse "addr/prefix" or a bare address (host route). 0 or NX_ECONFIG. */
+/* Parse "addr/prefix" or a bare address (host route). 0 or NX_ECONFIG (also for host bits set
+ * past the prefix: "10.0.0.1/8" is refused, not widened to 10.0.0.0/8). */
 int nx_cidr_parse(const char *s, struct nx_cidr *out);
 bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa);
 
