@@ -250,11 +250,14 @@ struct nx_conf {
 /*
  * Load and validate `path`. On error returns NX_ECONFIG (or -errno when the file cannot be read)
  * and writes "file:line:col: message" into err (NUL-terminated, truncated to errlen).
+ * A file without settings (zero bytes, whitespace or comments only, a null document) is
+ * NX_ECONFIG: a truncated file must not become the defaults; `{}` asks for them.
  * On success *out is a new config owned by the caller (nx_conf_free).
  */
 int nx_conf_load(const char *path, struct nx_conf **out, char *err, size_t errlen);
 
-/* Same, from a string; `name` is used in error messages in place of the file name. */
+/* Same, from a string; `name` is used in error messages in place of the file name. An empty
+ * string is the defaults here (tests, and the rewrite's check of a candidate text). */
 int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct nx_conf **out,
 			char *err, size_t errlen);
 
