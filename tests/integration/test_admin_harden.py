@@ -98,3 +98,89 @@ def test_source_status_reports_skips_by_reason(make_nxdns, tmp_path):
     assert r.status == 201, r
     later = _sources(api)["later"]
     assert later["skipped_by_reason"] == {} and later["skipped"] == 0, later
+
+
+# ------------------------------------------------------------------ half-open connections
+
+def _raw(nx, src, timeout=3.0):
+    host, port = nx.admin.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=timeout, source_address=(src, 0))
+    return s
+
+
+def _closed_by_peer(s, timeout=0.2) -> bool:
+    s.settimeout(timeout)
+    try:
+        return s.recv(4096) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def _refused(nx, reason, src="127.0.0.3") -> float:
+    """nxdns_admin_http_refused_total{reason} scraped from another address than the flood."""
+    from adminkit import Api
+    from harness import Metrics
+    r = Api(nx, source=src).get("/metrics", timeout=3)
+    assert r.status == 200, r
+    return Metrics(r.body.decode()).get("nxdns_admin_http_refused_total", reason=reason)
+
+
+def _healthz(nx, src):
+    from adminkit import Api
+    return Api(nx, source=src).get("/healthz", timeout=3)
+
+
+@pytest.mark.nx_timeout(60)
+def test_half_open_connections_do_not_lock_the_admin_out(make_nxdns, tmp_path):
+    nx = _nx(make_nxdns, tmp_path, ["ads.halfopen.test"])
+    refused0 = nx.counter("nxdns_admin_http_refused_total", reason="per_address_cap")
+    timeouts0 = nx.counter("nxdns_admin_http_refused_total", reason="header_timeout")
+    # A keep-alive client that finished a request: it keeps the longer idle time-out.
+    keep = _raw(nx, "127.0.0.4")
+    keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    keep.settimeout(3)
+    assert b" 200 " in keep.recv(4096).split(b"\r\n", 1)[0] + b" "
+    # 40 connections from one address, more than the server's 32 slots: some send nothing,
+    # some the start of a request that never ends.
+    held = []
+    for i in range(40):
+        try:
+            s = _raw(nx, "127.0.0.1")
+        except OSError:
+            continue
+        if i % 2:
+            try:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            except OSError:
+                pass
+        held.append(s)
+    try:
+        # Another address still gets in, while those are held open.
+        t0 = time.monotonic()
+        r = _healthz(nx, "127.0.0.2")
+        assert r.status == 200, r
+        assert time.monotonic() - t0 < 2.5
+        # At most the per-address cap was admitted from 127.0.0.1; the rest were refused.
+        assert wait_until(lambda: _refused(nx, "per_address_cap") - refused0 >= 30, 5), \
+            _refused(nx, "per_address_cap")
+        # The half-open ones are closed after the header time-out (10 s of silence) ...
+        start = time.monotonic()
+        assert wait_until(lambda: all(_closed_by_peer(s, 0.01) for s in held), 20, 0.5), \
+            "half-open connections were never closed"
+        waited = time.monotonic() - start
+        assert waited > 5, f"closed after {waited:.1f} s: that is not the header time-out"
+        assert wait_until(lambda: _refused(nx, "header_timeout") - timeouts0 >= 10, 5), \
+            _refused(nx, "header_timeout")
+        # ... while the idle keep-alive connection (30 s) is still open and usable.
+        assert not _closed_by_peer(keep)
+        keep.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b" 200 " in keep.recv(4096)
+        # The flooding address is welcome again once its connections are gone.
+        r = _healthz(nx, "127.0.0.1")
+        assert r.status == 200, r
+    finally:
+        for s in held:
+            s.close()
+        keep.close()
