@@ -50,8 +50,9 @@ static void add_skip_reasons(const struct nx_conf *c, json_t *list)
 		if (name && n > 0 && (size_t)n < sizeof(dir)) {
 			int rc = nx_filter_meta_skips(dir, name, &skips);
 			if (rc && rc != -ENOENT) {
-				nx_log(NX_LOG_WARN, "admin", "source %s: cannot read %s/%s.meta: %s",
-				       name, dir, name, nx_strerror(rc));
+				nx_log(NX_LOG_WARN, "admin",
+				       "source %s: cannot read %s/%s.meta: %s", name, dir, name,
+				       nx_strerror(rc));
 			}
 		}
 		json_object_set_new(o, "skipped_by_reason", skips ? skips : json_object());
@@ -121,9 +122,9 @@ static size_t source_dirs(const struct nx_conf *c, char dirs[SOURCE_DIRS_MAX][PA
 	char tmp[PATH_MAX];
 	const char *slash = c->path ? strrchr(c->path, '/') : NULL;
 	if (c->path && c->path[0] != '<') { /* "<string>": loaded from memory, no directory */
-		int len = slash ? snprintf(tmp, sizeof(tmp), "%.*s", (int)(slash - c->path + 1),
-					   c->path)
-				: snprintf(tmp, sizeof(tmp), ".");
+		int len =
+		    slash ? snprintf(tmp, sizeof(tmp), "%.*s", (int)(slash - c->path + 1), c->path)
+			  : snprintf(tmp, sizeof(tmp), ".");
 		if (len > 0 && (size_t)len < sizeof(tmp) && realpath(tmp, dirs[n])) {
 			n++;
 		}
@@ -179,8 +180,8 @@ static int check_source_path(struct nx_admin_req *req, const struct nx_conf *c, 
 			}
 			size_t used;
 			ok = *base && strcmp(base, "..") && strcmp(base, ".") &&
-			     realpath(parent, real) && (used = strlen(real)) + 1 + strlen(base) <
-							  sizeof(real);
+			     realpath(parent, real) &&
+			     (used = strlen(real)) + 1 + strlen(base) < sizeof(real);
 			if (ok) {
 				snprintf(real + used, sizeof(real) - used, "%s%s",
 					 used == 1 ? "" : "/", base);
@@ -211,8 +212,8 @@ static int check_source_path(struct nx_admin_req *req, const struct nx_conf *c, 
 		 n > 0 ? dirs[0] : "(none: state_dir/lists does not exist)", n > 1 ? " or " : "",
 		 n > 1 ? dirs[1] : "");
 	json_object_set_new(o, "message", json_string(msg));
-	nx_log(NX_LOG_WARN, "admin", "refused a list source path outside the allowed directories: %s",
-	       path);
+	nx_log(NX_LOG_WARN, "admin",
+	       "refused a list source path outside the allowed directories: %s", path);
 	int rc = nx_admin_reply_json(req, 400, o);
 	return rc < 0 ? rc : 1;
 }

@@ -417,7 +417,8 @@ static uint8_t addr_key(const struct sockaddr *sa, uint8_t key[8])
 		return 4;
 	}
 	if (sa && sa->sa_family == AF_INET6) {
-		const uint8_t *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+		const uint8_t *b =
+		    ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
 		if (!memcmp(b, mapped, 12)) {
 			memcpy(key, b + 12, 4);
 			return 4;

@@ -160,9 +160,9 @@ struct nx_qlog_reader;
 /* One open MHD connection, for the per-address cap and the header time-out's count (http.c). */
 struct nx_admin_conn {
 	bool used;
-	bool got_request;  /* a whole request line + headers arrived at least once */
-	uint8_t key_len;   /* 4 (IPv4) or 8 (an IPv6 /64); 0: unknown address, not capped */
-	uint8_t key[8];	   /* the address, or the /64 of an IPv6 one */
+	bool got_request;   /* a whole request line + headers arrived at least once */
+	uint8_t key_len;    /* 4 (IPv4) or 8 (an IPv6 /64); 0: unknown address, not capped */
+	uint8_t key[8];	    /* the address, or the /64 of an IPv6 one */
 	uint64_t opened_ms; /* uv_now at accept */
 };
 

@@ -554,8 +554,8 @@ int nx_filter_meta_skips(const char *dir, const char *name, json_t **out)
 			rc = NX_ECORRUPT;
 			break;
 		}
-		json_t *o = json_pack("{s:O, s:O, s:s}", "count", count, "first_lines", lines, "help",
-				      nx_filter_skip_help((enum nx_filter_skip)s));
+		json_t *o = json_pack("{s:O, s:O, s:s}", "count", count, "first_lines", lines,
+				      "help", nx_filter_skip_help((enum nx_filter_skip)s));
 		if (!o || json_object_set_new(res, reason, o)) {
 			rc = -ENOMEM;
 		}

@@ -226,9 +226,9 @@ static void sources_path_fence(void **state)
 	struct fx_resp r;
 	char body[2 * PATH_MAX], real[PATH_MAX];
 	assert_non_null(realpath(f->dir, real));
-	static const char *const outside[] = {"/etc/passwd", "../nxdns-elsewhere.txt",
+	static const char *const outside[] = {"/etc/passwd",	   "../nxdns-elsewhere.txt",
 					      "/tmp/../etc/hosts", "sub/../../x.txt",
-					      "nosuchdir/x.txt", "."};
+					      "nosuchdir/x.txt",   "."};
 	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
 		snprintf(body, sizeof(body), "{\"name\": \"x%zu\", \"path\": \"%s\"}", i,
 			 outside[i]);

@@ -491,8 +491,9 @@ struct flood {
 };
 
 /* Enough client addresses that the total cap is reached before any per-address one. */
-#define FLOOD_ADDRS ((NX_ADMIN_MAX_CONNECTIONS + NX_ADMIN_MAX_CONNECTIONS_PER_ADDR - 1) / \
-		     NX_ADMIN_MAX_CONNECTIONS_PER_ADDR)
+#define FLOOD_ADDRS                                                                                \
+	((NX_ADMIN_MAX_CONNECTIONS + NX_ADMIN_MAX_CONNECTIONS_PER_ADDR - 1) /                      \
+	 NX_ADMIN_MAX_CONNECTIONS_PER_ADDR)
 
 static void flood_open(void *arg)
 {

@@ -260,8 +260,8 @@ static void test_acl_lists(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_addr_parse),  T(test_cidr_parse), T(test_cidr_host_bits), T(test_cidr_contains),
-		T(test_acl_builtin), T(test_acl_lists),
+	    T(test_addr_parse),	   T(test_cidr_parse),	T(test_cidr_host_bits),
+	    T(test_cidr_contains), T(test_acl_builtin), T(test_acl_lists),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,8 +336,8 @@ static void test_meta_skips(void **state)
 			 6);
 	assert_string_equal(json_string_value(json_object_get(loc, "help")),
 			    nx_filter_skip_help(NX_FILTER_SKIP_localhost));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "cosmetic"), "count")),
-			 1);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(s, "cosmetic"), "count")), 1);
 	assert_null(json_object_get(s, "ip_rule"));
 	json_decref(s);
 
