@@ -36,6 +36,12 @@
 #define NX_ADMIN_CONN_POOL_BYTES (16 * 1024) /* MHD per-connection pool: request line+headers */
 #define NX_ADMIN_MAX_BODY (64 * 1024)	     /* settings/rule edits are a few KiB; bigger → 413 */
 #define NX_ADMIN_IDLE_TIMEOUT_S 30	     /* idle keep-alive connections are closed after this */
+/* A connection that has not sent a whole request line and headers within this many seconds of
+ * silence is closed: a half-open connection holds one of the NX_ADMIN_MAX_CONNECTIONS slots. */
+#define NX_ADMIN_HEADER_TIMEOUT_S 10
+/* Open connections per client address (IPv4, or an IPv6 /64): one host cannot take every slot.
+ * A browser opens ~6, plus a live stream and a CLI call; the others stay for everyone else. */
+#define NX_ADMIN_MAX_CONNECTIONS_PER_ADDR 10
 #define NX_ADMIN_LISTEN_BACKLOG 64
 
 /* Metrics exposition limits. */

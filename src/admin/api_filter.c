@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "filter/compile.h"
 
 /* Longer than a month is "turn filtering off" (filter.enabled). */
 #define PAUSE_MAX_S (30 * 86400)
@@ -27,10 +29,43 @@ static int no_hook(struct nx_admin_req *req, const char *what)
 
 /* ---- sources --------------------------------------------------------------------------------- */
 
+/*
+ * Each source's skipped lines per reason ("skipped_by_reason": {reason: {count, first_lines,
+ * help}}), read from the meta the last compile wrote in <state_dir>/lists/<name>/: the daemon's
+ * status carries only the total, and the meta is the compile report itself, so the two cannot
+ * disagree. A source never compiled (or a meta we cannot read) gets {}: the total says 0 then,
+ * or the reason is in last_error. One small file per source per GET, on the control thread.
+ */
+static void add_skip_reasons(const struct nx_conf *c, json_t *list)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(list, i, o)
+	{
+		const char *name = json_string_value(json_object_get(o, "name"));
+		json_t *skips = NULL;
+		char dir[4096];
+		int n = snprintf(dir, sizeof(dir), "%s/lists/%s", c->state_dir ? c->state_dir : ".",
+				 name ? name : "");
+		if (name && n > 0 && (size_t)n < sizeof(dir)) {
+			int rc = nx_filter_meta_skips(dir, name, &skips);
+			if (rc && rc != -ENOENT) {
+				nx_log(NX_LOG_WARN, "admin",
+				       "source %s: cannot read %s/%s.meta: %s", name, dir, name,
+				       nx_strerror(rc));
+			}
+		}
+		json_object_set_new(o, "skipped_by_reason", skips ? skips : json_object());
+	}
+}
+
 static json_t *sources_view(struct nx_admin *a, const struct nx_conf *c)
 {
 	const struct nx_admin_hooks *h = &a->hooks;
 	json_t *list = h->sources_status ? h->sources_status(h->ud) : nx_admin_sources_json(c);
+	if (list) {
+		add_skip_reasons(c, list);
+	}
 	return json_pack("{s:o}", "sources", list ? list : json_array());
 }
 
@@ -69,6 +104,120 @@ static const struct nx_admin_field source_fields[] = {{"name", JSON_STRING, true
 						      {"enabled", NX_ADMIN_JSON_BOOL, false},
 						      {NULL}};
 
+/*
+ * Where a path source added or changed through the API may point: under the config file's
+ * directory or under <state_dir>/lists. The admin API is reachable from the LAN and the daemon
+ * reads whatever it can; without a fence a session could point a "list" at /etc/shadow-like
+ * files and read them back through the skip report's line numbers and the lookup route. The
+ * two directories are ones the operator already chose (no new key); a source written into the
+ * config file by hand is not fenced, since whoever edits the file can read anything anyway.
+ * Symbolic links and ".." are resolved before the check (realpath), so a link inside an
+ * allowed directory that leads out of it is refused too.
+ */
+#define SOURCE_DIRS_MAX 2
+
+static size_t source_dirs(const struct nx_conf *c, char dirs[SOURCE_DIRS_MAX][PATH_MAX])
+{
+	size_t n = 0;
+	char tmp[PATH_MAX];
+	const char *slash = c->path ? strrchr(c->path, '/') : NULL;
+	if (c->path && c->path[0] != '<') { /* "<string>": loaded from memory, no directory */
+		int len =
+		    slash ? snprintf(tmp, sizeof(tmp), "%.*s", (int)(slash - c->path + 1), c->path)
+			  : snprintf(tmp, sizeof(tmp), ".");
+		if (len > 0 && (size_t)len < sizeof(tmp) && realpath(tmp, dirs[n])) {
+			n++;
+		}
+	}
+	int len = snprintf(tmp, sizeof(tmp), "%s/lists", c->state_dir ? c->state_dir : ".");
+	if (len > 0 && (size_t)len < sizeof(tmp) && realpath(tmp, dirs[n])) {
+		n++;
+	}
+	return n;
+}
+
+/* Strictly below dir (the directory itself is not a list file). */
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n == 1 && dir[0] == '/') {
+		return path[0] == '/' && path[1] != '\0';
+	}
+	return !strncmp(path, dir, n) && path[n] == '/' && path[n + 1] != '\0';
+}
+
+/*
+ * Is `path` (as the body gave it; relative to the config file's directory, as the loader reads
+ * it) inside one of source_dirs()? The file need not exist yet, its directory must. Answers
+ * 400 path_not_allowed itself (returns 1), or returns 0 when allowed.
+ */
+static int check_source_path(struct nx_admin_req *req, const struct nx_conf *c, const char *path)
+{
+	char dirs[SOURCE_DIRS_MAX][PATH_MAX];
+	size_t n = source_dirs(c, dirs);
+	char full[PATH_MAX], real[PATH_MAX];
+	int len;
+	if (path[0] == '/' || !n || !c->path || c->path[0] == '<') {
+		len = snprintf(full, sizeof(full), "%s", path);
+	} else {
+		len = snprintf(full, sizeof(full), "%s/%s", dirs[0], path);
+	}
+	bool ok = false;
+	if (len > 0 && (size_t)len < sizeof(full) && path[0]) {
+		if (realpath(full, real)) {
+			ok = true; /* exists: every link resolved */
+		} else if (errno == ENOENT) {
+			/* not there yet: resolve its directory, keep the last component */
+			char parent[PATH_MAX];
+			char *slash = strrchr(full, '/');
+			const char *base = slash ? slash + 1 : full;
+			if (!slash) {
+				snprintf(parent, sizeof(parent), ".");
+			} else if (slash == full) {
+				snprintf(parent, sizeof(parent), "/");
+			} else {
+				snprintf(parent, sizeof(parent), "%.*s", (int)(slash - full), full);
+			}
+			size_t used;
+			ok = *base && strcmp(base, "..") && strcmp(base, ".") &&
+			     realpath(parent, real) &&
+			     (used = strlen(real)) + 1 + strlen(base) < sizeof(real);
+			if (ok) {
+				snprintf(real + used, sizeof(real) - used, "%s%s",
+					 used == 1 ? "" : "/", base);
+			}
+		}
+	}
+	bool inside = false;
+	for (size_t i = 0; ok && i < n && !inside; i++) {
+		inside = under(real, dirs[i]);
+	}
+	if (inside) {
+		return 0;
+	}
+	json_t *allowed = json_array();
+	for (size_t i = 0; allowed && i < n; i++) {
+		json_array_append_new(allowed, json_string(dirs[i]));
+	}
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "error", "path_not_allowed", "field", "path",
+			      "message", "", "allowed", allowed ? allowed : json_array());
+	if (!o) {
+		return -ENOMEM;
+	}
+	char msg[2 * PATH_MAX + 256];
+	snprintf(msg, sizeof(msg),
+		 "a path source added through the API must be in %s%s%s (the config file's "
+		 "directory and state_dir/lists, subdirectories included); put the list there, "
+		 "or name it in the config file by hand",
+		 n > 0 ? dirs[0] : "(none: state_dir/lists does not exist)", n > 1 ? " or " : "",
+		 n > 1 ? dirs[1] : "");
+	json_object_set_new(o, "message", json_string(msg));
+	nx_log(NX_LOG_WARN, "admin",
+	       "refused a list source path outside the allowed directories: %s", path);
+	int rc = nx_admin_reply_json(req, 400, o);
+	return rc < 0 ? rc : 1;
+}
+
 /* Add (path_name NULL: the body names it) or edit a source. */
 static int source_write(struct nx_admin_req *req, const char *path_name)
 {
@@ -102,6 +251,13 @@ static int source_write(struct nx_admin_req *req, const char *path_name)
 		rc = nx_admin_reply_error(req, 404, "not_found", "name", "no source named '%s'",
 					  name);
 		goto out;
+	}
+	if (v[S_PATH]) {
+		rc = check_source_path(req, c, json_string_value(v[S_PATH]));
+		if (rc) {
+			rc = rc > 0 ? 0 : rc;
+			goto out;
+		}
 	}
 	list = nx_admin_sources_json(c);
 	json_t *entry = path_name ? json_array_get(list, (size_t)at) : json_object();

@@ -340,6 +340,22 @@ static void collect_body(struct nx_admin_req *req, const char *data, size_t n)
 	req->body[req->body_len] = '\0';
 }
 
+/*
+ * The request line and headers are in: from now on the connection gets the keep-alive idle
+ * time-out instead of the shorter header one it started with (MHD_OPTION_CONNECTION_TIMEOUT).
+ */
+static void request_arrived(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct nx_admin_conn *c = ci ? ci->socket_context : NULL;
+	if (c && !c->got_request) {
+		c->got_request = true;
+		MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+					  (unsigned)NX_ADMIN_IDLE_TIMEOUT_S);
+	}
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
 				 const char *method, const char *version, const char *upload_data,
 				 size_t *upload_data_size, void **con_cls)
@@ -347,6 +363,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 	struct nx_admin *a = cls;
 	struct nx_admin_req *req = *con_cls;
 	if (!req) {
+		request_arrived(conn);
 		req = nx_mem_calloc(NX_OWNER_admin_http, 1, sizeof(*req));
 		if (!req) {
 			a->ctr[NX_ADMIN_CTR_REF_NOMEM]++;
@@ -390,13 +407,54 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-/* The connection cap is ours (MHD's limit is one higher and never reached) so that it is counted.
+/* The per-address key: an IPv4 address (also IPv4-mapped), or the /64 of an IPv6 one (a host
+ * owns its /64, as for the login limiter). Returns the key length, 0 for another family. */
+static uint8_t addr_key(const struct sockaddr *sa, uint8_t key[8])
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (sa && sa->sa_family == AF_INET) {
+		memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+		return 4;
+	}
+	if (sa && sa->sa_family == AF_INET6) {
+		const uint8_t *b =
+		    ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+		if (!memcmp(b, mapped, 12)) {
+			memcpy(key, b + 12, 4);
+			return 4;
+		}
+		memcpy(key, b, 8);
+		return 8;
+	}
+	return 0;
+}
+
+static unsigned conns_of(const struct nx_admin *a, const uint8_t *key, uint8_t len)
+{
+	unsigned n = 0;
+	for (size_t i = 0; len && i < NX_ARRAY_LEN(a->conns); i++) {
+		const struct nx_admin_conn *c = &a->conns[i];
+		n += c->used && c->key_len == len && !memcmp(c->key, key, len);
+	}
+	return n;
+}
+
+/*
+ * The caps are ours (MHD's total limit is one higher and never reached) so that they are
+ * counted: the total, then per client address, so that one host opening connections it never
+ * finishes (half-open, slow headers) cannot take every slot from the others.
  */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct nx_admin *a = cls;
 	if (a->connections >= NX_ADMIN_MAX_CONNECTIONS) {
 		a->ctr[NX_ADMIN_CTR_REF_CONN_CAP]++;
+		return MHD_NO;
+	}
+	uint8_t key[8];
+	uint8_t len = addr_key(addrlen ? addr : NULL, key);
+	if (conns_of(a, key, len) >= NX_ADMIN_MAX_CONNECTIONS_PER_ADDR) {
+		a->ctr[NX_ADMIN_CTR_REF_PER_ADDR]++;
 		return MHD_NO;
 	}
 	return MHD_YES;
@@ -410,9 +468,33 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		a->connections++;
 		a->connections_peak = NX_MAX(a->connections_peak, a->connections);
 		nx_ledger_charge(NX_OWNER_admin_http, a->conn_charge, 1);
+		struct nx_admin_conn *c = NULL;
+		for (size_t i = 0; !c && i < NX_ARRAY_LEN(a->conns); i++) {
+			c = a->conns[i].used ? NULL : &a->conns[i];
+		}
+		/* MHD admits at most NX_ARRAY_LEN(a->conns): a connection without a slot is
+		 * only uncapped per address and uncounted, never a memory error. */
+		if (c) {
+			const union MHD_ConnectionInfo *ci =
+			    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+			*c = (struct nx_admin_conn){.used = true, .opened_ms = uv_now(a->loop)};
+			c->key_len = addr_key(ci ? ci->client_addr : NULL, c->key);
+		}
+		*socket_context = c;
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
 		a->connections--;
 		nx_ledger_charge(NX_OWNER_admin_http, -a->conn_charge, -1);
+		struct nx_admin_conn *c = *socket_context;
+		if (c) {
+			/* Closed before any whole request, after at least the header time-out of
+			 * silence: MHD's time-out did it (or the client gave up as late). */
+			if (!c->got_request && uv_now(a->loop) - c->opened_ms + 500 >=
+						   NX_ADMIN_HEADER_TIMEOUT_S * 1000u) {
+				a->ctr[NX_ADMIN_CTR_REF_HEADER_TIMEOUT]++;
+			}
+			c->used = false;
+			*socket_context = NULL;
+		}
 	}
 }
 
@@ -750,7 +832,7 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)(NX_ADMIN_MAX_CONNECTIONS + 1), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)NX_ADMIN_CONN_POOL_BYTES, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)NX_ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+	    (unsigned)NX_ADMIN_HEADER_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, a, MHD_OPTION_ARRAY, tls_opts,
 	    MHD_OPTION_END);
 	g_starting = false;

@@ -28,6 +28,8 @@
 	  "Admin HTTP connections or requests refused, by reason")                                 \
 	X(REF_BODY, "nxdns_admin_http_refused_total", "reason=\"body_too_large\"", "")             \
 	X(REF_NOMEM, "nxdns_admin_http_refused_total", "reason=\"no_memory\"", "")                 \
+	X(REF_PER_ADDR, "nxdns_admin_http_refused_total", "reason=\"per_address_cap\"", "")        \
+	X(REF_HEADER_TIMEOUT, "nxdns_admin_http_refused_total", "reason=\"header_timeout\"", "")   \
 	X(METRICS_FAILED, "nxdns_admin_metrics_render_failures_total", "",                         \
 	  "Scrapes answered 500 because the exposition could not be built")                        \
 	X(LOGIN_OK, "nxdns_admin_logins_total", "", "Admin logins that opened a session")          \
@@ -155,6 +157,15 @@ struct nx_admin_live {
 
 struct nx_qlog_reader;
 
+/* One open MHD connection, for the per-address cap and the header time-out's count (http.c). */
+struct nx_admin_conn {
+	bool used;
+	bool got_request;   /* a whole request line + headers arrived at least once */
+	uint8_t key_len;    /* 4 (IPv4) or 8 (an IPv6 /64); 0: unknown address, not capped */
+	uint8_t key[8];	    /* the address, or the /64 of an IPv6 one */
+	uint64_t opened_ms; /* uv_now at accept */
+};
+
 struct nx_admin {
 	uv_loop_t *loop;	     /* borrowed: outlives the server */
 	struct MHD_Daemon *mhd;	     /* owned; NULL once stopped */
@@ -182,6 +193,8 @@ struct nx_admin {
 	struct nx_admin_live live;   /* the SSE hub */
 	struct nx_qlog_reader *qlog; /* owned: opened on first use, closed at stop */
 	char qlog_path[4096];	     /* the file qlog was opened on ("" when closed) */
+	/* MHD's own limit is NX_ADMIN_MAX_CONNECTIONS + 1: one slot each, found by scanning */
+	struct nx_admin_conn conns[NX_ADMIN_MAX_CONNECTIONS + 1];
 };
 
 /*

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,34 @@ static void clear_host_bits(uint8_t *addr, unsigned bytes, unsigned prefix)
 	}
 }
 
+/*
+ * An address with bits set past its prefix ("10.0.0.1/8") is refused rather than masked: it is
+ * almost always a typo for a host route or for another network, and silently widening it to
+ * 10.0.0.0/8 changes who is let in. The message names the network it would have been, so the
+ * text lives in a buffer: config loads run on one thread at a time (the control thread, or a
+ * CLI), but thread-local costs nothing and keeps the why pointer valid until that thread's
+ * next call.
+ */
+static _Thread_local char host_bits_why[INET6_ADDRSTRLEN + 96];
+
+static bool host_bits_set(const uint8_t *addr, const uint8_t *masked, unsigned bytes)
+{
+	return memcmp(addr, masked, bytes) != 0;
+}
+
+static const char *host_bits_message(int family, const uint8_t *masked, unsigned prefix)
+{
+	char net[INET6_ADDRSTRLEN];
+	if (!inet_ntop(family, masked, net, sizeof(net))) {
+		return "host bits are set past the prefix length";
+	}
+	snprintf(host_bits_why, sizeof(host_bits_why),
+		 "host bits are set past the prefix length (the network is %s/%u; a single "
+		 "host has no /prefix)",
+		 net, prefix);
+	return host_bits_why;
+}
+
 int nx_cidr_parse_why(const char *s, struct nx_cidr *out, const char **why)
 {
 	const char *dummy;
@@ -217,7 +246,13 @@ int nx_cidr_parse_why(const char *s, struct nx_cidr *out, const char **why)
 			return NX_ECONFIG;
 		}
 		out->prefix = (uint8_t)(prefix < 0 ? 32 : prefix);
+		uint8_t given[4];
+		memcpy(given, out->addr, 4);
 		clear_host_bits(out->addr, 4, out->prefix);
+		if (host_bits_set(given, out->addr, 4)) {
+			*why = host_bits_message(AF_INET, out->addr, out->prefix);
+			return NX_ECONFIG;
+		}
 		return 0;
 	}
 	if (inet_pton(AF_INET6, buf, out->addr) == 1) {
@@ -227,7 +262,13 @@ int nx_cidr_parse_why(const char *s, struct nx_cidr *out, const char **why)
 			return NX_ECONFIG;
 		}
 		out->prefix = (uint8_t)(prefix < 0 ? 128 : prefix);
+		uint8_t given[16];
+		memcpy(given, out->addr, 16);
 		clear_host_bits(out->addr, 16, out->prefix);
+		if (host_bits_set(given, out->addr, 16)) {
+			*why = host_bits_message(AF_INET6, out->addr, out->prefix);
+			return NX_ECONFIG;
+		}
 		/* ::ffff:a.b.c.d/96+ is an IPv4 prefix: clients are matched as IPv4. */
 		if (out->prefix >= 96 && !memcmp(out->addr, v4mapped_prefix, 12)) {
 			out->family = AF_INET;

@@ -250,11 +250,14 @@ struct nx_conf {
 /*
  * Load and validate `path`. On error returns NX_ECONFIG (or -errno when the file cannot be read)
  * and writes "file:line:col: message" into err (NUL-terminated, truncated to errlen).
+ * A file without settings (zero bytes, whitespace or comments only, a null document) is
+ * NX_ECONFIG: a truncated file must not become the defaults; `{}` asks for them.
  * On success *out is a new config owned by the caller (nx_conf_free).
  */
 int nx_conf_load(const char *path, struct nx_conf **out, char *err, size_t errlen);
 
-/* Same, from a string; `name` is used in error messages in place of the file name. */
+/* Same, from a string; `name` is used in error messages in place of the file name. An empty
+ * string is the defaults here (tests, and the rewrite's check of a candidate text). */
 int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct nx_conf **out,
 			char *err, size_t errlen);
 
@@ -304,7 +307,8 @@ bool nx_conf_local_has_name(const struct nx_conf *c, const uint8_t *name, size_t
 
 /* Parse "addr:port" / "[v6]:port" (and bare addr with default_port when >= 0). 0 or NX_ECONFIG. */
 int nx_addr_parse(const char *s, int default_port, struct nx_addr *out);
-/* Parse "addr/prefix" or a bare address (host route). 0 or NX_ECONFIG. */
+/* Parse "addr/prefix" or a bare address (host route). 0 or NX_ECONFIG (also for host bits set
+ * past the prefix: "10.0.0.1/8" is refused, not widened to 10.0.0.0/8). */
 int nx_cidr_parse(const char *s, struct nx_cidr *out);
 bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa);
 

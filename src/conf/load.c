@@ -473,10 +473,12 @@ static struct fy_diag *new_diag(void)
 
 /*
  * Parse the YAML stream (one document) and walk it. A stream with no document (empty, only
- * comments) leaves everything at defaults.
+ * comments) or a null document ("---", "~") leaves everything at defaults and sets *empty:
+ * nx_conf_load refuses that for a file, nx_conf_load_string accepts it.
  */
-static int walk_text(struct nx_conf_ld *ld, const char *yaml, size_t len)
+static int walk_text(struct nx_conf_ld *ld, const char *yaml, size_t len, bool *empty)
 {
+	*empty = false;
 	struct fy_parse_cfg pc = {
 		.flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS,
 		.diag = ld->diag,
@@ -499,7 +501,8 @@ static int walk_text(struct nx_conf_ld *ld, const char *yaml, size_t len)
 		goto out;
 	}
 	if (!doc) {
-		goto out; /* no document at all */
+		*empty = true; /* no document at all */
+		goto out;
 	}
 	struct fy_document *extra = fy_parse_load_document(fyp);
 	if (extra || fy_diag_got_error(ld->diag)) {
@@ -520,7 +523,9 @@ static int walk_text(struct nx_conf_ld *ld, const char *yaml, size_t len)
 		fy_parse_document_destroy(fyp, doc);
 		goto out;
 	}
-	rc = walk(ld, fy_document_root(doc), NULL, "");
+	struct fy_node *root = fy_document_root(doc);
+	*empty = nx_conf_is_null(root);
+	rc = walk(ld, root, NULL, "");
 	fy_parse_document_destroy(fyp, doc);
 out:
 	fy_parser_destroy(fyp);
@@ -563,9 +568,12 @@ void nx_conf_free(struct nx_conf *c)
 	nx_mem_free(NX_OWNER_config, c, sizeof(*c));
 }
 
-/* Load from text; relative paths in values resolve against base_dir (absolute). */
+/*
+ * Load from text; relative paths in values resolve against base_dir (absolute). With
+ * refuse_empty, a text without settings is an error rather than the defaults.
+ */
 static int load_text(const char *name, const char *base_dir, const char *yaml, size_t len,
-		     struct nx_conf **out, char *err, size_t errlen)
+		     bool refuse_empty, struct nx_conf **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	if (err && errlen) {
@@ -595,7 +603,22 @@ static int load_text(const char *name, const char *base_dir, const char *yaml, s
 		set_err(&ld, "%s: out of memory", ld.name);
 		goto fail;
 	}
-	rc = walk_text(&ld, yaml, len);
+	bool empty = false;
+	rc = walk_text(&ld, yaml, len, &empty);
+	if (!rc && empty && refuse_empty) {
+		/*
+		 * A config file without a single setting is a truncated or clobbered file far more
+		 * often than a wish for the defaults, and the defaults are not harmless on a box
+		 * that was set up: public upstreams, no lists, no admin password (so the setup
+		 * token comes back for anyone on the LAN). Refused like any bad config, at start
+		 * and on reload; `{}` still asks for the defaults explicitly.
+		 */
+		set_err(&ld,
+			"%s:1:1: the file has no settings (empty, or only comments); write `{}` to "
+			"run with every default",
+			ld.name);
+		rc = NX_ECONFIG;
+	}
 	for (size_t i = 0; !rc && i < nx_conf_n_keys; i++) {
 		if (!seen[i]) {
 			rc = apply_default(&ld, &nx_conf_keys[i]);
@@ -633,7 +656,7 @@ int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct n
 		}
 		return NX_ECONFIG;
 	}
-	return load_text(name, cwd, yaml, len, out, err, errlen);
+	return load_text(name, cwd, yaml, len, false, out, err, errlen);
 }
 
 /* Directory of `path`, absolute (relative paths are taken from the working directory). */
@@ -725,7 +748,7 @@ int nx_conf_load(const char *path, struct nx_conf **out, char *err, size_t errle
 			}
 			rc = NX_ECONFIG;
 		} else {
-			rc = load_text(path, dir, buf, len, out, err, errlen);
+			rc = load_text(path, dir, buf, len, true, out, err, errlen);
 		}
 	}
 	nx_mem_free(NX_OWNER_config, buf, cap);

@@ -310,11 +310,40 @@ static void log_restart_keys(const struct nx_conf *old, const struct nx_conf *c)
 	}
 }
 
+/*
+ * A reload may change the admin password (`nxdns passwd`, the API's password change) but never
+ * remove it: a config rewrite that lost admin.password_hash (a hand edit gone wrong, an old
+ * copy restored) would otherwise open setup mode, whose token is in the log, to anyone who can
+ * reach the admin listener. Removing the password on purpose takes a restart, an act only
+ * someone who controls the service can do; a forgotten password is replaced with
+ * `nxdns passwd` and a reload, no removal needed.
+ */
+static int check_credentials_kept(const struct nx_conf *o, const struct nx_conf *c, char *err,
+				  size_t errlen)
+{
+	if (o->admin_password_hash && !c->admin_password_hash) {
+		snprintf(err, errlen,
+			 "%s: admin.password_hash is gone while the running config has one; a "
+			 "reload never removes the admin password (set a new one with `nxdns "
+			 "passwd`, or restart to remove it on purpose)",
+			 c->path);
+		return NX_ECONFIG;
+	}
+	return 0;
+}
+
 /* SIGHUP and the API's settings changes: load, validate, publish; a bad file changes nothing. */
 int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 {
 	struct nx_conf *c = NULL;
 	int rc = nx_conf_load(d->config_path, &c, err, errlen);
+	if (rc == 0) {
+		rc = check_credentials_kept(d->cur->c, c, err, errlen);
+	}
+	if (rc < 0 && c) {
+		nx_conf_free(c);
+		c = NULL;
+	}
 	if (rc == 0) {
 		rc = nx_up_bootstrap_resolve(c, c->timeout_ms, err, errlen);
 		if (rc < 0) {

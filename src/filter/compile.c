@@ -526,3 +526,45 @@ int nx_filter_meta_bodies_sha256(const char *dir, const char *name, uint8_t out[
 	json_decref(j);
 	return rc == 0 ? 0 : NX_ECORRUPT;
 }
+
+int nx_filter_meta_skips(const char *dir, const char *name, json_t **out)
+{
+	*out = NULL;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.meta", dir, name);
+	json_error_t jerr;
+	json_t *j = json_load_file(path, 0, &jerr);
+	if (!j) {
+		return access(path, F_OK) == 0 ? NX_ECORRUPT : -ENOENT;
+	}
+	json_t *skipped = json_object_get(j, "skipped");
+	json_t *res = json_object();
+	int rc = skipped && json_is_object(skipped) && res ? 0 : NX_ECORRUPT;
+	/* Walk our own reason list, not the file's keys: a reason this build does not know (a
+	 * meta written by a newer one) is left out rather than shown without its words. */
+	for (int s = 1; !rc && s < NX_FILTER_SKIP__COUNT; s++) {
+		const char *reason = nx_filter_skip_name((enum nx_filter_skip)s);
+		json_t *e = json_object_get(skipped, reason);
+		if (!e) {
+			continue;
+		}
+		json_t *count = json_object_get(e, "count");
+		json_t *lines = json_object_get(e, "first_lines");
+		if (!json_is_integer(count) || !json_is_array(lines)) {
+			rc = NX_ECORRUPT;
+			break;
+		}
+		json_t *o = json_pack("{s:O, s:O, s:s}", "count", count, "first_lines", lines,
+				      "help", nx_filter_skip_help((enum nx_filter_skip)s));
+		if (!o || json_object_set_new(res, reason, o)) {
+			rc = -ENOMEM;
+		}
+	}
+	json_decref(j);
+	if (rc) {
+		json_decref(res);
+		return rc;
+	}
+	*out = res;
+	return 0;
+}

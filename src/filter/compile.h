@@ -98,6 +98,14 @@ int nx_filter_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
 /* The bodies_sha256 recorded in <dir>/<name>.meta. Returns 0, -errno, NX_ECORRUPT. */
 int nx_filter_meta_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
 
+/*
+ * The skipped lines per reason recorded in <dir>/<name>.meta: a new JSON object
+ * {reason: {count, first_lines: [1-based line numbers, at most NX_FILTER_SKIP_LINES], help}}
+ * with only the reasons that occurred, in report order; *out is the caller's reference.
+ * Returns 0, -errno (-ENOENT: never compiled), NX_ECORRUPT, -ENOMEM; *out NULL on error.
+ */
+int nx_filter_meta_skips(const char *dir, const char *name, json_t **out);
+
 /* Hex helpers (64 hex chars <-> 32 bytes). */
 void nx_filter_hex(const uint8_t *in, size_t n, char *out);
 int nx_filter_unhex(const char *in, uint8_t *out, size_t n);

@@ -203,7 +203,7 @@ def test_sources_add_refresh_edit_remove(make_upstream, make_nxdns, tmp_path):
     assert (ads["name"], ads["list"], ads["format"]) == ("ads", 3, "domains"), ads
     assert ads["last_error"] == "" and ads["compiled_at"] > 0
 
-    extra = tmp_path / "extra.txt"
+    extra = nx.config_path.parent / "extra.txt"  # API-added paths live beside the config
     extra.write_text("extra-blocked.test\n*.wild-extra.test\n")
     assert not _blocked(nx, "extra-blocked.test")
     gen = nx.metrics().get("nxdns_config_generation")

@@ -64,6 +64,11 @@ BAD = [
      "also listener.dns"),
     ("bad_client_id", "clients:\n  - name: phone\n    ids: [\"id:Phone\"]\n", 3, 11,
      "client id"),
+    # a prefix with host bits set is a typo, not a network: refused, naming the network
+    ("cidr_host_bits", "access:\n  allow:\n    - 10.0.0.1/8\n", 3, 7, "10.0.0.0/8"),
+    ("cidr_host_bits_v6", "access:\n  deny: [\"fd00::1/64\"]\n", 2, 10, "host bits"),
+    ("client_cidr_host_bits", "clients:\n  - name: tv\n    ids: [192.168.1.9/24]\n", 3, 11,
+     "192.168.1.0/24"),
 ]
 
 

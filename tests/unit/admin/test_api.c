@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <limits.h>
 
 #include "base/clock.h"
 #include "fixture.h"
@@ -216,6 +217,56 @@ static void sources_refusals(void **state)
 	refused(f, "PUT", "/api/filter/sources/mine", "{\"groups\": [\"nosuchgroup\"]}",
 		"invalid_setting", "filter.sources");
 	assert_int_equal(f->reloads, 0);
+}
+
+/* Path sources through the API stay inside the config file's directory (or state_dir/lists). */
+static void sources_path_fence(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	char body[2 * PATH_MAX], real[PATH_MAX];
+	assert_non_null(realpath(f->dir, real));
+	static const char *const outside[] = {"/etc/passwd",	   "../nxdns-elsewhere.txt",
+					      "/tmp/../etc/hosts", "sub/../../x.txt",
+					      "nosuchdir/x.txt",   "."};
+	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+		snprintf(body, sizeof(body), "{\"name\": \"x%zu\", \"path\": \"%s\"}", i,
+			 outside[i]);
+		refused(f, "POST", "/api/filter/sources", body, "path_not_allowed", "path");
+	}
+	/* the answer names the allowed directories, in the message and as a list */
+	call(f, &r, "PUT", "/api/filter/sources/mine", "{\"path\": \"/etc/passwd\"}", 400,
+	     "path_not_allowed");
+	assert_non_null(strstr(fx_str(&r, "message"), real));
+	json_t *allowed = json_object_get(r.json, "allowed");
+	assert_true(json_array_size(allowed) >= 1);
+	assert_string_equal(json_string_value(json_array_get(allowed, 0)), real);
+	fx_resp_free(&r);
+	/* a link inside the directory that leads out of it */
+	char link[PATH_MAX + 32];
+	snprintf(link, sizeof(link), "%s/passwd.txt", f->dir);
+	assert_int_equal(symlink("/etc/passwd", link), 0);
+	refused(f, "POST", "/api/filter/sources", "{\"name\": \"l\", \"path\": \"passwd.txt\"}",
+		"path_not_allowed", "path");
+	snprintf(body, sizeof(body), "{\"name\": \"l\", \"path\": \"%s\"}", link);
+	refused(f, "POST", "/api/filter/sources", body, "path_not_allowed", "path");
+	assert_int_equal(f->reloads, 0);
+
+	/* inside: relative, absolute (also through a link to the directory), not yet written */
+	call(f, &r, "POST", "/api/filter/sources", "{\"name\": \"a\", \"path\": \"a.txt\"}", 201,
+	     NULL);
+	fx_resp_free(&r);
+	snprintf(body, sizeof(body), "{\"name\": \"b\", \"path\": \"%s/b.txt\"}", real);
+	call(f, &r, "POST", "/api/filter/sources", body, 201, NULL);
+	fx_resp_free(&r);
+	snprintf(body, sizeof(body), "{\"path\": \"%s/./c.txt\"}", f->dir);
+	call(f, &r, "PUT", "/api/filter/sources/b", body, 200, NULL);
+	fx_resp_free(&r);
+	/* an edit that does not name a path is not checked again */
+	call(f, &r, "PUT", "/api/filter/sources/b", "{\"enabled\": false}", 200, NULL);
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 4);
+	unlink(link);
 }
 
 static void sources_refresh(void **state)
@@ -655,6 +706,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(sources_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(sources_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(sources_refresh, setup, teardown),
+	    cmocka_unit_test_setup_teardown(sources_path_fence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(rules_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(groups_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(clients_round_trip, setup, teardown),

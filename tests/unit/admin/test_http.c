@@ -83,6 +83,29 @@ struct fetch {
 	uv_async_t *wake;
 };
 
+/* An IPv4 connection from 127.0.0.<host> (any loopback address is ours to bind). */
+static int connect_from(uint8_t host, uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	struct sockaddr_in src = {.sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl((INADDR_LOOPBACK & ~0xffu) | host)};
+	struct sockaddr_in dst = {.sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+	    connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int connect_to(int family, uint16_t port)
 {
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -467,14 +490,20 @@ struct flood {
 	uv_async_t *wake;
 };
 
+/* Enough client addresses that the total cap is reached before any per-address one. */
+#define FLOOD_ADDRS                                                                                \
+	((NX_ADMIN_MAX_CONNECTIONS + NX_ADMIN_MAX_CONNECTIONS_PER_ADDR - 1) /                      \
+	 NX_ADMIN_MAX_CONNECTIONS_PER_ADDR)
+
 static void flood_open(void *arg)
 {
 	struct flood *fl = arg;
 	for (int i = 0; i < NX_ADMIN_MAX_CONNECTIONS; i++) {
-		fl->fds[i] = connect_to(AF_INET, fl->port);
+		fl->fds[i] = connect_from((uint8_t)(2 + i % FLOOD_ADDRS), fl->port);
 	}
-	/* accepted in order: this one comes after the cap is reached */
-	int fd = connect_to(AF_INET, fl->port);
+	/* accepted in order: this one comes after the cap is reached (from an address that has
+	 * room of its own) */
+	int fd = connect_from((uint8_t)(2 + FLOOD_ADDRS), fl->port);
 	char b;
 	fl->extra_read = fd < 0 ? 0 : (int)recv(fd, &b, 1, 0);
 	if (fd >= 0) {
@@ -538,6 +567,80 @@ static void connection_cap(void **state)
 		 NX_ADMIN_MAX_CONNECTIONS);
 	assert_non_null(strstr(r.body, want));
 	free(f.response);
+}
+
+/* One address gets NX_ADMIN_MAX_CONNECTIONS_PER_ADDR connections; the next is refused and
+ * counted, while another address still gets in. */
+struct per_addr {
+	uint16_t port;
+	int fds[NX_ADMIN_MAX_CONNECTIONS_PER_ADDR];
+	int extra_read;	 /* recv() on the one over the per-address cap */
+	int other_sent;	 /* the request from another address */
+	char other[256]; /* its answer */
+	atomic_bool opened;
+	atomic_bool done;
+	uv_async_t *wake;
+};
+
+static void per_addr_open(void *arg)
+{
+	struct per_addr *p = arg;
+	for (int i = 0; i < NX_ADMIN_MAX_CONNECTIONS_PER_ADDR; i++) {
+		p->fds[i] = connect_from(9, p->port);
+	}
+	int fd = connect_from(9, p->port);
+	char b;
+	p->extra_read = fd < 0 ? 0 : (int)recv(fd, &b, 1, 0);
+	if (fd >= 0) {
+		close(fd);
+	}
+	fd = connect_from(10, p->port);
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	p->other_sent = fd >= 0 && send_all(fd, req, sizeof(req) - 1);
+	if (fd >= 0) {
+		ssize_t n = recv(fd, p->other, sizeof(p->other) - 1, 0);
+		p->other[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	atomic_store(&p->opened, true);
+	uv_async_send(p->wake);
+}
+
+static void per_addr_close(void *arg)
+{
+	struct per_addr *p = arg;
+	for (int i = 0; i < NX_ADMIN_MAX_CONNECTIONS_PER_ADDR; i++) {
+		if (p->fds[i] >= 0) {
+			close(p->fds[i]);
+		}
+	}
+	atomic_store(&p->done, true);
+	uv_async_send(p->wake);
+}
+
+static void per_address_cap(void **state)
+{
+	struct ctx *c = *state;
+	struct per_addr p = {.port = nx_admin_port(c->admin), .wake = &c->wake};
+	run_with(c, per_addr_open, &p, &p.opened);
+	for (int i = 0; i < NX_ADMIN_MAX_CONNECTIONS_PER_ADDR; i++) {
+		assert_true(p.fds[i] >= 0);
+	}
+	assert_true(p.extra_read <= 0); /* closed without an answer */
+	assert_int_equal(c->admin->ctr[NX_ADMIN_CTR_REF_PER_ADDR], 1);
+	assert_int_equal(c->admin->ctr[NX_ADMIN_CTR_REF_CONN_CAP], 0);
+	assert_true(p.other_sent);
+	assert_non_null(strstr(p.other, "HTTP/1.1 200"));
+	run_with(c, per_addr_close, &p, &p.done);
+	while (c->admin->connections > 0) {
+		uv_run(&c->loop, UV_RUN_ONCE);
+	}
+	/* the slots are free again: the address is welcome */
+	for (size_t i = 0; i < NX_ARRAY_LEN(c->admin->conns); i++) {
+		assert_false(c->admin->conns[i].used);
+	}
+	/* closed at once, not after the header time-out: not counted as one */
+	assert_int_equal(c->admin->ctr[NX_ADMIN_CTR_REF_HEADER_TIMEOUT], 0);
 }
 
 static void keep_alive_requests(void **state)
@@ -673,6 +776,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(oversized_bodies_are_413, setup, teardown),
 	    cmocka_unit_test_setup_teardown(body_without_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(connection_cap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(per_address_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(keep_alive_requests, setup, teardown),
 	    cmocka_unit_test_setup_teardown(idle_server_sleeps, setup, teardown),
 	    cmocka_unit_test(bind_conflict),

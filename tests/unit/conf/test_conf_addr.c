@@ -84,13 +84,13 @@ static void test_cidr_parse(void **state)
 {
 	(void)state;
 	struct nx_cidr c;
-	assert_int_equal(nx_cidr_parse("10.1.2.3/8", &c), 0);
+	assert_int_equal(nx_cidr_parse("10.0.0.0/8", &c), 0);
 	assert_int_equal(c.family, AF_INET);
 	assert_int_equal(c.prefix, 8);
 	static const uint8_t ten[16] = {10};
-	assert_memory_equal(c.addr, ten, 16); /* host bits cleared */
+	assert_memory_equal(c.addr, ten, 16);
 
-	assert_int_equal(nx_cidr_parse("172.31.255.255/12", &c), 0);
+	assert_int_equal(nx_cidr_parse("172.16.0.0/12", &c), 0);
 	static const uint8_t b172[16] = {172, 16};
 	assert_memory_equal(c.addr, b172, 16);
 
@@ -99,7 +99,7 @@ static void test_cidr_parse(void **state)
 	assert_int_equal(nx_cidr_parse("0.0.0.0/0", &c), 0);
 	assert_int_equal(c.prefix, 0);
 
-	assert_int_equal(nx_cidr_parse("2001:db8:ffff::1/33", &c), 0);
+	assert_int_equal(nx_cidr_parse("2001:db8:8000::/33", &c), 0);
 	assert_int_equal(c.family, AF_INET6);
 	assert_int_equal(c.prefix, 33);
 	static const uint8_t db8[16] = {0x20, 0x01, 0x0d, 0xb8, 0x80};
@@ -121,6 +121,39 @@ static void test_cidr_parse(void **state)
 			fail_msg("accepted '%s'", bad[i]);
 		}
 	}
+}
+
+/* Host bits past the prefix are refused with the network they would have meant, not masked. */
+static void test_cidr_host_bits(void **state)
+{
+	(void)state;
+	struct nx_cidr c;
+	assert_int_equal(nx_cidr_parse("10.0.0.1/8", &c), NX_ECONFIG);
+	assert_int_equal(nx_cidr_parse("172.31.255.255/12", &c), NX_ECONFIG);
+	assert_int_equal(nx_cidr_parse("2001:db8:ffff::1/33", &c), NX_ECONFIG);
+	/* The loader says where and what the network would have been. */
+	load_bad("access:\n  allow: [10.0.0.1/8]\n",
+		 "t.yaml:2:11: access.allow[0]: bad prefix '10.0.0.1/8': host bits are set past "
+		 "the prefix length (the network is 10.0.0.0/8; a single host has no /prefix)");
+	load_bad("access:\n  deny:\n    - 192.168.0.0/16\n    - \"2001:db8:ffff::1/33\"\n",
+		 "t.yaml:4:7: access.deny[1]: bad prefix '2001:db8:ffff::1/33': host bits are set "
+		 "past the prefix length (the network is 2001:db8:8000::/33; a single host has no "
+		 "/prefix)");
+	load_bad("clients:\n  - name: kid\n    ids: [192.168.1.7/24]\n",
+		 "t.yaml:3:11: clients[0].ids[0]: bad address '192.168.1.7/24': host bits are set "
+		 "past the prefix length (the network is 192.168.1.0/24; a single host has no "
+		 "/prefix)");
+
+	/* The last bit inside the prefix is the address's, the first one past it is not. */
+	assert_int_equal(nx_cidr_parse("192.168.1.128/25", &c), 0);
+	assert_int_equal(nx_cidr_parse("192.168.1.64/25", &c), NX_ECONFIG);
+	assert_int_equal(nx_cidr_parse("fd00::1/128", &c), 0);
+	assert_int_equal(nx_cidr_parse("fd00::1/127", &c), NX_ECONFIG);
+	assert_int_equal(nx_cidr_parse("::ffff:192.168.0.1/112", &c), NX_ECONFIG);
+	assert_int_equal(nx_cidr_parse("1.2.3.4/0", &c), NX_ECONFIG);
+	/* A bare address is a host route, never "host bits set". */
+	assert_int_equal(nx_cidr_parse("10.0.0.1", &c), 0);
+	assert_int_equal(c.prefix, 32);
 }
 
 static void test_cidr_contains(void **state)
@@ -227,8 +260,8 @@ static void test_acl_lists(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_addr_parse),  T(test_cidr_parse), T(test_cidr_contains),
-		T(test_acl_builtin), T(test_acl_lists),
+	    T(test_addr_parse),	   T(test_cidr_parse),	T(test_cidr_host_bits),
+	    T(test_cidr_contains), T(test_acl_builtin), T(test_acl_lists),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,6 +310,51 @@ static void test_refuse_below(void **state)
 	assert_null(tmp);
 }
 
+/* The skip reasons as the list status reads them back from the meta. */
+static void test_meta_skips(void **state)
+{
+	const char *dir = *state;
+	struct nx_filter_compile_report rep;
+	assert_int_equal(compile_text(dir, "mixed", mixed, NX_FILTER_FMT_AUTO, 0, &rep), 0);
+	json_t *s = NULL;
+	assert_int_equal(nx_filter_meta_skips(dir, "mixed", &s), 0);
+	assert_non_null(s);
+	/* exactly the reasons that occurred, each with the report's count and lines */
+	assert_int_equal(json_object_size(s), 5);
+	uint64_t total = 0;
+	const char *k;
+	json_t *e;
+	json_object_foreach(s, k, e)
+	{
+		total += (uint64_t)json_integer_value(json_object_get(e, "count"));
+		assert_non_null(json_string_value(json_object_get(e, "help")));
+	}
+	assert_int_equal(total, rep.skipped_total);
+	json_t *loc = json_object_get(s, "localhost");
+	assert_int_equal(json_integer_value(json_object_get(loc, "count")), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(loc, "first_lines"), 0)),
+			 6);
+	assert_string_equal(json_string_value(json_object_get(loc, "help")),
+			    nx_filter_skip_help(NX_FILTER_SKIP_localhost));
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(s, "cosmetic"), "count")), 1);
+	assert_null(json_object_get(s, "ip_rule"));
+	json_decref(s);
+
+	/* never compiled; a meta that is not JSON or lacks the reasons */
+	s = (json_t *)0x1;
+	assert_int_equal(nx_filter_meta_skips(dir, "nothere", &s), -ENOENT);
+	assert_null(s);
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/broken.meta", dir);
+	th_write(path, "{not json", 9);
+	assert_int_equal(nx_filter_meta_skips(dir, "broken", &s), NX_ECORRUPT);
+	assert_null(s);
+	th_write(path, "{\"skipped\": {\"regex\": {\"count\": \"many\"}}}", 41);
+	assert_int_equal(nx_filter_meta_skips(dir, "broken", &s), NX_ECORRUPT);
+	assert_null(s);
+}
+
 static void test_errors(void **state)
 {
 	const char *dir = *state;
@@ -336,6 +381,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_step_hook, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refuse_below, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_meta_skips, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
