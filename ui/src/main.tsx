@@ -61,7 +61,7 @@ function App() {
   return (
     <>
       <a class="skip" href="#main">Skip to content</a>
-      <header class="top">
+      <header class="bar">
         <span class="brand">nxdns</span>
         {view === 'dashboard' && (
           <button type="button" class="ghost" onClick={logout}>

@@ -6,6 +6,9 @@ import { clock, count } from '../format';
 
 const QUERIES = '#2563c9';
 const BLOCKED = '#c2262e';
+// Query counts are integers: no 2.5 tick that would print as "3".
+const INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5,
+  2e5, 5e5, 1e6, 2e6, 5e6, 1e7];
 
 export function HistoryChart({ data, stepS }: { data: Columns; stepS: number }) {
   const box = useRef<HTMLDivElement>(null);
@@ -22,7 +25,8 @@ export function HistoryChart({ data, stepS }: { data: Columns; stepS: number }) 
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
       axes: [
         { values: (_u, ticks) => ticks.map((t) => clock(t * 1000)), stroke: 'currentColor' },
-        { values: (_u, ticks) => ticks.map((t) => count(t)), stroke: 'currentColor', size: 56 },
+        { values: (_u, ticks) => ticks.map((t) => count(t)), stroke: 'currentColor', size: 56,
+          incrs: INTEGER_STEPS },
       ],
       series: [
         { label: 'Time', value: (_u, v) => (v == null ? '–' : clock(v * 1000)) },
