@@ -21,6 +21,8 @@ build: $(BUILD)/build.ninja
 run: bootstrap build
 	mkdir -p var
 	[ -f var/tls/cert.pem ] || ./$(BUILD)/nxdns cert --self-signed var/tls
+	@echo "nxdns web admin: http://$$(awk '/^admin:/ {a = 1; next} /^[^ #]/ {a = 0} \
+		a && $$1 == "listen:" {gsub(/"/, "", $$2); print $$2; exit}' $(CONFIG))/"
 	./$(BUILD)/nxdns serve --config $(CONFIG)
 
 test: bootstrap

@@ -4,6 +4,7 @@
  * with another method answers 405 with Allow.
  */
 #include "admin/impl.h"
+#include "admin/static.h"
 
 const struct nx_admin_route nx_admin_routes[] = {
     {"GET", "/metrics", NX_ADMIN_EXACT, NX_ADMIN_AUTH_METRICS, nx_admin_handle_metrics},
@@ -72,6 +73,10 @@ const struct nx_admin_route nx_admin_routes[] = {
      nx_admin_handle_apple_doh},
     {"GET", "/api/apple/dot.mobileconfig", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
      nx_admin_handle_apple_dot},
+    /* the web admin's embedded files (static.c); open: they hold no data, the API guards it.
+     * No "/" prefix row: unknown paths, /api/ ones above all, stay 404 JSON. */
+    {"GET", "/", NX_ADMIN_EXACT, NX_ADMIN_AUTH_NONE, nx_admin_handle_static},
+    {"GET", "/assets/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_NONE, nx_admin_handle_static},
 };
 const size_t nx_admin_n_routes = sizeof(nx_admin_routes) / sizeof(nx_admin_routes[0]);
 

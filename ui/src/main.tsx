@@ -1,0 +1,93 @@
+// The admin app: which page shows follows the server's auth state (GET /api/auth/status):
+// first start -> setup, no session -> login, else the dashboard. No client-side router: a
+// reload asks the server again, so the page can never disagree with it.
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { Api, describe } from './api';
+import { Setup } from './pages/Setup';
+import { Login } from './pages/Login';
+import { Dashboard } from './pages/Dashboard';
+import 'uplot/dist/uPlot.min.css';
+import './style.css';
+
+type View = 'loading' | 'setup' | 'login' | 'dashboard' | 'error';
+
+const api = new Api();
+
+function App() {
+  const [view, setView] = useState<View>('loading');
+  const [error, setError] = useState('');
+  const [notice, setNotice] = useState('');
+
+  const refresh = async () => {
+    try {
+      const st = await api.status();
+      setView(st.setup_required ? 'setup' : st.authenticated ? 'dashboard' : 'login');
+    } catch (e) {
+      setError(describe(e));
+      setView('error');
+    }
+  };
+
+  useEffect(() => {
+    api.onSessionGone = () => {
+      setNotice('Your session ended: log in again.');
+      void refresh();
+    };
+    void refresh();
+  }, []);
+
+  useEffect(() => {
+    const titles: Record<View, string> = {
+      loading: 'nxdns',
+      setup: 'Set up · nxdns',
+      login: 'Log in · nxdns',
+      dashboard: 'Dashboard · nxdns',
+      error: 'Unreachable · nxdns',
+    };
+    document.title = titles[view];
+  }, [view]);
+
+  const logout = async () => {
+    try {
+      await api.logout();
+    } catch {
+      /* the session is dropped on our side either way */
+    }
+    setNotice('You are logged out.');
+    await refresh();
+  };
+
+  return (
+    <>
+      <a class="skip" href="#main">Skip to content</a>
+      <header class="bar">
+        <span class="brand">nxdns</span>
+        {view === 'dashboard' && (
+          <button type="button" class="ghost" onClick={logout}>
+            Log out
+          </button>
+        )}
+      </header>
+      <main id="main" tabIndex={-1}>
+        {view === 'loading' && <p aria-live="polite">Loading…</p>}
+        {view === 'error' && (
+          <section class="card narrow">
+            <h1>The server is unreachable</h1>
+            <p role="alert">{error}</p>
+            <button type="button" onClick={() => void refresh()}>
+              Try again
+            </button>
+          </section>
+        )}
+        {view === 'setup' && <Setup api={api} onDone={() => { setNotice(''); void refresh(); }} />}
+        {view === 'login' && (
+          <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
+        )}
+        {view === 'dashboard' && <Dashboard api={api} />}
+      </main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);
