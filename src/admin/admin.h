@@ -110,6 +110,13 @@ struct nx_admin_hooks {
  * (except, when libuv cannot watch MHD's epoll fd, two handles already closing: run the loop).
  * `hooks` is copied; NULL means no hooks.
  */
+/*
+ * After a config reload: read tls.cert / tls.key (or the generated pair) again for the admin's
+ * HTTPS; handshakes from then on get it, the listener and its sessions stay. On error the
+ * running certificate is kept (logged) and the error returned. No-op without admin.tls.
+ */
+int nx_admin_tls_reload(struct nx_admin *a);
+
 int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 		   const struct nx_admin_hooks *hooks, struct nx_admin **out);
 

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <sodium.h>
 
 #include "admin/impl.h"
@@ -715,14 +717,94 @@ static int read_pem(const char *path, const char *what, char **out, size_t *len)
 	return 0;
 }
 
+static void pem_free(char **pem, size_t len, bool secret)
+{
+	if (*pem) {
+		if (secret) {
+			sodium_memzero(*pem, len);
+		}
+		nx_mem_free(NX_OWNER_tls, *pem, len + 1);
+		*pem = NULL;
+	}
+}
+
+/*
+ * The certificate MHD hands GnuTLS for each handshake (MHD_OPTION_HTTPS_CERT_CALLBACK), so that
+ * a reload can swap it without restarting the admin server and dropping its sessions. GnuTLS's
+ * callback has no user data and there is one admin server per process: the certificate in use
+ * is this static, touched only on the control thread (MHD runs there).
+ */
+struct admin_cert {
+	gnutls_pcert_st pcert[NX_ADMIN_CERT_CHAIN_MAX];
+	unsigned n;
+	gnutls_privkey_t key;
+	bool loaded;
+};
+static struct admin_cert g_cert;
+
+static void cert_clear(struct admin_cert *k)
+{
+	for (unsigned i = 0; i < k->n; i++) {
+		gnutls_pcert_deinit(&k->pcert[i]);
+	}
+	if (k->key) {
+		gnutls_privkey_deinit(k->key);
+	}
+	memset(k, 0, sizeof(*k));
+}
+
+/* Parse the PEM pair into k; 0 or NX_ECONFIG with the reason logged. */
+static int cert_parse(struct admin_cert *k, const char *cert, size_t clen, const char *key,
+		      size_t klen, const char *cert_path)
+{
+	memset(k, 0, sizeof(*k));
+	gnutls_datum_t cd = {.data = (unsigned char *)cert, .size = (unsigned)clen};
+	gnutls_datum_t kd = {.data = (unsigned char *)key, .size = (unsigned)klen};
+	k->n = NX_ADMIN_CERT_CHAIN_MAX;
+	int g = gnutls_pcert_list_import_x509_raw(k->pcert, &k->n, &cd, GNUTLS_X509_FMT_PEM, 0);
+	if (g < 0) {
+		k->n = 0;
+		nx_log(NX_LOG_ERR, "admin", "%s: %s", cert_path, gnutls_strerror(g));
+		return NX_ECONFIG;
+	}
+	g = gnutls_privkey_init(&k->key);
+	if (g == 0) {
+		g = gnutls_privkey_import_x509_raw(k->key, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+	}
+	if (g < 0) {
+		nx_log(NX_LOG_ERR, "admin", "the key of %s: %s", cert_path, gnutls_strerror(g));
+		cert_clear(k);
+		return NX_ECONFIG;
+	}
+	k->loaded = true;
+	return 0;
+}
+
+static int cert_retrieve(gnutls_session_t s, const gnutls_datum_t *req_ca, int n_req,
+			 const gnutls_pk_algorithm_t *algos, int n_algos, gnutls_pcert_st **pcert,
+			 unsigned int *pcert_len, gnutls_privkey_t *key)
+{
+	(void)s;
+	(void)req_ca;
+	(void)n_req;
+	(void)algos;
+	(void)n_algos;
+	if (!g_cert.loaded) {
+		return -1;
+	}
+	*pcert = g_cert.pcert;
+	*pcert_len = g_cert.n;
+	*key = g_cert.key;
+	return 0;
+}
+
 static void tls_free(struct nx_admin *a)
 {
-	if (a->tls_key) {
-		sodium_memzero(a->tls_key, a->tls_key_len);
-		nx_mem_free(NX_OWNER_tls, a->tls_key, a->tls_key_len + 1);
+	pem_free(&a->tls_key, a->tls_key_len, true);
+	pem_free(&a->tls_cert, a->tls_cert_len, false);
+	if (a->tls) {
+		cert_clear(&g_cert);
 	}
-	nx_mem_free(NX_OWNER_tls, a->tls_cert, a->tls_cert ? a->tls_cert_len + 1 : 0);
-	a->tls_key = a->tls_cert = NULL;
 }
 
 /*
@@ -771,20 +853,51 @@ static int tls_load(struct nx_admin *a)
 		rc = tls_generated(c, &gcert, &gkey);
 	}
 	const char *cert = gcert ? gcert : c->tls_cert, *key = gkey ? gkey : c->tls_key;
+	char *cpem = NULL, *kpem = NULL;
+	size_t clen = 0, klen = 0;
 	if (!rc) {
-		rc = read_pem(cert, "certificate", &a->tls_cert, &a->tls_cert_len);
+		rc = read_pem(cert, "certificate", &cpem, &clen);
 	}
 	if (!rc) {
-		rc = read_pem(key, "key", &a->tls_key, &a->tls_key_len);
+		rc = read_pem(key, "key", &kpem, &klen);
+	}
+	struct admin_cert k;
+	if (!rc) {
+		rc = cert_parse(&k, cpem, clen, kpem, klen, cert);
 	}
 	free(gcert);
 	free(gkey);
 	if (rc) {
-		tls_free(a);
+		pem_free(&kpem, klen, true);
+		pem_free(&cpem, clen, false);
 		return rc;
 	}
-	a->tls = true;
-	a->conn_charge += NX_ADMIN_TLS_CONN_OVERHEAD_BYTES;
+	/* Swap: handshakes from now on get the new pair; the old one is released. The PEM copies
+	 * stay (charged to NX_OWNER_tls) as the measure of what the parsed pair holds. */
+	tls_free(a);
+	g_cert = k;
+	a->tls_cert = cpem;
+	a->tls_cert_len = clen;
+	a->tls_key = kpem;
+	a->tls_key_len = klen;
+	if (!a->tls) {
+		a->tls = true;
+		a->conn_charge += NX_ADMIN_TLS_CONN_OVERHEAD_BYTES;
+	}
+	return 0;
+}
+
+int nx_admin_tls_reload(struct nx_admin *a)
+{
+	if (!a || !a->tls) {
+		return 0; /* plain HTTP: admin.tls itself needs a restart */
+	}
+	int rc = tls_load(a);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "admin", "reload: keeping the HTTPS certificate in use");
+		return rc;
+	}
+	nx_log(NX_LOG_INFO, "admin", "reload: HTTPS certificate reloaded");
 	return 0;
 }
 
@@ -815,10 +928,9 @@ int nx_admin_start(uv_loop_t *loop, const struct nx_addr *listen,
 	if (listen->ss.ss_family == AF_INET6) {
 		flags |= MHD_USE_DUAL_STACK;
 	}
-	/* The certificate and key are only read by MHD; they stay ours until stop. */
+	/* The certificate comes from cert_retrieve at each handshake, so a reload can swap it. */
 	struct MHD_OptionItem tls_opts[] = {
-	    {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
-	    {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
+	    {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_retrieve},
 	    {MHD_OPTION_END, 0, NULL},
 	};
 	if (a->tls) {

@@ -70,6 +70,7 @@ enum nx_admin_counter {
 /* Estimated GnuTLS session per HTTPS connection (record buffers, handshake state). */
 #define NX_ADMIN_TLS_CONN_OVERHEAD_BYTES (40 * 1024)
 #define NX_ADMIN_TLS_FILE_MAX (256 * 1024) /* bytes of a PEM certificate chain or key */
+#define NX_ADMIN_CERT_CHAIN_MAX 8          /* certificates of the chain served (leaf + CAs) */
 
 /* ---- authentication state (auth.c) --------------------------------------------------------- */
 

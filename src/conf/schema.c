@@ -186,7 +186,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "listeners read it at start and on every reload (SIGHUP): a changed "
 		       "certificate is served to the connections accepted from then on, without "
 		       "dropping the listeners, and one that cannot be loaded keeps the running one "
-		       "(the log says why). The admin's HTTPS reads it at start. The log names the "
+		       "(the log says why); the admin's HTTPS (`admin.tls`) likewise. The log names the "
 		       "certificate in use and its SPKI pin (`pin-sha256: ...`, as `kdig +tls-pin` "
 		       "takes it).",
 	},

@@ -366,6 +366,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 	}
 	apply_log_level(c);
 	publish(d, r);
+	nx_admin_tls_reload(d->admin);
 	nx_daemon_qlog_reconfigure(d);
 	nx_daemon_sync_lists(d, 0);
 	nx_stat_inc(NX_STAT_RELOADS_OK);

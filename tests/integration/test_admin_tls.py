@@ -72,3 +72,63 @@ def test_admin_https_with_generated_certificate(make_nxdns):
     with socket.create_connection(("127.0.0.1", doh), timeout=5) as s:
         with ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
             assert t.getpeercert(binary_form=True) == ssl.PEM_cert_to_DER_cert(before.decode())
+
+
+def _served(port):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        with ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
+            return t.getpeercert(binary_form=True)
+
+
+def test_admin_certificate_swapped_on_sighup(make_nxdns, tmp_path):
+    """tls.cert and tls.key are read again on SIGHUP for the admin's HTTPS too: connections
+    from then on get the new certificate, the listener and its sessions stay; a broken pair
+    keeps the old one and the log says why."""
+    from harness import self_signed_pair
+    import shutil
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    cert_a, key_a = self_signed_pair(a_dir)
+    cert_b, key_b = self_signed_pair(b_dir)
+    live = tmp_path / "live"
+    live.mkdir()
+    shutil.copy(cert_a, live / "cert.pem")
+    shutil.copy(key_a, live / "key.pem")
+    admin = free_port(v6=False, udp=False)
+    nx = start_nx(make_nxdns, start=False, config={
+        "admin": {"listen": f"127.0.0.1:{admin}", "tls": True},
+        "tls": {"cert": str(live / "cert.pem"), "key": str(live / "key.pem")}})
+    nx.start(wait=False)
+    _wait_https(nx, admin, live / "cert.pem")
+    der_a = ssl.PEM_cert_to_DER_cert(cert_a.read_text())
+    der_b = ssl.PEM_cert_to_DER_cert(cert_b.read_text())
+    assert _served(admin) == der_a
+    st, h, body = _https(admin, cert_a, "POST", "/api/auth/login", {"password": PASSWORD})
+    assert st == 200, body
+    cookie = h["set-cookie"].split(";", 1)[0]
+    shutil.copy(cert_b, live / "cert.pem")
+    shutil.copy(key_b, live / "key.pem")
+    nx.reload()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _served(admin) != der_b:
+        time.sleep(0.1)
+    assert _served(admin) == der_b, nx.log()
+    assert "HTTPS certificate reloaded" in nx.log()
+    # the session made before the swap still works over a connection with the new certificate
+    ctx = ssl.create_default_context(cafile=str(cert_b))
+    c = http.client.HTTPSConnection("127.0.0.1", admin, context=ctx, timeout=5)
+    c.request("GET", "/api/auth/status", headers={"Cookie": cookie})
+    r = c.getresponse()
+    status = json.loads(r.read())
+    c.close()
+    assert r.status == 200 and status.get("authenticated") is True, status
+    # a broken pair: the running certificate stays
+    (live / "cert.pem").write_text("not a certificate\n")
+    nx.reload()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and "keeping the HTTPS certificate in use" not in nx.log():
+        time.sleep(0.1)
+    assert "keeping the HTTPS certificate in use" in nx.log()
+    assert _served(admin) == der_b
