@@ -197,11 +197,11 @@ start_dnsdist() {
 }
 
 probe=$(head -n1 "$BL/probe" | awk '{print $1}')
+need_free_port $((BASE + 20))   # nxdns's admin listener (/metrics for the ledger)
 for s in $SERVERS; do
 	for p in "${PLAIN[$s]}" "${DOT[$s]}" "${DOH[$s]}"; do need_free_port "$p"; done
 	"start_$s"
 done
-need_free_port $((BASE + 20)) 2>/dev/null || true
 for s in $SERVERS; do
 	wait_blocked "${PLAIN[$s]}" "$probe" 120 "${PIDS[$s]}" ||
 		{ tail -5 "$OUT/$s/log" >&2; die "$s not serving blocked names after 120 s (see $OUT/$s/log)"; }
