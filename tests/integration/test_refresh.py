@@ -93,7 +93,9 @@ def test_download_errors_keep_the_last_good_list(listserver, make_upstream, make
     wait_downloads(nx, "ok", 1)
     (first,) = srv.requests("/list.txt")
     assert "if-none-match" not in first.headers, "nothing on disk yet: no conditional GET"
-    assert blocked(nx, "n1.refresh.test") and blocked(nx, f"n{N_GOOD - 1}.refresh.test")
+    # The download is counted before its list is compiled and swapped in: wait for that.
+    assert wait_until(lambda: blocked(nx, "n1.refresh.test"), timeout=10)
+    assert blocked(nx, f"n{N_GOOD - 1}.refresh.test")
     assert blocked(nx, "a.wild-n.refresh.test")
     m = nx.metrics()
     assert m.get("nxdns_filter_source_names", source="remote", body="list") == N_GOOD + 1
@@ -142,7 +144,8 @@ def test_download_errors_keep_the_last_good_list(listserver, make_upstream, make
     refresh(nx, srv, "/list.txt", 5)
     wait_downloads(nx, "ok", 4)
     assert wait_until(lambda: metric(nx, "nxdns_filter_snapshot_generation") > gen, 5)
-    assert blocked(nx, "m1.refresh.test") and blocked(nx, "a.wild-m.refresh.test")
+    assert wait_until(lambda: blocked(nx, "m1.refresh.test"), timeout=10)
+    assert blocked(nx, "a.wild-m.refresh.test")
     assert not blocked(nx, "n1.refresh.test"), "the new good list replaces the old one"
     meta = json.loads((state / "remote.meta").read_text())
     assert meta["skipped_total"] == len(junk), meta["skipped"]
@@ -167,7 +170,8 @@ def test_hung_list_server_does_not_stop_dns(listserver, make_upstream, make_nxdn
     up = make_upstream()
     nx = start_nx(make_nxdns, [up], url_config(srv.url("/h.txt")))
     wait_downloads(nx, "ok", 1)
-    assert blocked(nx, "h3.refresh.test")
+    # The download is counted before its list is compiled and swapped in: wait for that.
+    assert wait_until(lambda: blocked(nx, "h3.refresh.test"), timeout=10)
     # The download now hangs (its timeout is 120 s); DNS answers meanwhile, from the old list.
     srv.hang("/h.txt")
     refresh(nx, srv, "/h.txt", 2)
@@ -200,7 +204,8 @@ def test_not_modified_rebuilds_nothing_and_restart_maps(listserver, make_upstrea
     up = make_upstream()
     nx1 = start_nx(make_nxdns, [up], url_config(srv.url("/l.txt")), name="first")
     wait_downloads(nx1, "ok", 1)
-    assert blocked(nx1, "k5.refresh.test")
+    # The download is counted before its list is compiled and swapped in: wait for that.
+    assert wait_until(lambda: blocked(nx1, "k5.refresh.test"), timeout=10)
     assert "snapshot built" in nx1.log()
     assert nx1.stop() == 0
 
