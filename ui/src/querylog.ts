@@ -32,11 +32,13 @@ export interface Filter {
   client: string;
   name: string;
   status: string; // all | blocked | allowed | cached | forwarded | local
+  proto: string; // '' = any, else udp | tcp | dot | doh
   from: number;
   to: number;
 }
 
 export const STATUSES = ['all', 'blocked', 'allowed', 'cached', 'forwarded', 'local'] as const;
+export const PROTOS = ['udp', 'tcp', 'dot', 'doh'] as const; // src/querylog NX_QLOG_PROTOS
 export const PAGE_SIZE = 50; // rows per history page: one screen on a desktop, cheap to read
 export const LIVE_MAX = 200; // rows the live view keeps: a minute of a busy home, bounded
 
@@ -46,6 +48,7 @@ export function queriesUrl(f: Filter, cursor: string | null, limit = PAGE_SIZE):
   if (f.client.trim()) p.set('client', f.client.trim());
   if (f.name.trim()) p.set('name', f.name.trim().toLowerCase());
   if (f.status && f.status !== 'all') p.set('status', f.status);
+  if (f.proto) p.set('proto', f.proto);
   if (f.from > 0) p.set('from', String(f.from));
   if (f.to > 0) p.set('to', String(f.to));
   if (cursor) p.set('cursor', cursor);
@@ -138,6 +141,7 @@ export function matches(r: QueryRow, f: Filter): boolean {
   if (f.name.trim() && !r.name.includes(f.name.trim().toLowerCase())) return false;
   if (f.from > 0 && r.ts < f.from) return false;
   if (f.to > 0 && r.ts >= f.to) return false;
+  if (f.proto && r.proto !== f.proto) return false;
   switch (f.status) {
     case 'blocked':
       return r.action === 'block';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, Browser, BrowserContext, Page } from 'playwright-core';
 import axe from 'axe-core';
-import { Daemon, FakeUpstream, UPSTREAM_A, query } from './harness';
+import { Daemon, FakeUpstream, UPSTREAM_A, query, queryTcp } from './harness';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const BIN = path.resolve(ROOT, process.env.NXDNS_BIN ?? 'build/nxdns');
@@ -91,7 +91,8 @@ afterAll(async () => {
 describe('query log page', () => {
   it('lists the queries sent over DNS, newest first, and says why each was blocked', async () => {
     for (const name of [...ALLOWED, ...BLOCKED]) {
-      const r = await query(nx.dnsPort, name);
+      // site2 over TCP: the protocol filter has one row to find
+      const r = await (name === 'site2.e2e.test' ? queryTcp : query)(nx.dnsPort, name);
       expect(r.a, name).toEqual([BLOCKED.includes(name) ? BLOCK_A : UP_A]);
     }
     await page.goto(nx.base + '/');
@@ -114,7 +115,7 @@ describe('query log page', () => {
     await axeCheck('querylog');
   });
 
-  it('filters by name, status, client and time range', async () => {
+  it('filters by name, status, protocol, client and time range', async () => {
     await page.getByLabel('Name contains').fill('tracker');
     await page.getByRole('button', { name: 'Search' }).click();
     await expect.poll(rowNames).toEqual(['tracker.e2e.test']);
@@ -128,6 +129,14 @@ describe('query log page', () => {
     await expect.poll(rowNames).toEqual([...ALLOWED].reverse());
 
     await page.getByLabel('Status').selectOption('all');
+    await page.getByLabel('Protocol').selectOption('tcp');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(rowNames).toEqual(['site2.e2e.test']);
+    expect(await row('site2.e2e.test').innerText()).toContain('TCP A');
+    await page.getByLabel('Protocol').selectOption('udp');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(rowNames).toEqual(['tracker.e2e.test', 'ads.e2e.test', 'site1.e2e.test', 'site0.e2e.test']);
+    await page.getByLabel('Protocol').selectOption('');
     await page.getByLabel('Client address').fill('127.0.0.2');
     await page.getByRole('button', { name: 'Search' }).click();
     await expect.poll(() => page.locator('#qlist-h ~ p, section .muted').allInnerTexts())
@@ -139,13 +148,13 @@ describe('query log page', () => {
     // a window that ended an hour ago holds nothing; "To" before "From" is refused at the field
     const ago = new Date(Date.now() - 3600_000);
     const local = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
-    await page.getByLabel('To').fill(local(ago));
+    await page.getByLabel('To', { exact: true }).fill(local(ago));
     await page.getByRole('button', { name: 'Search' }).click();
     await expect.poll(async () => (await rowNames()).length).toBe(0);
-    await page.getByLabel('From').fill(local(new Date()));
+    await page.getByLabel('From', { exact: true }).fill(local(new Date()));
     await page.getByRole('button', { name: 'Search' }).click();
     await expect.poll(() => page.locator('#q-to-err').innerText()).toContain('must be after');
-    expect(await page.getByLabel('To').getAttribute('aria-invalid')).toBe('true');
+    expect(await page.getByLabel('To', { exact: true }).getAttribute('aria-invalid')).toBe('true');
     await shoot('querylog-filter-error');
     await page.getByRole('button', { name: 'Clear' }).click();
     await expect.poll(async () => (await rowNames()).length).toBe(ALLOWED.length + BLOCKED.length);

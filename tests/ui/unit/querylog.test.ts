@@ -4,7 +4,7 @@ import {
   ruleFor, statusWord, timeOfDay,
 } from '../../../ui/src/querylog';
 
-const NONE: Filter = { client: '', name: '', status: 'all', from: 0, to: 0 };
+const NONE: Filter = { client: '', name: '', status: 'all', proto: '', from: 0, to: 0 };
 
 function row(o: Partial<QueryRow> = {}): QueryRow {
   return {
@@ -18,10 +18,10 @@ describe('queriesUrl', () => {
   it('sends only the fields set, trimmed, the name in lower case', () => {
     expect(queriesUrl(NONE, null)).toBe('/api/queries?limit=50');
     const u = new URL(queriesUrl({ client: ' 10.0.0.2 ', name: ' Ads.Example ', status: 'blocked',
-      from: 1000, to: 2000 }, '1699.42', 10), 'http://x');
+      proto: 'doh', from: 1000, to: 2000 }, '1699.42', 10), 'http://x');
     expect(u.pathname).toBe('/api/queries');
     expect(Object.fromEntries(u.searchParams)).toEqual({
-      client: '10.0.0.2', name: 'ads.example', status: 'blocked', from: '1000', to: '2000',
+      client: '10.0.0.2', name: 'ads.example', status: 'blocked', proto: 'doh', from: '1000', to: '2000',
       cursor: '1699.42', limit: '10',
     });
   });
@@ -115,6 +115,8 @@ describe('live stream', () => {
     expect(matches(row(), { ...NONE, from: ts, to: ts + 1 })).toBe(true);
     expect(matches(row(), { ...NONE, from: ts + 1 })).toBe(false);
     expect(matches(row(), { ...NONE, to: ts })).toBe(false);
+    expect(matches(row(), { ...NONE, proto: 'udp' })).toBe(true);
+    expect(matches(row(), { ...NONE, proto: 'tcp' })).toBe(false);
   });
 });
 

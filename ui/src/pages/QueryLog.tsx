@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api, ApiError, describe } from '../api';
 import {
-  Filter, QueryPage, QueryRow, Rule, STATUSES, explain, isBlocked, localTimeMs, matches,
+  Filter, PROTOS, QueryPage, QueryRow, Rule, STATUSES, explain, isBlocked, localTimeMs, matches,
   parseLive, pushLive, queriesUrl, ruleFor, statusWord, timeOfDay,
 } from '../querylog';
 import '../querylog.css';
@@ -18,7 +18,7 @@ interface Done {
   ours: boolean; // false when the rule was already there: undo must not remove it
 }
 
-const EMPTY: Filter = { client: '', name: '', status: 'all', from: 0, to: 0 };
+const EMPTY: Filter = { client: '', name: '', status: 'all', proto: '', from: 0, to: 0 };
 
 function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: QueryRow) => void }) {
   const word = statusWord(r);
@@ -46,7 +46,7 @@ function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: Quer
 
 export function QueryLog({ api }: { api: Api }) {
   const [mode, setMode] = useState<Mode>('history');
-  const [form, setForm] = useState({ client: '', name: '', status: 'all', from: '', to: '' });
+  const [form, setForm] = useState({ client: '', name: '', status: 'all', proto: '', from: '', to: '' });
   const [filter, setFilter] = useState<Filter>(EMPTY);
   const [page, setPage] = useState<QueryPage | null>(null);
   const [cursors, setCursors] = useState<(string | null)[]>([null]); // the pages walked so far
@@ -107,12 +107,12 @@ export function QueryLog({ api }: { api: Api }) {
     if (form.to && !to) { setFieldErr({ field: 'to', msg: 'not a date and time' }); return; }
     if (from && to && to <= from) { setFieldErr({ field: 'to', msg: '“To” must be after “From”.' }); return; }
     setFieldErr(null);
-    setFilter({ client: form.client, name: form.name, status: form.status, from, to });
+    setFilter({ client: form.client, name: form.name, status: form.status, proto: form.proto, from, to });
     setCursors([null]);
   };
 
   const clear = () => {
-    setForm({ client: '', name: '', status: 'all', from: '', to: '' });
+    setForm({ client: '', name: '', status: 'all', proto: '', from: '', to: '' });
     setFieldErr(null);
     setFilter(EMPTY);
     setCursors([null]);
@@ -189,6 +189,14 @@ export function QueryLog({ api }: { api: Api }) {
           <select id="q-status" value={form.status}
             onChange={(e) => setForm({ ...form, status: (e.currentTarget as HTMLSelectElement).value })}>
             {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+          </select>
+        </div>
+        <div class="field">
+          <label for="q-proto">Protocol</label>
+          <select id="q-proto" value={form.proto}
+            onChange={(e) => setForm({ ...form, proto: (e.currentTarget as HTMLSelectElement).value })}>
+            <option value="">any</option>
+            {PROTOS.map((s) => <option key={s} value={s}>{s.toUpperCase()}</option>)}
           </select>
         </div>
         {input('from', 'From', 'datetime-local')}
