@@ -110,9 +110,41 @@ export interface Rule {
   rule: string;
 }
 
-/** The rule one click makes: a blocked name gets an allow rule, any other a deny rule. */
-export function ruleFor(r: QueryRow): Rule {
-  return { list: isBlocked(r) ? 'allow' : 'deny', rule: r.name.replace(/\.$/, '').toLowerCase() };
+/** What one click does to the user rules: POST (add) or DELETE (remove) /api/filter/rules. */
+export interface Change {
+  op: 'add' | 'remove';
+  rule: Rule;
+}
+
+/** The click a row offers: a blocked name gets an allow rule (an allow rule wins over lists
+ * and deny rules alike); a name the user's own allow rule let through loses that rule (a deny
+ * rule could not win over it); any other name gets a deny rule. */
+export function changeFor(r: QueryRow): Change {
+  const name = r.name.replace(/\.$/, '').toLowerCase();
+  if (isBlocked(r)) return { op: 'add', rule: { list: 'allow', rule: name } };
+  if (r.reason === 'user_allow' && r.source) return { op: 'remove', rule: { list: 'allow', rule: r.source } };
+  return { op: 'add', rule: { list: 'deny', rule: name } };
+}
+
+/** Undo: the same rule, the other way. */
+export function invert(c: Change): Change {
+  return { op: c.op === 'add' ? 'remove' : 'add', rule: c.rule };
+}
+
+/** The button's text and its accessible name (which says which name or rule it acts on). */
+export function buttonText(c: Change, r: QueryRow): { text: string; label: string } {
+  if (c.op === 'remove') return { text: 'Remove rule', label: `Remove your allow rule ${c.rule.rule}` };
+  return c.rule.list === 'allow'
+    ? { text: 'Allow', label: `Allow ${r.name}` }
+    : { text: 'Block', label: `Block ${r.name}` };
+}
+
+/** The notice once a change is made. */
+export function changeText(c: Change): string {
+  if (c.op === 'remove') return `Removed your ${c.rule.list} rule ${c.rule.rule}.`;
+  return c.rule.list === 'allow'
+    ? `Allowed ${c.rule.rule}: it resolves from now on.`
+    : `Blocked ${c.rule.rule} from now on.`;
 }
 
 /** One SSE `data:` payload as a row; null for anything that is not one (keepalives are

@@ -185,6 +185,37 @@ describe('query log page', () => {
     await resolvesTo('site1.e2e.test', UP_A);
   });
 
+  it('a name your allow rule let through offers to remove that rule, with undo', async () => {
+    const allowRules = async () => (await (await ctx.request.get(`${nx.base}/api/filter/rules`)).json()).allow;
+    await page.getByLabel('Name contains').fill('ads');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByRole('button', { name: 'Allow ads.e2e.test' }).first().click();
+    await expect.poll(() => page.getByTestId('rule-notice').innerText()).toContain('Allowed ads.e2e.test');
+    await resolvesTo('ads.e2e.test', UP_A); // these answers are logged as the user rule's
+    await expect.poll(async () => {
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.waitForTimeout(300);
+      return row('ads.e2e.test').first().innerText();
+    }, { timeout: 20_000, interval: 500 }).toContain('Allowed by your rule “ads.e2e.test”.');
+    await shoot('querylog-user-rule');
+
+    const remove = page.getByRole('button', { name: 'Remove your allow rule ads.e2e.test' }).first();
+    await remove.click();
+    await expect.poll(() => page.getByTestId('rule-notice').innerText())
+      .toContain('Removed your allow rule ads.e2e.test.');
+    expect(await allowRules()).toEqual([]);
+    await resolvesTo('ads.e2e.test', BLOCK_A);
+    await page.getByRole('button', { name: 'Undo' }).click();
+    await expect.poll(() => page.getByTestId('rule-notice').innerText()).toContain('Undone: Allowed ads.e2e.test');
+    expect(await allowRules()).toEqual(['ads.e2e.test']);
+    await resolvesTo('ads.e2e.test', UP_A);
+
+    await remove.click(); // and leave the rules as they were
+    await expect.poll(() => page.getByTestId('rule-notice').innerText()).toContain('Removed');
+    await resolvesTo('ads.e2e.test', BLOCK_A);
+    await page.getByRole('button', { name: 'Clear' }).click();
+  });
+
   it('pages through more queries than one page holds', async () => {
     for (const name of PAGED) {
       await query(nx.dnsPort, name);

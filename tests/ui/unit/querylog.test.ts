@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   Filter, LIVE_MAX, QueryRow, explain, localTimeMs, matches, parseLive, pushLive, queriesUrl,
-  ruleFor, statusWord, timeOfDay,
+  buttonText, changeFor, changeText, invert, statusWord, timeOfDay,
 } from '../../../ui/src/querylog';
 
 const NONE: Filter = { client: '', name: '', status: 'all', proto: '', from: 0, to: 0 };
@@ -69,15 +69,35 @@ describe('explain', () => {
   });
 });
 
-describe('statusWord and ruleFor', () => {
+describe('statusWord and the one-click change', () => {
   it('blocked rows get an allow rule for the queried name, others a deny rule', () => {
     const b = row({ action: 'block', reason: 'blocklist_domain', name: 'Ads.Example.org.', matched: 'example.org' });
     expect(statusWord(b)).toBe('blocked');
-    expect(ruleFor(b)).toEqual({ list: 'allow', rule: 'ads.example.org' });
+    const c = changeFor(b);
+    expect(c).toEqual({ op: 'add', rule: { list: 'allow', rule: 'ads.example.org' } });
+    expect(buttonText(c, b)).toEqual({ text: 'Allow', label: 'Allow Ads.Example.org.' });
+    expect(changeText(c)).toBe('Allowed ads.example.org: it resolves from now on.');
     expect(statusWord(row())).toBe('forwarded');
     expect(statusWord(row({ cached: true }))).toBe('cached');
     expect(statusWord(row({ action: 'local' }))).toBe('local');
-    expect(ruleFor(row({ name: 'site.example' }))).toEqual({ list: 'deny', rule: 'site.example' });
+    const f = row({ name: 'site.example' });
+    expect(changeFor(f)).toEqual({ op: 'add', rule: { list: 'deny', rule: 'site.example' } });
+    expect(buttonText(changeFor(f), f).label).toBe('Block site.example');
+    // a user deny rule is beaten by an allow rule: still "allow"
+    expect(changeFor(row({ action: 'block', reason: 'user_deny', name: 'x.example', source: '*.example' })))
+      .toEqual({ op: 'add', rule: { list: 'allow', rule: 'x.example' } });
+  });
+  it('a name let through by the user allow rule loses that rule, as written', () => {
+    const a = row({ action: 'allow', reason: 'user_allow', name: 'cdn.ads.example', source: '*.ads.example' });
+    const c = changeFor(a);
+    expect(c).toEqual({ op: 'remove', rule: { list: 'allow', rule: '*.ads.example' } });
+    expect(buttonText(c, a)).toEqual({ text: 'Remove rule', label: 'Remove your allow rule *.ads.example' });
+    expect(changeText(c)).toBe('Removed your allow rule *.ads.example.');
+    expect(invert(c)).toEqual({ op: 'add', rule: c.rule });
+    expect(invert(invert(c))).toEqual(c);
+    // a list exception is beaten by a deny rule
+    expect(changeFor(row({ action: 'allow', reason: 'blocklist_exception', name: 'ok.example', source: 'l' })))
+      .toEqual({ op: 'add', rule: { list: 'deny', rule: 'ok.example' } });
   });
 });
 

@@ -4,8 +4,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api, ApiError, describe } from '../api';
 import {
-  Filter, PROTOS, QueryPage, QueryRow, Rule, STATUSES, explain, isBlocked, localTimeMs, matches,
-  parseLive, pushLive, queriesUrl, ruleFor, statusWord, timeOfDay,
+  Change, Filter, PROTOS, QueryPage, QueryRow, STATUSES, buttonText, changeFor, changeText, explain,
+  invert, isBlocked, localTimeMs, matches, parseLive, pushLive, queriesUrl, statusWord, timeOfDay,
 } from '../querylog';
 import '../querylog.css';
 
@@ -14,8 +14,8 @@ const LIVE_FLUSH_MS = 500; // a burst renders once per half second, not once per
 type Mode = 'history' | 'live';
 
 interface Done {
-  rule: Rule;
-  ours: boolean; // false when the rule was already there: undo must not remove it
+  change: Change;
+  ours: boolean; // false when the rules already were so: undo must not change them
 }
 
 const EMPTY: Filter = { client: '', name: '', status: 'all', proto: '', from: 0, to: 0 };
@@ -23,6 +23,7 @@ const EMPTY: Filter = { client: '', name: '', status: 'all', proto: '', from: 0,
 function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: QueryRow) => void }) {
   const word = statusWord(r);
   const blocked = isBlocked(r);
+  const b = buttonText(changeFor(r), r);
   return (
     <li class={`qrow ${word}`} data-testid="query-row" data-name={r.name}>
       <div class="qhead">
@@ -37,8 +38,8 @@ function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: Quer
         {r.answer ? ` · ${r.answer}` : ''}
       </p>
       <button type="button" class={blocked ? 'small' : 'small ghost'} disabled={busy}
-        aria-label={`${blocked ? 'Allow' : 'Block'} ${r.name}`} onClick={() => onRule(r)}>
-        {blocked ? 'Allow' : 'Block'}
+        aria-label={b.label} onClick={() => onRule(r)}>
+        {b.text}
       </button>
     </li>
   );
@@ -82,9 +83,17 @@ export function QueryLog({ api }: { api: Api }) {
     setLiveState('Connecting…');
     const es = new EventSource('/api/queries/live');
     es.onopen = () => setLiveState('Live: new queries appear at the top.');
-    es.onerror = () => setLiveState(es.readyState === EventSource.CLOSED
-      ? 'The live stream was refused (too many viewers, or it is disabled).'
-      : 'Connection lost: reconnecting…');
+    es.onerror = () => {
+      if (es.readyState !== EventSource.CLOSED) {
+        setLiveState('Connection lost: reconnecting…');
+        return;
+      }
+      // EventSource does not say why it was refused: a plain read tells an ended session
+      // (the app then asks to log in again) from a refusal of the stream itself.
+      api.get('/api/auth/status').then(
+        () => setLiveState('The live stream was refused: too many viewers, or it is disabled.'),
+        (e) => setLiveState(`The live stream stopped: ${describe(e)}`));
+    };
     es.onmessage = (ev: MessageEvent<string>) => {
       const r = parseLive(ev.data);
       if (r) pending.current.push(r);
@@ -118,24 +127,26 @@ export function QueryLog({ api }: { api: Api }) {
     setCursors([null]);
   };
 
+  // POST adds a rule, DELETE removes it; 409 exists / 404 not_found mean the rules already
+  // were as asked: said so, and no undo (it would undo something this click did not do).
+  const send = (c: Change) =>
+    api.request(c.op === 'add' ? 'POST' : 'DELETE', '/api/filter/rules', c.rule);
+  const already = (e: unknown, c: Change) =>
+    e instanceof ApiError && e.code === (c.op === 'add' ? 'exists' : 'not_found');
+
   const applyRule = async (r: QueryRow) => {
-    const rule = ruleFor(r);
+    const change = changeFor(r);
     setBusy(true);
     setNotice('');
     try {
-      await api.post('/api/filter/rules', rule);
-      setDone({ rule, ours: true });
-      setNotice(rule.list === 'allow'
-        ? `Allowed ${rule.rule}: it resolves from now on.`
-        : `Blocked ${rule.rule} from now on.`);
+      await send(change);
+      setDone({ change, ours: true });
+      setNotice(changeText(change));
     } catch (e) {
-      if (e instanceof ApiError && e.code === 'exists') {
-        setDone({ rule, ours: false });
-        setNotice(`Your ${rule.list} rules already have ${rule.rule}.`);
-      } else {
-        setDone(null);
-        setNotice(`Could not ${rule.list === 'allow' ? 'allow' : 'block'} ${rule.rule}: ${describe(e)}`);
-      }
+      setDone(null);
+      setNotice(already(e, change)
+        ? `Nothing to do: ${describe(e)}.`
+        : `Could not change the ${change.rule.list} rules for ${change.rule.rule}: ${describe(e)}`);
     } finally {
       setBusy(false);
     }
@@ -143,10 +154,11 @@ export function QueryLog({ api }: { api: Api }) {
 
   const undo = async () => {
     if (!done) return;
+    const back = invert(done.change);
     setBusy(true);
     try {
-      await api.request('DELETE', '/api/filter/rules', done.rule);
-      setNotice(`Undone: the ${done.rule.list} rule for ${done.rule.rule} is removed.`);
+      await send(back);
+      setNotice(`Undone: ${changeText(back)}`);
       setDone(null);
     } catch (e) {
       setNotice(`Undo failed: ${describe(e)}`);
