@@ -170,8 +170,10 @@ describe('query log page', () => {
     await resolvesTo('ads.e2e.test', UP_A);
     await shoot('querylog-allowed');
 
-    await page.getByRole('button', { name: 'Undo' }).click();
+    await page.getByRole('button', { name: 'Undo' }).focus();
+    await page.keyboard.press('Enter'); // from the keyboard; the focus then rests on the notice
     await expect.poll(() => page.getByTestId('rule-notice').innerText()).toContain('Undone');
+    await expect.poll(() => page.evaluate(() => document.activeElement?.classList.contains('notice'))).toBe(true);
     expect((await (await ctx.request.get(`${nx.base}/api/filter/rules`)).json()).allow).toEqual([]);
     await resolvesTo('ads.e2e.test', BLOCK_A);
     expect(await page.getByRole('button', { name: 'Undo' }).count()).toBe(0);

@@ -60,6 +60,7 @@ export function QueryLog({ api }: { api: Api }) {
   const [done, setDone] = useState<Done | null>(null);
   const [notice, setNotice] = useState('');
   const pending = useRef<QueryRow[]>([]);
+  const noticeRef = useRef<HTMLParagraphElement>(null);
 
   const cursor = cursors[cursors.length - 1];
 
@@ -160,6 +161,8 @@ export function QueryLog({ api }: { api: Api }) {
       await send(back);
       setNotice(`Undone: ${changeText(back)}`);
       setDone(null);
+      // the Undo button goes away: keep the keyboard user's place on the notice instead
+      window.setTimeout(() => noticeRef.current?.focus(), 0);
     } catch (e) {
       setNotice(`Undo failed: ${describe(e)}`);
     } finally {
@@ -224,7 +227,7 @@ export function QueryLog({ api }: { api: Api }) {
 
       <div aria-live="polite" class="qnotice" data-testid="rule-notice">
         {notice && (
-          <p class="notice">
+          <p class="notice" ref={noticeRef} tabIndex={-1}>
             {notice}{' '}
             {done?.ours && (
               <button type="button" class="small ghost" disabled={busy} onClick={() => void undo()}>
