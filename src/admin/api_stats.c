@@ -174,6 +174,31 @@ int nx_admin_handle_stats_top(struct nx_admin_req *req)
 	return answer(req, rc, out, bad);
 }
 
+/* "proto=udp,doh": a comma list of NX_QLOG_PROTOS names into a mask (absent or "" = any).
+ * false after answering 400. */
+static bool arg_protos(struct nx_admin_req *req, unsigned *out)
+{
+	const char *s = nx_admin_req_arg(req, "proto");
+	*out = 0;
+	if (!s || !*s) {
+		return true;
+	}
+	for (;;) {
+		size_t len = strcspn(s, ",");
+		enum nx_qlog_proto p;
+		if (nx_qlog_proto_parse(s, len, &p)) { /* an empty item ("udp,") too */
+			nx_admin_reply_error(req, 400, "bad_request", "proto",
+					     "proto must be a comma list of udp, tcp, dot, doh");
+			return false;
+		}
+		*out |= 1u << p;
+		if (!s[len]) {
+			return true;
+		}
+		s += len + 1;
+	}
+}
+
 int nx_admin_handle_queries(struct nx_admin_req *req)
 {
 	struct nx_qlog_filter f = {
@@ -190,7 +215,7 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 					    "forwarded or local");
 	}
 	int64_t from, to, limit;
-	if (!arg_i64(req, "from", 0, 0, INT64_MAX / 2, &from) ||
+	if (!arg_protos(req, &f.protos) || !arg_i64(req, "from", 0, 0, INT64_MAX / 2, &from) ||
 	    !arg_i64(req, "to", 0, 0, INT64_MAX / 2, &to) ||
 	    !arg_i64(req, "limit", NX_QLOG_QUERY_LIMIT_DEFAULT, 1, NX_QLOG_QUERY_LIMIT_MAX,
 		     &limit)) {

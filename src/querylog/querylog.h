@@ -387,6 +387,9 @@ enum nx_qlog_status {
 /* "all", "blocked", ... -> enum. 0 or -EINVAL. */
 int nx_qlog_status_parse(const char *s, enum nx_qlog_status *out);
 
+/* "udp", "tcp", "dot", "doh" (NX_QLOG_PROTOS) -> enum; the first len bytes of s. 0 or -EINVAL. */
+int nx_qlog_proto_parse(const char *s, size_t len, enum nx_qlog_proto *out);
+
 struct nx_qlog_filter {
 	const char *client;	    /* exact client text ("192.168.1.2"), NULL = any; borrowed */
 	const char *client_id;	    /* exact client id ("phone"), NULL/"" = any; borrowed */
@@ -396,6 +399,8 @@ struct nx_qlog_filter {
 	int64_t to_ms;		    /* ts < to_ms; 0 = unbounded */
 	const char *cursor;	    /* next_cursor of the previous page, NULL = newest first */
 	unsigned limit;		    /* 1..NX_QLOG_QUERY_LIMIT_MAX; 0 = NX_QLOG_QUERY_LIMIT_DEFAULT */
+	unsigned protos; /* bit 1u << enum nx_qlog_proto per protocol shown; 0 = any (so a
+			  * zeroed filter, as every older caller builds, still means any) */
 };
 
 /*

@@ -61,6 +61,17 @@ int nx_qlog_status_parse(const char *s, enum nx_qlog_status *out)
 	return -EINVAL;
 }
 
+int nx_qlog_proto_parse(const char *s, size_t len, enum nx_qlog_proto *out)
+{
+	for (size_t i = 0; s && i < NX_ARRAY_LEN(proto_names); i++) {
+		if (strlen(proto_names[i]) == len && !memcmp(s, proto_names[i], len)) {
+			*out = (enum nx_qlog_proto)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int nx_qlog_top_kind_parse(const char *s, enum nx_qlog_top_kind *out)
 {
 	for (size_t i = 0; s && i < NX_ARRAY_LEN(top_names); i++) {
@@ -239,6 +250,10 @@ static bool item_matches(const struct nx_qlog_item *it, const struct nx_qlog_fil
 		return false;
 	}
 	if ((f->from_ms && it->ts < f->from_ms) || (f->to_ms && it->ts >= f->to_ms)) {
+		return false;
+	}
+	if (f->protos && (it->proto < 0 || it->proto >= NX_QLOG_PROTO__COUNT ||
+			  !(f->protos & (1u << it->proto)))) {
 		return false;
 	}
 	bool blocked = it->action == NX_QLOG_ACT_BLOCK, local = it->action == NX_QLOG_ACT_LOCAL;

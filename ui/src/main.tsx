@@ -7,6 +7,7 @@ import { Api, describe } from './api';
 import { Setup } from './pages/Setup';
 import { Login } from './pages/Login';
 import { Dashboard } from './pages/Dashboard';
+import { QueryLog } from './pages/QueryLog';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 
@@ -18,6 +19,13 @@ function App() {
   const [view, setView] = useState<View>('loading');
   const [error, setError] = useState('');
   const [notice, setNotice] = useState('');
+  // Which signed-in page shows: the address's #fragment, so a link or a reload keeps it.
+  const [page, setPage] = useState(location.hash);
+  useEffect(() => {
+    const on = () => setPage(location.hash);
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
 
   const refresh = async () => {
     try {
@@ -45,8 +53,8 @@ function App() {
       dashboard: 'Dashboard · nxdns',
       error: 'Unreachable · nxdns',
     };
-    document.title = titles[view];
-  }, [view]);
+    document.title = view === 'dashboard' && page === '#/queries' ? 'Query log · nxdns' : titles[view];
+  }, [view, page]);
 
   const logout = async () => {
     try {
@@ -63,6 +71,12 @@ function App() {
       <a class="skip" href="#main">Skip to content</a>
       <header class="bar">
         <span class="brand">nxdns</span>
+        {view === 'dashboard' && (
+          <nav class="nav" aria-label="Pages">
+            <a href="#/" aria-current={page !== '#/queries' ? 'page' : undefined}>Dashboard</a>
+            <a href="#/queries" aria-current={page === '#/queries' ? 'page' : undefined}>Query log</a>
+          </nav>
+        )}
         {view === 'dashboard' && (
           <button type="button" class="ghost" onClick={logout}>
             Log out
@@ -84,7 +98,8 @@ function App() {
         {view === 'login' && (
           <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
         )}
-        {view === 'dashboard' && <Dashboard api={api} />}
+        {view === 'dashboard' && page !== '#/queries' && <Dashboard api={api} />}
+        {view === 'dashboard' && page === '#/queries' && <QueryLog api={api} />}
       </main>
     </>
   );

@@ -206,3 +206,43 @@ export class Daemon {
     });
   }
 }
+
+/** The rcode and A records of a DNS message (one question, owner names compressed). */
+export function parseAnswer(m: Buffer): Answer {
+  const rcode = m.readUInt16BE(2) & 0xf;
+  const an = m.readUInt16BE(6);
+  let o = questionEnd(m);
+  const a: string[] = [];
+  for (let i = 0; i < an && o > 0 && o + 12 <= m.length; i++) {
+    o += (m[o] & 0xc0) === 0xc0 ? 2 : 0;
+    const type = m.readUInt16BE(o);
+    const len = m.readUInt16BE(o + 8);
+    if (type === 1 && len === 4) a.push([...m.subarray(o + 10, o + 14)].join('.'));
+    o += 10 + len;
+  }
+  return { rcode, a };
+}
+
+/** One query over TCP (RFC 1035 two-byte length framing) to 127.0.0.1:port. */
+export function queryTcp(port: number, name: string, timeoutMs = 3000): Promise<Answer> {
+  return new Promise((res, rej) => {
+    const id = Math.floor(Math.random() * 65535);
+    const q = buildQuery(id, name);
+    const len = Buffer.alloc(2);
+    len.writeUInt16BE(q.length, 0);
+    const s = net.connect(port, '127.0.0.1', () => s.write(Buffer.concat([len, q])));
+    let buf = Buffer.alloc(0);
+    const t = setTimeout(() => { s.destroy(); rej(new Error(`no TCP answer for ${name}`)); }, timeoutMs);
+    s.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+        clearTimeout(t);
+        s.destroy();
+        const m = buf.subarray(2, 2 + buf.readUInt16BE(0));
+        if (m.readUInt16BE(0) !== id) rej(new Error(`TCP answer for ${name}: wrong id`));
+        else res(parseAnswer(m));
+      }
+    });
+    s.on('error', (e) => { clearTimeout(t); rej(e); });
+  });
+}

@@ -366,6 +366,27 @@ static void protocols(void **state)
 	expect_protocols(json_array_get(pts, 0), 4, 3, 0, 0);
 	expect_protocols(json_array_get(pts, 1), 0, 0, 2, 1);
 	fx_resp_free(&r);
+
+	/* the query list by protocol: one, a comma list, then refusals */
+	json_t *l = get(f, &r, "/api/queries?proto=dot&limit=100");
+	json_t *items = json_object_get(l, "items");
+	assert_int_equal(json_array_size(items), 2);
+	size_t i;
+	json_t *it;
+	json_array_foreach(items, i, it)
+	{
+		assert_string_equal(json_string_value(json_object_get(it, "proto")), "dot");
+	}
+	fx_resp_free(&r);
+	l = get(f, &r, "/api/queries?proto=tcp,doh&limit=100");
+	assert_int_equal(json_array_size(json_object_get(l, "items")), 4);
+	fx_resp_free(&r);
+	l = get(f, &r, "/api/queries?proto=&limit=100");
+	assert_int_equal(json_array_size(json_object_get(l, "items")), 10);
+	fx_resp_free(&r);
+	bad(f, "/api/queries?proto=quic", "proto");
+	bad(f, "/api/queries?proto=udp,", "proto");
+	bad(f, "/api/queries?proto=udpx", "proto");
 	nx_qlog_free(q);
 }
 
