@@ -7,6 +7,7 @@ import { Api, describe } from './api';
 import { Setup } from './pages/Setup';
 import { Login } from './pages/Login';
 import { Dashboard } from './pages/Dashboard';
+import { Lists } from './pages/Lists';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 
@@ -18,6 +19,13 @@ function App() {
   const [view, setView] = useState<View>('loading');
   const [error, setError] = useState('');
   const [notice, setNotice] = useState('');
+  // Signed-in pages by the URL's hash (#/lists), so a reload or a link keeps the page.
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const on = () => setHash(location.hash);
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
 
   const refresh = async () => {
     try {
@@ -45,8 +53,8 @@ function App() {
       dashboard: 'Dashboard · nxdns',
       error: 'Unreachable · nxdns',
     };
-    document.title = titles[view];
-  }, [view]);
+    document.title = view === 'dashboard' && hash === '#/lists' ? 'Lists · nxdns' : titles[view];
+  }, [view, hash]);
 
   const logout = async () => {
     try {
@@ -63,6 +71,12 @@ function App() {
       <a class="skip" href="#main">Skip to content</a>
       <header class="bar">
         <span class="brand">nxdns</span>
+        {view === 'dashboard' && (
+          <nav class="nav" aria-label="Pages">
+            <a href="#/" aria-current={hash === '#/lists' ? undefined : 'page'}>Dashboard</a>
+            <a href="#/lists" aria-current={hash === '#/lists' ? 'page' : undefined}>Lists</a>
+          </nav>
+        )}
         {view === 'dashboard' && (
           <button type="button" class="ghost" onClick={logout}>
             Log out
@@ -84,7 +98,8 @@ function App() {
         {view === 'login' && (
           <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
         )}
-        {view === 'dashboard' && <Dashboard api={api} />}
+        {view === 'dashboard' && hash !== '#/lists' && <Dashboard api={api} />}
+        {view === 'dashboard' && hash === '#/lists' && <Lists api={api} />}
       </main>
     </>
   );
