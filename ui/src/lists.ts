@@ -73,7 +73,11 @@ export function sourceBody(f: Form, edit: boolean): Record<string, unknown> {
   if (!edit) b.name = f.name.trim();
   b[f.kind] = f.location.trim();
   b.format = f.format;
-  b.groups = parseGroups(f.groups);
+  // The loader wants 1..64 groups and reads a missing key as ["default"]; an edit merges into
+  // the entry, so there an empty field must say "default" to drop the groups it had.
+  const groups = parseGroups(f.groups);
+  if (groups.length) b.groups = groups;
+  else if (edit) b.groups = ['default'];
   b.enabled = f.enabled;
   return b;
 }
@@ -150,12 +154,13 @@ export function markOf(list: Source[]): Record<string, Mark> {
  * Where each source is in the round, judged against the marks taken before it started: an
  * error counted since is "failed", a newer download or compile "updated", else "waiting" (the
  * API has no per-round state: a list the server finds unchanged stays "waiting" until the
- * caller gives up, which the page reports as unchanged). Disabled sources are not refreshed.
+ * caller gives up, which the page reports as unchanged). Only enabled URL sources take part:
+ * a round downloads those; a file source is re-read only when it changed, so it has no "done".
  */
 export function progress(before: Record<string, Mark>, now: Source[]): Record<string, Phase> {
   const out: Record<string, Phase> = {};
   for (const s of now) {
-    if (!s.enabled) continue;
+    if (!s.enabled || !s.url) continue;
     const b = before[s.name] ?? { fetched_at: 0, compiled_at: 0, errors: 0 };
     if ((s.errors ?? 0) > b.errors) out[s.name] = 'failed';
     else if ((s.fetched_at ?? 0) > b.fetched_at || (s.compiled_at ?? 0) > b.compiled_at) out[s.name] = 'updated';

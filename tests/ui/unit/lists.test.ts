@@ -32,6 +32,12 @@ describe('source form', () => {
     expect(f.groups).toBe('x');
   });
 
+  it('leaves empty groups out of an add, and sets the default group on an edit', () => {
+    const f = { ...emptyForm(), name: 'a', location: 'http://x/' };
+    expect('groups' in sourceBody(f, false)).toBe(false);
+    expect(sourceBody(f, true).groups).toEqual(['default']);
+  });
+
   it('splits groups on commas and spaces without empties or repeats', () => {
     expect(parseGroups('')).toEqual([]);
     expect(parseGroups(' a,,b  a ,c ')).toEqual(['a', 'b', 'c']);
@@ -96,9 +102,10 @@ describe('status in words', () => {
 
 describe('refresh progress', () => {
   const before = [src({ name: 'a', fetched_at: 100 }), src({ name: 'b', errors: 1 }),
-    src({ name: 'c', compiled_at: 50 }), src({ name: 'off', enabled: false })];
+    src({ name: 'c', compiled_at: 50 }), src({ name: 'off', enabled: false }),
+    { name: 'file', path: '/x', format: 'auto', groups: [], enabled: true, compiled_at: 1 }];
 
-  it('starts with every enabled source waiting', () => {
+  it('starts with every enabled URL source waiting (files and disabled ones take no part)', () => {
     const p = progress(markOf(before), before);
     expect(p).toEqual({ a: 'waiting', b: 'waiting', c: 'waiting' });
     expect(doneCount(p)).toEqual({ done: 0, total: 3 });
@@ -106,7 +113,8 @@ describe('refresh progress', () => {
 
   it('marks newer downloads and compiles updated, a new error failed', () => {
     const now = [src({ name: 'a', fetched_at: 101 }), src({ name: 'b', errors: 2 }),
-      src({ name: 'c', compiled_at: 50 }), src({ name: 'off', enabled: false, fetched_at: 999 })];
+      src({ name: 'c', compiled_at: 50 }), src({ name: 'off', enabled: false, fetched_at: 999 }),
+      { name: 'file', path: '/x', format: 'auto', groups: [], enabled: true, compiled_at: 9 }];
     const p = progress(markOf(before), now);
     expect(p).toEqual({ a: 'updated', b: 'failed', c: 'waiting' });
     expect(doneCount(p)).toEqual({ done: 2, total: 3 });

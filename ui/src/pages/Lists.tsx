@@ -11,7 +11,7 @@ import {
 import './lists.css';
 
 const POLL_MS = 1000;      // while a refresh round runs: one status read a second
-const ROUND_MAX_MS = 60000; // then stop watching: what has not changed by now was unchanged
+const ROUND_MAX_MS = 30000; // then stop watching: what has not changed by now was unchanged
 const IDLE_MS = 15000;     // otherwise a slow re-read keeps last fetch / errors current
 
 type Errors = Partial<Record<FieldName | 'form', string>>;
@@ -142,7 +142,7 @@ export function Lists({ api }: { api: Api }) {
       <section class="card" aria-labelledby="sources-h">
         <div class="heading lists-head">
           <h2 id="sources-h">Blocklist sources</h2>
-          <button type="button" onClick={() => void refresh(null)} disabled={watching || !sources?.length}>
+          <button type="button" onClick={() => void refresh(null)} disabled={watching || !sources?.some((s) => s.url)}>
             Refresh all now
           </button>
         </div>
@@ -159,7 +159,7 @@ export function Lists({ api }: { api: Api }) {
                 <button type="button" class="ghost" onClick={() => startEdit(s)}
                   aria-label={`Edit ${s.name}`}>Edit</button>
                 <button type="button" class="ghost" onClick={() => void refresh(s.name)}
-                  disabled={watching || !s.enabled} aria-label={`Refresh ${s.name} now`}>Refresh</button>
+                  disabled={watching || !s.enabled || !s.url} aria-label={`Refresh ${s.name} now`}>Refresh</button>
                 {removing === s.name ? (
                   <>
                     <button type="button" class="danger" onClick={() => void remove(s.name)}
