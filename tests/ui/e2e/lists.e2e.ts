@@ -121,7 +121,7 @@ describe('lists page', () => {
 
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: 'Lists' }).click();
     await expect.poll(() => page.getByRole('heading', { level: 1 }).innerText()).toBe('Lists');
-    expect(await page.title()).toBe('Lists · nxdns');
+    await expect.poll(() => page.title()).toBe('Lists · nxdns');
     expect(await page.getByRole('link', { name: 'Lists' }).getAttribute('aria-current')).toBe('page');
     await expect.poll(() => page.getByTestId('entries-e2e').innerText()).toBe(String(CONFIG_BLOCKED.length));
     expect(await source('e2e').innerText()).toContain('domains');
@@ -183,6 +183,17 @@ describe('lists page', () => {
     }
     await shoot('lists');
     await axeCheck('lists');
+  });
+
+  it('refreshes all sources with progress', async () => {
+    const hits = webHits;
+    await page.getByRole('button', { name: 'Refresh all now' }).click();
+    await expect.poll(() => page.getByTestId('refresh-progress').innerText(), { timeout: 40_000, interval: 250 })
+      .toMatch(/^Refresh done: /);
+    expect(webHits).toBe(hits + 1); // the round downloaded the list again
+    expect(await page.getByTestId('refresh-progress').innerText()).toContain('Refresh done: 1 updated.');
+    expect(await page.getByTestId('entries-web').innerText()).toBe(String(WEB_NAMES.length));
+    expect(await page.getByRole('button', { name: 'Refresh all now' }).isDisabled()).toBe(false);
   });
 
   it('answers "which list blocks this name?"', async () => {

@@ -122,6 +122,8 @@ export function Lists({ api }: { api: Api }) {
 
   const refresh = async (which: string | null) => {
     setRefreshErr('');
+    setSaved('');
+    setRound(null); // the last round's result would read as this one's
     const cur = (await load()) ?? sources ?? [];
     const before = markOf(cur);
     try {
@@ -179,7 +181,7 @@ export function Lists({ api }: { api: Api }) {
 
       <section class="card" aria-labelledby="form-h">
         <h2 id="form-h">{editing === null ? 'Add a source' : `Edit “${editing}”`}</h2>
-        <form ref={formRef} onSubmit={submit} noValidate>
+        <form ref={formRef} class="source-form" onSubmit={submit} noValidate>
           {editing === null && (
             <TextField id="src-name" label="Name" value={form.name} error={errors.name}
               hint="Letters a–z, digits, - and _." onInput={(v) => set({ name: v })} />
@@ -299,7 +301,8 @@ function LookupCard({ api }: { api: Api }) {
       <h2 id="lookup-h">Which list blocks this name?</h2>
       <form onSubmit={submit} noValidate>
         <div class="lookup-row">
-          <TextField id="lookup-name" label="Name" value={name} error={err.name} onInput={setName} />
+          <TextField id="lookup-name" label="Name" value={name} error={err.name} onInput={setName}
+            hint="A domain name, e.g. ads.example.com." />
           <TextField id="lookup-client" label="As seen from client (optional)" value={client} optional
             error={err.client} hint="An IP address; empty: the default group." onInput={setClient} />
         </div>
