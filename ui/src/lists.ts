@@ -105,6 +105,14 @@ export function errorField(e: unknown, kind: 'url' | 'path'): FieldName | null {
   return null;
 }
 
+/**
+ * The loader's message as shown at its field: without the "filter.sources[1].url: " label,
+ * which names the key in the file, not anything on the form.
+ */
+export function fieldMessage(message: string): string {
+  return message.replace(/^filter\.sources\[\d+\](\.\w+(\[\d+\])?)?: /, '');
+}
+
 /** Names the list blocks: exact names plus wildcard entries (allow entries are exceptions). */
 export function entries(s: Source): number {
   return (s.list ?? 0) + (s.wild ?? 0);

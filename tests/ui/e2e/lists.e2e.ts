@@ -240,6 +240,8 @@ describe('lists page', () => {
     await source('web').getByRole('button', { name: 'Remove web' }).click();
     await source('web').getByRole('button', { name: 'Confirm: remove web' }).click();
     await expect.poll(() => source('web').count()).toBe(0);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('sources-h');
+    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Removed' }).innerText()).toBe('Removed “web”.');
     expect(await source('e2e').count()).toBe(1);
     expect(fs.readFileSync(path.join(nx.dir, 'nxdns.yaml'), 'utf8')).not.toContain(`${webPort}/list.txt`);
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../../ui/src/api';
 import {
-  Source, ago, doneCount, emptyForm, entries, errorField, formOf, lookupText, markOf,
+  Source, ago, doneCount, emptyForm, entries, errorField, fieldMessage, formOf, lookupText, markOf,
   parseGroups, progress, skipRows, sourceBody,
 } from '../../../ui/src/lists';
 
@@ -60,6 +60,14 @@ describe('errorField', () => {
       .toBe('format');
     expect(errorField(err('filter.sources', "filter.sources[2].groups: no group 'tv'"), 'url')).toBe('groups');
     expect(errorField(err('filter.sources', "filter.sources[2]: needs a url or a path"), 'path')).toBe('path');
+  });
+
+  it('drops the file key\'s label from the message shown at the field', () => {
+    expect(fieldMessage("filter.sources[1].url: 'ftp://x' is not an http:// or https:// URL"))
+      .toBe("'ftp://x' is not an http:// or https:// URL");
+    expect(fieldMessage("filter.sources[0].groups[2]: unknown group 'tv'")).toBe("unknown group 'tv'");
+    expect(fieldMessage('filter.sources[3]: needs a url or a path')).toBe('needs a url or a path');
+    expect(fieldMessage('a source named ads exists')).toBe('a source named ads exists');
   });
 
   it('gives the form the rest', () => {

@@ -6,7 +6,7 @@ import { Api, ApiError, describe } from '../api';
 import { count } from '../format';
 import {
   FORMATS, FieldName, Form, Lookup, Mark, Phase, Source, ago, doneCount, emptyForm, entries,
-  errorField, formOf, lookupText, markOf, progress, skipRows, sourceBody,
+  errorField, fieldMessage, formOf, lookupText, markOf, progress, skipRows, sourceBody,
 } from '../lists';
 import './lists.css';
 
@@ -99,7 +99,7 @@ export function Lists({ api }: { api: Api }) {
       setForm(emptyForm());
     } catch (e) {
       const f = errorField(e, form.kind);
-      setErrors(f ? { [f]: describe(e) } : { form: describe(e) });
+      setErrors(f ? { [f]: fieldMessage(describe(e)) } : { form: describe(e) });
       if (f) setTimeout(() => document.getElementById(f === 'url' || f === 'path' ? 'src-location' : `src-${f}`)?.focus(), 0);
     } finally {
       setBusy(false);
@@ -113,6 +113,7 @@ export function Lists({ api }: { api: Api }) {
       setSources(r.sources);
       setSaved(`Removed “${name}”.`);
       if (editing === name) cancelEdit();
+      document.getElementById('sources-h')?.focus(); // its button is gone: keep the keyboard here
     } catch (e) {
       setRefreshErr(describe(e));
     } finally {
@@ -143,7 +144,7 @@ export function Lists({ api }: { api: Api }) {
       <h1>Lists</h1>
       <section class="card" aria-labelledby="sources-h">
         <div class="heading lists-head">
-          <h2 id="sources-h">Blocklist sources</h2>
+          <h2 id="sources-h" tabIndex={-1}>Blocklist sources</h2>
           <button type="button" onClick={() => void refresh(null)} disabled={watching || !sources?.some((s) => s.url)}>
             Refresh all now
           </button>
