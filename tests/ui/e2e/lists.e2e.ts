@@ -233,6 +233,27 @@ describe('lists page', () => {
       .toEqual(['192.0.2.1']);
   });
 
+  it('adds a file source: outside the allowed directories it is refused at the field', async () => {
+    const addFile = async (name: string, file: string) => {
+      await page.getByLabel('Name', { exact: true }).first().fill(name);
+      await page.getByLabel('A file on this box').check();
+      await page.getByLabel('File path', { exact: true }).fill(file);
+      await page.getByLabel('Format').selectOption('domains');
+      await page.getByRole('button', { name: 'Add source' }).click();
+    };
+    await addFile('passwd', '/etc/passwd');
+    await expect.poll(() => fieldError('src-location').innerText()).toContain('a path source added through the API must be in');
+    expect(await source('passwd').count()).toBe(0);
+
+    const file = path.join(nx.dir, 'extra.txt');
+    fs.writeFileSync(file, 'one.extra.test\ntwo.extra.test\nthree.extra.test\n');
+    await addFile('extra', file);
+    await expect.poll(() => page.getByRole('status').filter({ hasText: 'Added' }).innerText()).toBe('Added “extra”.');
+    // read by the reload the add made: no refresh needed
+    await expect.poll(() => page.getByTestId('entries-extra').innerText(), { timeout: 15_000 }).toBe('3');
+    expect((await query(nx.dnsPort, 'two.extra.test')).a).toEqual(['0.0.0.0']);
+  });
+
   it('removes a source after a confirmation', async () => {
     await source('web').getByRole('button', { name: 'Remove web' }).click();
     await source('web').getByRole('button', { name: 'Keep' }).click();

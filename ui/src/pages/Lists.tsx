@@ -94,7 +94,10 @@ export function Lists({ api }: { api: Api }) {
         ? await api.post<{ sources: Source[] }>('/api/filter/sources', body)
         : await api.request<{ sources: Source[] }>('PUT', `/api/filter/sources/${encodeURIComponent(editing)}`, body);
       setSources(r.sources);
-      setSaved(editing === null ? `Added “${body.name as string}”. Refresh it to download the list.` : `Saved “${editing}”.`);
+      // a file is read by the reload the add made; a URL waits for the next round
+      setSaved(editing !== null ? `Saved “${editing}”.`
+        : form.kind === 'url' ? `Added “${body.name as string}”. Refresh it to download the list.`
+          : `Added “${body.name as string}”.`);
       setEditing(null);
       setForm(emptyForm());
     } catch (e) {
