@@ -8,6 +8,7 @@ import { Setup } from './pages/Setup';
 import { Login } from './pages/Login';
 import { Dashboard } from './pages/Dashboard';
 import { QueryLog } from './pages/QueryLog';
+import { Lists } from './pages/Lists';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 
@@ -53,7 +54,11 @@ function App() {
       dashboard: 'Dashboard · nxdns',
       error: 'Unreachable · nxdns',
     };
-    document.title = view === 'dashboard' && page === '#/queries' ? 'Query log · nxdns' : titles[view];
+    const pageTitles: Record<string, string> = {
+      '#/queries': 'Query log · nxdns',
+      '#/lists': 'Lists · nxdns',
+    };
+    document.title = view === 'dashboard' && pageTitles[page] ? pageTitles[page] : titles[view];
   }, [view, page]);
 
   const logout = async () => {
@@ -73,8 +78,9 @@ function App() {
         <span class="brand">nxdns</span>
         {view === 'dashboard' && (
           <nav class="nav" aria-label="Pages">
-            <a href="#/" aria-current={page !== '#/queries' ? 'page' : undefined}>Dashboard</a>
+            <a href="#/" aria-current={page !== '#/queries' && page !== '#/lists' ? 'page' : undefined}>Dashboard</a>
             <a href="#/queries" aria-current={page === '#/queries' ? 'page' : undefined}>Query log</a>
+            <a href="#/lists" aria-current={page === '#/lists' ? 'page' : undefined}>Lists</a>
           </nav>
         )}
         {view === 'dashboard' && (
@@ -98,8 +104,9 @@ function App() {
         {view === 'login' && (
           <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
         )}
-        {view === 'dashboard' && page !== '#/queries' && <Dashboard api={api} />}
+        {view === 'dashboard' && page !== '#/queries' && page !== '#/lists' && <Dashboard api={api} />}
         {view === 'dashboard' && page === '#/queries' && <QueryLog api={api} />}
+        {view === 'dashboard' && page === '#/lists' && <Lists api={api} />}
       </main>
     </>
   );
