@@ -731,8 +731,10 @@ static void pem_free(char **pem, size_t len, bool secret)
 /*
  * The certificate MHD hands GnuTLS for each handshake (MHD_OPTION_HTTPS_CERT_CALLBACK), so that
  * a reload can swap it without restarting the admin server and dropping its sessions. GnuTLS's
- * callback has no user data and there is one admin server per process: the certificate in use
- * is this static, touched only on the control thread (MHD runs there).
+ * callback has no user data and the daemon runs one admin server: the pair in use is this
+ * static, touched only on the control thread (MHD runs there). Several HTTPS admin servers in
+ * one process (unit tests) share it: each load replaces it for all of them, and it is
+ * released when the last one stops (g_cert_users).
  */
 struct admin_cert {
 	gnutls_pcert_st pcert[NX_ADMIN_CERT_CHAIN_MAX];
@@ -741,6 +743,7 @@ struct admin_cert {
 	bool loaded;
 };
 static struct admin_cert g_cert;
+static unsigned g_cert_users; /* HTTPS admin servers started and not yet stopped */
 
 static void cert_clear(struct admin_cert *k)
 {
@@ -803,7 +806,10 @@ static void tls_free(struct nx_admin *a)
 	pem_free(&a->tls_key, a->tls_key_len, true);
 	pem_free(&a->tls_cert, a->tls_cert_len, false);
 	if (a->tls) {
-		cert_clear(&g_cert);
+		a->tls = false;
+		if (--g_cert_users == 0) {
+			cert_clear(&g_cert);
+		}
 	}
 }
 
@@ -874,14 +880,17 @@ static int tls_load(struct nx_admin *a)
 	}
 	/* Swap: handshakes from now on get the new pair; the old one is released. The PEM copies
 	 * stay (charged to NX_OWNER_tls) as the measure of what the parsed pair holds. */
-	tls_free(a);
+	cert_clear(&g_cert);
 	g_cert = k;
+	pem_free(&a->tls_key, a->tls_key_len, true);
+	pem_free(&a->tls_cert, a->tls_cert_len, false);
 	a->tls_cert = cpem;
 	a->tls_cert_len = clen;
 	a->tls_key = kpem;
 	a->tls_key_len = klen;
 	if (!a->tls) {
 		a->tls = true;
+		g_cert_users++;
 		a->conn_charge += NX_ADMIN_TLS_CONN_OVERHEAD_BYTES;
 	}
 	return 0;
