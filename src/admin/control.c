@@ -25,7 +25,8 @@
 #include "base/ledger.h"
 #include "base/log.h"
 
-/* X(id, reason, help-of-first-row): refusals and cut connections, one family. */
+/* X(id, reason label): refusals and cut connections, the rows of nxdns_control_refused_total
+ * (control.h says what each bound is; peer_uid: neither root nor the daemon's user). */
 #define CONTROL_REFUSALS(X)                                                                        \
 	X(CONN_CAP, "connection_cap")                                                              \
 	X(PEER_UID, "peer_uid")                                                                    \
@@ -646,9 +647,8 @@ void nx_admin_control_metrics(const struct nx_admin_control *c, struct nx_metric
 			  "Requests answered on the local control socket (state_dir/control.sock)");
 	nx_metrics_sample_u64(mb, "nxdns_control_requests_total", c->requests, NULL);
 	nx_metrics_family(mb, "nxdns_control_refused_total", NX_METRIC_COUNTER,
-			  "Control socket connections refused or cut, by reason (connection_cap, "
-			  "peer_uid: not root nor the daemon's user, oversized, read_timeout, "
-			  "write_timeout, bad_request, no_memory)");
+			  "Control socket connections refused or cut, and requests refused, by "
+			  "reason");
 	for (int i = 0; i < REF__COUNT; i++) {
 		nx_metrics_sample_u64(mb, "nxdns_control_refused_total", c->refused[i], "reason",
 				      refusal_names[i], NULL);
