@@ -522,7 +522,8 @@ static int clear_stale(const char *path)
 		nx_log(NX_LOG_ERR, "control", "%s exists and is not a socket: not replaced", path);
 		return -EEXIST;
 	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* non-blocking: a live server with a full backlog answers EAGAIN instead of blocking */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		return -errno;
 	}
