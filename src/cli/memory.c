@@ -1,16 +1,25 @@
 /*
- * nxdns memory [--admin URL] [--token T] [--json]
+ * nxdns memory [--config FILE] [--admin URL] [--token T] [--json]
  * Fetch GET /api/memory from a running daemon and print the owner table beside /proc's figures
- * and the unexplained remainder.
+ * and the unexplained remainder. By default over the daemon's control socket
+ * (<state_dir>/control.sock, state_dir from --config): root and the service user need no
+ * token. With --admin or --token, over the admin HTTP API as before.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/control.h"
+#include "base/err.h"
 #include "cli/cli.h"
+#include "conf/conf.h"
+
+#define CONTROL_TIMEOUT_MS 10000 /* the whole exchange; the daemon answers in milliseconds */
 
 struct body {
 	char *p;
@@ -35,41 +44,103 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return add;
 }
 
+static int print_report(char *text, const char *from, int as_json);
+
 static double mib(json_int_t v)
 {
 	return (double)v / (1024.0 * 1024.0);
 }
 
+/* The report over the control socket of the daemon that runs `config`. 0, 1 (said why). */
+static int fetch_control(const char *config, char **out)
+{
+	char err[NX_CONF_ERR_MAX];
+	struct nx_conf *c = NULL;
+	if (nx_conf_load(config, &c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "nxdns memory: %s\n", err);
+		return 2;
+	}
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", c->state_dir, NX_ADMIN_CONTROL_SOCKET);
+	nx_conf_free(c);
+	unsigned status = 0;
+	char *body = NULL;
+	size_t len = 0;
+	int rc =
+	    nx_admin_control_get(path, "/api/memory", CONTROL_TIMEOUT_MS, &status, &body, &len);
+	if (rc < 0) {
+		fprintf(stderr, "nxdns memory: %s: %s%s\n", path, nx_strerror(rc),
+			rc == -ENOENT || rc == -ECONNREFUSED
+			    ? " (is nxdns running with this config? see --config)"
+			: rc == -EACCES ? " (the control socket is for root and the service user; "
+					  "or use --admin URL --token T)"
+					: "");
+		return 1;
+	}
+	if (status != 200) {
+		fprintf(stderr, "nxdns memory: %s: HTTP %u: %s", path, status, body);
+		free(body);
+		return 1;
+	}
+	*out = body;
+	return 0;
+}
+
 int nx_cli_memory(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
 		{"admin", required_argument, NULL, 'a'},
 		{"token", required_argument, NULL, 't'},
 		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
+	const char *config = "/etc/nxdns/nxdns.yaml";
 	const char *admin = "http://127.0.0.1:8080";
 	const char *token = getenv("NXDNS_TOKEN");
+	bool http = false; /* --admin or --token: the admin API instead of the control socket */
 	int as_json = 0, o;
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "a:t:jh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:a:t:jh", opts, NULL)) != -1) {
 		switch (o) {
+		case 'c':
+			config = optarg;
+			break;
 		case 'a':
 			admin = optarg;
+			http = true;
 			break;
 		case 't':
 			token = optarg;
+			http = true;
 			break;
 		case 'j':
 			as_json = 1;
 			break;
 		case 'h':
-			printf("usage: nxdns memory [--admin URL] [--token TOKEN] [--json]\n");
+			printf("usage: nxdns memory [--config FILE] [--json]\n"
+			       "       nxdns memory --admin URL [--token TOKEN] [--json]\n"
+			       "  Reads the daemon's control socket (<state_dir>/control.sock of FILE,\n"
+			       "  default /etc/nxdns/nxdns.yaml) as root or the service user; with\n"
+			       "  --admin or --token (or NXDNS_TOKEN with --admin), the admin API.\n");
 			return 0;
 		default:
 			return 2;
 		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "nxdns memory: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	char *report = NULL;
+	const char *from = config;
+	if (!http) {
+		int rc = fetch_control(config, &report);
+		if (rc) {
+			return rc;
+		}
+		return print_report(report, from, as_json);
 	}
 	char url[512];
 	snprintf(url, sizeof(url), "%s%s/api/memory", strstr(admin, "://") ? "" : "http://", admin);
@@ -100,16 +171,22 @@ int nx_cli_memory(int argc, char **argv)
 		free(b.p);
 		return 1;
 	}
+	return print_report(b.p, url, as_json);
+}
+
+/* Print the report (`text` is freed here) as JSON or as the table. */
+static int print_report(char *text, const char *from, int as_json)
+{
 	if (as_json) {
-		printf("%s\n", b.p);
-		free(b.p);
+		printf("%s%s", text, strchr(text, '\n') ? "" : "\n");
+		free(text);
 		return 0;
 	}
 	json_error_t err;
-	json_t *j = json_loads(b.p, 0, &err);
-	free(b.p);
+	json_t *j = json_loads(text, 0, &err);
+	free(text);
 	if (!j) {
-		fprintf(stderr, "nxdns memory: bad JSON from %s: %s\n", url, err.text);
+		fprintf(stderr, "nxdns memory: bad JSON from %s: %s\n", from, err.text);
 		return 1;
 	}
 	printf("%-18s %12s %8s\n", "owner", "bytes", "count");

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "admin/admin.h"
+#include "admin/control.h"
 #include "base/clock.h"
 #include "dns/wire.h"
 #include "base/err.h"
@@ -18,6 +19,10 @@
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
+
+/* The control socket: one daemon per process (nx_daemon_run), started and stopped here with
+ * the admin listener, on the control thread only. */
+static struct nx_admin_control *g_control;
 
 static void upstream_families(struct nx_metrics_buf *mb)
 {
@@ -178,6 +183,7 @@ static void metrics_extra(struct nx_metrics_buf *mb, void *ud)
 	nx_metrics_family(mb, "nxdns_config_generation", NX_METRIC_GAUGE,
 			  "Configuration generation in effect (1 at start, +1 per reload)");
 	nx_metrics_sample_u64(mb, "nxdns_config_generation", d->cur->gen, NULL);
+	nx_admin_control_metrics(g_control, mb);
 }
 
 static const struct nx_conf *current_conf(void *ud)
@@ -314,12 +320,32 @@ static void live_tap(void *ud, const struct nx_qlog_rec *recs, size_t n)
 	nx_admin_live_publish(ud, recs, n); /* thread-safe: called on the writer thread */
 }
 
+/*
+ * The local control socket (state_dir/control.sock), also without the admin listener: `nxdns
+ * memory` on the box needs no token. A daemon that cannot open it still serves DNS (it is
+ * not configured, so it cannot be a configuration error): warned, and the CLI says so.
+ * state_dir is read at start; a reload that moves it keeps the socket where it was.
+ */
+static void control_start(struct nx_daemon *d, const struct nx_admin_hooks *hooks)
+{
+	const char *dir = d->cur->c->state_dir;
+	int rc = nx_mkdir_p(dir); /* made by the list code at boot, unless that failed */
+	if (rc < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "no control socket: cannot create state_dir %s: %s", dir,
+		       nx_strerror(rc));
+		return;
+	}
+	rc = nx_admin_control_start(&d->loop, dir, hooks, d->admin, &g_control);
+	if (rc < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "no control socket in %s (%s): `nxdns memory` needs "
+		       "--admin and --token", dir, nx_strerror(rc));
+		g_control = NULL;
+	}
+}
+
 int nx_daemon_admin_start(struct nx_daemon *d)
 {
 	const struct nx_conf *c = d->cur->c;
-	if (!c->admin_enabled) {
-		return 0;
-	}
 	struct nx_admin_hooks hooks = {
 		.metrics_extra = metrics_extra,
 		/* no .ready: listeners and admin start only once the first snapshot is mapped */
@@ -333,6 +359,10 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.tls_creds = tls_creds,
 		.ud = d,
 	};
+	if (!c->admin_enabled) {
+		control_start(d, &hooks);
+		return 0;
+	}
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
@@ -343,6 +373,7 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 	if (d->qlog) {
 		nx_qlog_set_tap(d->qlog, live_tap, d->admin);
 	}
+	control_start(d, &hooks);
 	return 0;
 }
 
@@ -352,6 +383,9 @@ void nx_daemon_admin_stop(struct nx_daemon *d)
 	if (d->qlog) {
 		nx_qlog_set_tap(d->qlog, NULL, NULL);
 	}
+	/* before the admin server, whose families its /metrics borrows */
+	nx_admin_control_stop(g_control);
+	g_control = NULL;
 	nx_admin_stop(d->admin);
 	d->admin = NULL;
 }
