@@ -21,7 +21,7 @@ static const struct cmd cmds[] = {
 	{"snapshot-build", nx_cli_snapshot_build, "build a snapshot from compiled bodies (OUT DIR/NAME...)"},
 	{"lookup-snapshot", nx_cli_lookup_snapshot, "match names against a snapshot file (SNAP NAME...)"},
 	{"passwd", nx_cli_passwd, "set the admin password (--config FILE; stdin or prompt)"},
-	{"memory", nx_cli_memory, "print a running daemon's memory ledger (--admin URL)"},
+	{"memory", nx_cli_memory, "print a running daemon's memory ledger (its control socket, or --admin URL --token T)"},
 	{"version", nx_cli_version, "print the version"},
 	{"cert", nx_cli_cert, "write a self-signed TLS certificate and print its pin (--self-signed DIR)"},
 };
