@@ -93,21 +93,12 @@ static int parse_opt(struct nx_dns_edns *e, uint16_t cls, uint32_t ttl, const ui
 	return 0;
 }
 
-/*
- * RDATA of the types whose names may be compressed (RFC 1035, RFC 3597 4) and a few common
- * ones that carry names (SRV, RP, AFSDB, PX, KX): the names must be valid and the fixed parts
- * must tile RDLENGTH exactly. A and AAAA (class IN) must have their address size. Other types
- * are opaque.
- */
-static bool check_rdata(const uint8_t *msg, size_t off, size_t rdlen, uint16_t type, uint16_t cls,
-			const uint8_t *fixed)
+bool nx_dns_rdata_names(uint16_t type, struct nx_dns_rdata_layout *out)
 {
-	size_t pre = 0, names = 1, post = 0;
+	out->pre = 0;
+	out->names = 1;
+	out->post = 0;
 	switch (type) {
-	case NX_DNS_T_A: /* fixed sizes in class IN (UPDATE uses empty RDATA with ANY/NONE) */
-		return cls != NX_DNS_C_IN || rdlen == 4;
-	case NX_DNS_T_AAAA:
-		return cls != NX_DNS_C_IN || rdlen == 16;
 	case 2:	 /* NS */
 	case 3:	 /* MD */
 	case 4:	 /* MF */
@@ -117,31 +108,53 @@ static bool check_rdata(const uint8_t *msg, size_t off, size_t rdlen, uint16_t t
 	case 9:	 /* MR */
 	case 12: /* PTR */
 	case 39: /* DNAME */
-		break;
+		return true;
 	case 14: /* MINFO */
 	case 17: /* RP */
-		names = 2;
-		break;
+		out->names = 2;
+		return true;
 	case 15: /* MX */
 	case 18: /* AFSDB */
 	case 21: /* RT */
 	case 36: /* KX */
-		pre = 2;
-		break;
+		out->pre = 2;
+		return true;
 	case 26: /* PX */
-		pre = 2;
-		names = 2;
-		break;
+		out->pre = 2;
+		out->names = 2;
+		return true;
 	case 6: /* SOA */
-		names = 2;
-		post = 20;
-		break;
+		out->names = 2;
+		out->post = 20;
+		return true;
 	case 33: /* SRV */
-		pre = 6;
-		break;
+		out->pre = 6;
+		return true;
 	default:
+		out->names = 0;
+		return false;
+	}
+}
+
+/*
+ * RDATA of the types whose names may be compressed (nx_dns_rdata_names): the names must be
+ * valid and the fixed parts must tile RDLENGTH exactly. A and AAAA (class IN) must have their
+ * address size. Other types are opaque.
+ */
+static bool check_rdata(const uint8_t *msg, size_t off, size_t rdlen, uint16_t type, uint16_t cls,
+			const uint8_t *fixed)
+{
+	if (type == NX_DNS_T_A) { /* fixed sizes in class IN (UPDATE uses empty RDATA with ANY/NONE) */
+		return cls != NX_DNS_C_IN || rdlen == 4;
+	}
+	if (type == NX_DNS_T_AAAA) {
+		return cls != NX_DNS_C_IN || rdlen == 16;
+	}
+	struct nx_dns_rdata_layout lay;
+	if (!nx_dns_rdata_names(type, &lay)) {
 		return true;
 	}
+	size_t pre = lay.pre, names = lay.names, post = lay.post;
 	size_t end = off + rdlen;
 	if (rdlen < pre + post) {
 		return false;

@@ -228,3 +228,17 @@ size_t nx_dns_udp_limit(const struct nx_dns_msg *q);
 const char *nx_dns_type_name(uint16_t type, char buf[16]);
 /* Mnemonic for a 12-bit rcode (static), "UNKNOWN" for unassigned ones. */
 const char *nx_dns_rcode_name(int rcode);
+
+/*
+ * Where the domain names sit in the RDATA of the types whose names may be compressed (RFC 1035,
+ * RFC 3597 4) and a few common ones that carry names (SRV, RP, AFSDB, PX, KX): `pre` fixed
+ * bytes, then `names` names, then `post` fixed bytes. The parser validates exactly these, and
+ * a rewriter that moves records must decompress exactly these (other RDATA holds no pointers).
+ * Returns false (names = 0) for every other type, A and AAAA included.
+ */
+struct nx_dns_rdata_layout {
+	uint8_t pre;   /* fixed bytes before the first name */
+	uint8_t names; /* consecutive names */
+	uint8_t post;  /* fixed bytes after the last name */
+};
+bool nx_dns_rdata_names(uint16_t type, struct nx_dns_rdata_layout *out);
