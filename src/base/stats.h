@@ -132,7 +132,20 @@
 	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
 	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
 	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
-	  "Upstream UDP queries refused because the server's socket bound was reached")
+	  "Upstream UDP queries refused because the server's socket bound was reached")         \
+	X(RL_UDP, "nxdns_rate_limited_total", "proto=\"udp\"",                                  \
+	  "Queries over their client's access.rate_limit, by protocol (UDP dropped, others REFUSED)") \
+	X(RL_TCP, "nxdns_rate_limited_total", "proto=\"tcp\"", "")                             \
+	X(RL_DOT, "nxdns_rate_limited_total", "proto=\"dot\"", "")                             \
+	X(RL_DOH, "nxdns_rate_limited_total", "proto=\"doh\"", "")                             \
+	X(RL_EVICTED, "nxdns_rate_limit_evictions_total", "",                                   \
+	  "Rate-limit entries recycled for another client while still holding state (table full)") \
+	X(REBIND_STRIPPED, "nxdns_rebinding_total", "result=\"stripped\"",                      \
+	  "Upstream answers with private addresses (filter.rebinding_protection), by result")  \
+	X(REBIND_EMPTIED, "nxdns_rebinding_total", "result=\"emptied\"", "")                   \
+	X(REBIND_ALLOWED, "nxdns_rebinding_total", "result=\"allowed\"", "")                   \
+	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
+	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

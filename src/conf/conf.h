@@ -32,6 +32,9 @@
 #define NX_CONF_MAX_PINS 8        /* pins per upstream: the current key, its backups, a rollover */
 #define NX_CONF_UP_TEXT_MAX 128   /* bytes of an upstream as written, NUL included */
 #define NX_CONF_CLIENT_ID_MAX 64  /* bytes of a client id (AdGuard Home's ClientID limit) */
+/* Entries of the rate-limit table (guard/ratelimit.c): a household has tens of clients and an
+ * office hundreds; Blocky caps its buckets at 16384. 8-way sets, 24 bytes each: 96 KiB. */
+#define NX_CONF_RATE_LIMIT_SLOTS 4096
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -191,6 +194,12 @@ struct nx_conf {
 	size_t n_deny;
 	bool admit_client_ids; /* a known client id admits a query that allow would refuse (deny
 				* still applies); enforced by the pipeline */
+	unsigned rl_qps;         /* access.rate_limit.qps: per client prefix; 0 = off */
+	unsigned rl_burst;       /* access.rate_limit.burst: queries at once from idle */
+	unsigned rl_ipv4_prefix; /* access.rate_limit.ipv4_prefix: clients grouped per prefix */
+	unsigned rl_ipv6_prefix; /* access.rate_limit.ipv6_prefix */
+	struct nx_cidr *rl_exempt; /* owned: access.rate_limit_exempt, never limited */
+	size_t n_rl_exempt;
 
 	/* filter.* */
 	bool filter_enabled;
@@ -208,6 +217,10 @@ struct nx_conf {
 	bool has_block_v6;
 	uint8_t block_v6[16];
 	unsigned block_ttl;
+	bool rebinding_protection; /* strip private addresses from upstream answers */
+	char **rebinding_allow;    /* owned array of owned lower-case names (no trailing dot) that
+				    * may resolve privately, with their subdomains */
+	size_t n_rebinding_allow;
 
 	/* groups, clients, local_records */
 	struct nx_conf_group *groups; /* owned array; [0] is "default", then file order */
@@ -311,6 +324,11 @@ int nx_addr_parse(const char *s, int default_port, struct nx_addr *out);
  * past the prefix: "10.0.0.1/8" is refused, not widened to 10.0.0.0/8). */
 int nx_cidr_parse(const char *s, struct nx_cidr *out);
 bool nx_cidr_contains(const struct nx_cidr *c, const struct sockaddr *sa);
+/* The family and address bytes of a client (IPv4-mapped IPv6 as IPv4: 4 bytes); false for a
+ * socket address that is neither family. Pointers into sa. (Also in conf/impl.h.) */
+bool nx_conf_client_bytes(const struct sockaddr *sa, int *family, const uint8_t **bytes);
+/* Is the address (nx_conf_client_bytes' form) inside the prefix? */
+bool nx_conf_prefix_match(const struct nx_cidr *c, int family, const uint8_t *a);
 
 /* Write docs/configuration.md content generated from the schema to fp. */
 void nx_conf_write_docs(FILE *fp);

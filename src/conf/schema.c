@@ -394,6 +394,90 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "access.",
 	},
 	{
+		.path = "access.rate_limit.qps",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rl_qps),
+		.min = 0,
+		.max = 1000000,
+		.def = "20",
+		.doc = "Queries per second one client (an address prefix, see `ipv4_prefix` and "
+		       "`ipv6_prefix`) may send on average; `0` turns rate limiting off. A query "
+		       "over the limit is dropped over UDP and answered REFUSED over TCP, DoT and "
+		       "DoH, and counted in `nxdns_rate_limited_total{proto}`; a client over its "
+		       "limit is logged at most once a minute per prefix, as `warn guard: rate "
+		       "limit: client <address> (prefix <prefix>) over <qps> queries/s, "
+		       "dropping or refusing its queries` (a line fail2ban can match). The "
+		       "default follows the sustained rates peers ship: AdGuard Home 20 per "
+		       "second (per /24), Pi-hole 1000 per minute (about 17 per second) per "
+		       "client; Blocky ships it off. A household device averages well under one "
+		       "query a second, so 20 only stops a device stuck in a loop. When nxdns's "
+		       "clients reach it through another forwarder (a router relaying its own "
+		       "clients), that forwarder is one client: put it in `rate_limit_exempt`. "
+		       "Clients are tracked in a fixed table of " STR(NX_CONF_RATE_LIMIT_SLOTS) " "
+		       "entries (96 KiB, ledger owner `rate_limit`, allocated the first time the "
+		       "limit is on): a flood from many (spoofed) sources recycles entries "
+		       "(`nxdns_rate_limit_evictions_total`) and never grows memory.",
+	},
+	{
+		.path = "access.rate_limit.burst",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rl_burst),
+		.min = 1,
+		.max = 1000000,
+		.def = "1000",
+		.doc = "Queries one client may send at once after being idle, before `qps` "
+		       "applies (a token bucket: it refills at `qps` per second up to `burst`). "
+		       "1000 is Pi-hole's per-minute allowance: a device that wakes up, or a page "
+		       "that loads a hundred third-party names, is never slowed.",
+	},
+	{
+		.path = "access.rate_limit.ipv4_prefix",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rl_ipv4_prefix),
+		.min = 8,
+		.max = 32,
+		.def = "32",
+		.doc = "IPv4 clients share one limit per prefix of this length. `32`: every "
+		       "address is its own client, which is what a LAN is (AdGuard Home's /24 "
+		       "suits a public resolver, where it would lump a whole household "
+		       "together).",
+	},
+	{
+		.path = "access.rate_limit.ipv6_prefix",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rl_ipv6_prefix),
+		.min = 16,
+		.max = 128,
+		.def = "56",
+		.doc = "IPv6 clients share one limit per prefix of this length. `56`, as AdGuard "
+		       "Home: a device picks new temporary addresses (RFC 8981) within its /64 "
+		       "at will, so per-address limits would not hold; a /56 is what an ISP "
+		       "delegates to one home.",
+	},
+	{
+		.path = "access.rate_limit_exempt",
+		.type = &nx_conf_t_cidr_list,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rl_exempt),
+		.off_n = F(n_rl_exempt),
+		.min = 0,
+		.max = MAX_CIDRS,
+		.def = "[]",
+		.example = "[\"192.168.1.1\"]",
+		.doc = "Client addresses never rate limited, as `addr/prefix` or a single address "
+		       "(IPv4-mapped IPv6 clients are matched as IPv4): another forwarder that "
+		       "relays many clients, a monitoring probe.",
+	},
+	{
 		.path = "filter.enabled",
 		.type = &nx_conf_t_bool,
 		.apply = NX_CONF_APPLY_LIVE,
@@ -507,6 +591,52 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "10",
 		.doc = "TTL, in seconds, of blocked answers: short, so unblocking takes effect "
 		       "quickly on clients.",
+	},
+	{
+		.path = "filter.rebinding_protection",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(rebinding_protection),
+		.def = "true",
+		.doc = "DNS rebinding protection: addresses a LAN device can have are removed from "
+		       "answers that came from `upstream.servers`, so a web page cannot make a "
+		       "public name point into the home network: RFC 1918 (10/8, 172.16/12, "
+		       "192.168/16), loopback (127/8, `::1`), 0.0.0.0/8 and `::`, link-local "
+		       "(169.254/16, fe80::/10), CGNAT 100.64.0.0/10, ULA fc00::/7, and the "
+		       "IPv4-mapped IPv6 form of each IPv4 range; in A and AAAA records of every "
+		       "section and in the `ipv4hint`/`ipv6hint` of HTTPS and SVCB records. The "
+		       "documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, "
+		       "2001:db8::/32) are kept: no LAN device lives there. Only the private "
+		       "records go from a mixed answer; an answer left without data is NOERROR "
+		       "with no records of the asked type and Extended DNS Error 15 (Blocked) "
+		       "saying why. The answer is stripped before it is cached, so a cache hit is "
+		       "stripped too. Exempt: forward zones (`upstream.forward_zones` are where "
+		       "LAN names live), `local_records`, block answers, and `rebinding_allow`. "
+		       "Counted in `nxdns_rebinding_total{result}` (`stripped`, `emptied`, "
+		       "`allowed`) and `nxdns_rebinding_addresses_stripped_total`. As Unbound's "
+		       "`private-address` and Blocky's `rebindingProtection` (which ships off); "
+		       "on by default here because nothing on a home network needs a public name "
+		       "to resolve to a LAN address except the few in `rebinding_allow`.",
+	},
+	{
+		.path = "filter.rebinding_allow",
+		.type = &nx_conf_t_domains,
+		.apply = NX_CONF_APPLY_LIVE,
+		.off = F(rebinding_allow),
+		.off_n = F(n_rebinding_allow),
+		.min = 0,
+		.max = MAX_ZONES,
+		.def = "[\"plex.direct\", \"fritz.box\"]",
+		.doc = "Names whose upstream answers may hold private addresses, each with every "
+		       "name below it (as dnsmasq's `rebind-domain-ok`). Only names no web page "
+		       "can make resolve to an address of its choosing are safe here: the "
+		       "default keeps Plex's `*.plex.direct` (an address-encoding name Plex "
+		       "serves so its apps get TLS to a LAN server; OpenWrt and pfSense users "
+		       "add it to their rebind exceptions for that reason) and `fritz.box` "
+		       "(the name an AVM router answers for itself when it is the upstream; not "
+		       "a public domain, so nobody else can publish it). dnsmasq and Unbound "
+		       "ship no exceptions, Blocky none. An empty list allows none.",
 	},
 	{
 		.path = "groups",
@@ -936,6 +1066,7 @@ static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
 		{&nx_conf_t_upstreams, NX_CONF_KIND_UPSTREAMS},
 		{&nx_conf_t_rules, NX_CONF_KIND_STRINGS},
 		{&nx_conf_t_block_addrs, NX_CONF_KIND_BLOCK_ADDRS},
+		{&nx_conf_t_domains, NX_CONF_KIND_STRINGS},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(kinds); i++) {
 		if (kinds[i].type == t) {

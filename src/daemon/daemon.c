@@ -332,6 +332,24 @@ static int check_credentials_kept(const struct nx_conf *o, const struct nx_conf 
 	return 0;
 }
 
+int nx_daemon_guard_prepare(struct nx_daemon *d, const struct nx_conf *c)
+{
+	if (c->rl_qps == 0 || atomic_load_explicit(&d->rate_limit, memory_order_relaxed)) {
+		return 0;
+	}
+	struct nx_guard_rl *t;
+	uint64_t seed = ((uint64_t)nx_rand_u32() << 32) | nx_rand_u32();
+	int rc = nx_guard_rl_new(seed, &t);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "guard", "cannot create the rate-limit table: %s; queries are "
+		       "not rate limited", nx_strerror(rc));
+		return rc;
+	}
+	/* release: a worker that sees the pointer sees the zeroed table */
+	atomic_store_explicit(&d->rate_limit, t, memory_order_release);
+	return 0;
+}
+
 /* SIGHUP and the API's settings changes: load, validate, publish; a bad file changes nothing. */
 int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 {
@@ -365,6 +383,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	apply_log_level(c);
+	nx_daemon_guard_prepare(d, c);
 	publish(d, r);
 	nx_admin_tls_reload(d->admin);
 	nx_daemon_qlog_reconfigure(d);
@@ -514,6 +533,7 @@ int nx_daemon_run(const char *config_path)
 	if (start_cache(d) < 0) {
 		goto out_cref;
 	}
+	nx_daemon_guard_prepare(d, d->cur->c);
 	/* Listeners never start before the first snapshot (or an empty one) is in place; boot
 	 * uses the bodies on disk and never waits on the network. */
 	nx_lists_init(&d->lists, d->cur->c->state_dir);
@@ -623,6 +643,7 @@ out_workers:
 out_cref:
 	nx_lists_deinit(&d->lists);
 	nx_cache_free(d->cache);
+	nx_guard_rl_free(atomic_load(&d->rate_limit));
 	nx_confref_release(d->cur);
 out_loop:
 	nx_tls_creds_unref(g_system_ca);

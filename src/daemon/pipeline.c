@@ -388,6 +388,20 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		.do_bit = p->do_bit,
 		.cd = p->cd,
 	};
+	/* Rebinding protection before the cache, so a hit is stripped too; forward zones are
+	 * where LAN names live and are exempt. w->cbuf is free here: only the stale lookup below
+	 * uses it, and only when there is no answer. */
+	struct nx_dns_msg gm;
+	if (res == NX_UP_ANSWER && p->zone < 0) {
+		int gl = nx_guard_rebind_apply(p->cref->c, p->name, p->name_len, msg, m, w->cbuf,
+					       sizeof(w->cbuf), &gm);
+		if (gl > 0) {
+			msg = w->cbuf; /* gm.len is its length */
+			m = &gm;
+		} else if (nx_fails_assert(gl == 0)) {
+			res = NX_UP_FAILED;
+		}
+	}
 	if (res == NX_UP_ANSWER) {
 		nx_cache_put(w->cache, &key, msg, m, now);
 	}
@@ -665,6 +679,16 @@ static bool admitted(const struct nx_conf *c, const struct origin *o)
 	       nx_conf_client_by_id(c, o->r->client_id) >= 0 && !nx_conf_acl_denied(c, o->peer);
 }
 
+/* Per-client rate limit (guard/): after the ACL, so refused outsiders take no table slots. */
+static bool rate_ok(struct nx_worker *w, const struct nx_conf *c, const struct origin *o)
+{
+	if (c->rl_qps == 0) {
+		return true;
+	}
+	struct nx_guard_rl *t = atomic_load_explicit(&w->d->rate_limit, memory_order_acquire);
+	return nx_guard_rl_admit(t, c, o->peer, nx_now_mono_us());
+}
+
 /* One query, whatever its transport: an immediate answer's length, 0, or NX_REPLY_*. */
 static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool truncated,
 		  struct origin *o, uint8_t *out, size_t cap)
@@ -690,6 +714,13 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 				       : (parsed ? nx_dns_udp_limit(&m) : NX_DNS_UDP_MIN);
 	if (!admitted(c, o)) {
 		nx_stat_inc(NX_STAT_ACL_REFUSED);
+		return error_reply(out, cap, &m, have_q, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
+	}
+	if (!rate_ok(w, c, o)) {
+		nx_stat_inc((enum nx_stat)(NX_STAT_RL_UDP + o->r->proto));
+		if (o->r->proto == NX_PROTO_UDP) {
+			return 0; /* dropped: an answer would feed a reflection */
+		}
 		return error_reply(out, cap, &m, have_q, limit, NX_DNS_REFUSED, NX_STAT_R_REFUSED);
 	}
 	if (NX_DNS_OPCODE(m.flags) != 0) {
@@ -794,6 +825,10 @@ _Static_assert((int)NX_PROTO_UDP == (int)NX_QLOG_PROTO_UDP &&
 		       (int)NX_PROTO_DOT == (int)NX_QLOG_PROTO_DOT &&
 		       (int)NX_PROTO_DOH == (int)NX_QLOG_PROTO_DOH,
 	       "the query log stores enum nx_proto values");
+_Static_assert(NX_STAT_RL_TCP == NX_STAT_RL_UDP + NX_PROTO_TCP &&
+		       NX_STAT_RL_DOT == NX_STAT_RL_UDP + NX_PROTO_DOT &&
+		       NX_STAT_RL_DOH == NX_STAT_RL_UDP + NX_PROTO_DOH,
+	       "nxdns_rate_limited_total rows are in protocol order");
 _Static_assert(NX_STAT_Q_TCP == NX_STAT_Q_UDP + NX_PROTO_TCP &&
 		       NX_STAT_Q_DOT == NX_STAT_Q_UDP + NX_PROTO_DOT &&
 		       NX_STAT_Q_DOH == NX_STAT_Q_UDP + NX_PROTO_DOH,
