@@ -49,6 +49,8 @@ admin_port=${NXDNS_ADMIN_PORT:-0}
 	echo "  timeout_ms: 2000"
 	echo "query_budget:"
 	echo "  permits: ${NXDNS_PERMITS:-1024}"
+	echo "access:"
+	echo "  rate_limit: {qps: 0}   # off: dnsperf is one client (127.0.0.1) asking far beyond a household device's rate"
 	echo "cache:"
 	echo "  size: ${NXDNS_CACHE_SIZE:-10000}"
 	echo "filter:"

@@ -97,6 +97,8 @@ config() {
 	echo "  timeout_ms: 2000"
 	echo "query_budget:"
 	echo "  permits: 1024"
+	echo "access:"
+	echo "  rate_limit: {qps: 0}   # off: dnsperf is one client (127.0.0.1) asking far beyond a household device's rate"
 	echo "cache:"
 	echo "  size: 10000"
 	echo "filter:"

@@ -14,7 +14,7 @@ from harness import answers, make_query
 
 REJ = "nxdns_upstream_rejected_total"
 FALLBACK = "nxdns_upstream_edns_fallback_total"
-THREE = [("A", "10.20.30.40"), ("A", "10.20.30.41"), ("A", "10.20.30.42")]
+THREE = [("A", "198.51.100.40"), ("A", "198.51.100.41"), ("A", "198.51.100.42")]
 ONE_WORKER = {"listener": {"workers": 1}}  # one engine: "remembered" is then per process
 
 
@@ -31,7 +31,7 @@ def test_no_edns_server_answers_dnssec_client(make_upstream, make_nxdns, bare):
     before = nx.counter(FALLBACK)
     r = nx.udp(make_query("WwW.ExAmple.com", edns=0, want_dnssec=True), timeout=5)
     assert r.rcode() == dns.rcode.NOERROR
-    assert sorted(answers(r)) == ["10.20.30.40", "10.20.30.41", "10.20.30.42"]
+    assert sorted(answers(r)) == ["198.51.100.40", "198.51.100.41", "198.51.100.42"]
     assert r.edns == 0, "the client sent EDNS: the reply must carry an OPT"
     assert r.ednsflags & dns.flags.DO, "DO is echoed to the client"
     assert r.question[0].name.to_text() == "WwW.ExAmple.com."
@@ -40,20 +40,20 @@ def test_no_edns_server_answers_dnssec_client(make_upstream, make_nxdns, bare):
     assert qs[0].do
     assert nx.counter(FALLBACK) == before + 1
     r2 = nx.udp(make_query("www2.example.com", edns=0, want_dnssec=True), timeout=5)
-    assert sorted(answers(r2)) == ["10.20.30.40", "10.20.30.41", "10.20.30.42"]
+    assert sorted(answers(r2)) == ["198.51.100.40", "198.51.100.41", "198.51.100.42"]
     assert [q.edns for q in up.queries("www2.example.com", transport="udp")] == [-1]
     assert nx.counter(FALLBACK) == before + 1
 
 
 def test_edns_backoff_for_dnssec_name(make_upstream, make_nxdns):
     """fwd_edns_bksec: only the DNSSEC name's server path FORMERRs EDNS+DO; nasty.example.com is
-    answered (10.20.30.77) and a plain client gets the same answer without an OPT."""
+    answered (198.51.100.77) and a plain client gets the same answer without an OPT."""
     up = make_upstream()
     up.script["nasty.example.com"] = Rule(formerr_edns=True, formerr_edns_do_only=True,
-                                          records=[("A", "10.20.30.77")])
+                                          records=[("A", "198.51.100.77")])
     nx = make_nxdns([up], config=ONE_WORKER)
     r = nx.udp(make_query("nasty.example.com", edns=0, want_dnssec=True), timeout=5)
-    assert (r.rcode(), answers(r)) == (dns.rcode.NOERROR, ["10.20.30.77"])
+    assert (r.rcode(), answers(r)) == (dns.rcode.NOERROR, ["198.51.100.77"])
     r = nx.udp(make_query("www.example.com"), timeout=5)
     assert (r.rcode(), answers(r)) == (dns.rcode.NOERROR, ["192.0.2.1"])
     assert r.edns == -1, "a client without EDNS gets no OPT"
@@ -126,17 +126,17 @@ def test_0x20_fallback_for_server_not_preserving_case(make_upstream, make_nxdns)
     """fwd_capsid_fallback: a server that upper-cases the question. The query is still answered
     (after at most 3 case mismatches, each counted), the pause is counted, and later queries go
     unrandomised at once."""
-    up = make_upstream(default_a="10.20.30.40")
+    up = make_upstream(default_a="198.51.100.40")
     up.script["*"] = Rule(case_upper=True)
     nx = make_nxdns([up], config=ONE_WORKER)
     name = "wwwabcdefghijklmnopqrstuvwxyzwww.example.com"
     r = nx.udp(make_query(name, edns=0), timeout=5)
-    assert (r.rcode(), answers(r)) == (dns.rcode.NOERROR, ["10.20.30.40"])
+    assert (r.rcode(), answers(r)) == (dns.rcode.NOERROR, ["198.51.100.40"])
     assert r.question[0].name.to_text() == name + "."
     assert len(up.queries(name, transport="udp")) == 4
     assert nx.counter(REJ, reason="wrong_case") == 3
     assert nx.counter("nxdns_upstream_caps_fallback_total") == 1
     r = nx.udp(make_query("again." + name, edns=0), timeout=5)
-    assert answers(r) == ["10.20.30.40"]
+    assert answers(r) == ["198.51.100.40"]
     got = up.queries("again." + name, transport="udp")
     assert [q.qname for q in got] == ["again." + name + "."]

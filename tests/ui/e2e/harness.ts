@@ -156,6 +156,9 @@ export class Daemon {
       '  timeout_ms: 2000',
       'cache:',
       '  size: 0',
+      // rate limit off: the browser and the tests query from 127.0.0.1 faster than a device would
+      'access:',
+      '  rate_limit: {qps: 0}',
       'filter:',
       '  sources:',
       `    - {name: e2e, path: "${list}", format: domains}`,
