@@ -33,7 +33,7 @@
 struct slot {
 	_Atomic uint64_t key;    /* hash of family, prefix length and masked address; 0 = free */
 	_Atomic uint64_t tat;    /* theoretical arrival time, monotonic µs */
-	_Atomic uint64_t logged; /* minute number + 1 of the last "over its limit" line */
+	_Atomic uint64_t logged; /* when the last "over its limit" line was logged (µs); 0 never */
 };
 
 static_assert(sizeof(struct slot) == 24, "the documented table size is 24 bytes a slot");
@@ -165,9 +165,18 @@ enum nx_guard_rl_verdict nx_guard_rl_check(struct nx_guard_rl *t,
 			return NX_GUARD_RL_PASS;
 		}
 	}
-	uint64_t minute = now_us / NX_GUARD_RL_LOG_INTERVAL_US + 1;
-	uint64_t was = atomic_exchange_explicit(&s->logged, minute, memory_order_relaxed);
-	return was == minute ? NX_GUARD_RL_OVER : NX_GUARD_RL_OVER_LOG;
+	/* At most one line per NX_GUARD_RL_LOG_INTERVAL_US since the last one (not per calendar
+	 * minute, which would allow two lines a moment apart across a minute boundary); the CAS
+	 * makes one worker the logger when several see the client over its limit at once. */
+	uint64_t last = atomic_load_explicit(&s->logged, memory_order_relaxed);
+	if (last != 0 && now_us - last < NX_GUARD_RL_LOG_INTERVAL_US) {
+		return NX_GUARD_RL_OVER;
+	}
+	uint64_t stamp = NX_MAX(now_us, 1u); /* 0 means never logged */
+	return atomic_compare_exchange_strong_explicit(&s->logged, &last, stamp,
+						       memory_order_relaxed, memory_order_relaxed)
+		       ? NX_GUARD_RL_OVER_LOG
+		       : NX_GUARD_RL_OVER;
 }
 
 void nx_guard_rl_prefix_text(const struct nx_guard_rl_params *p, int family, const uint8_t *addr,
