@@ -145,7 +145,9 @@
 	X(REBIND_EMPTIED, "nxdns_rebinding_total", "result=\"emptied\"", "")                   \
 	X(REBIND_ALLOWED, "nxdns_rebinding_total", "result=\"allowed\"", "")                   \
 	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
-	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)")
+	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)") \
+	X(RL_LOG_SUPPRESSED, "nxdns_rate_limit_log_suppressed_total", "",                      \
+	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

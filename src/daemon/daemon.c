@@ -332,7 +332,9 @@ static int check_credentials_kept(const struct nx_conf *o, const struct nx_conf 
 	return 0;
 }
 
-int nx_daemon_guard_prepare(struct nx_daemon *d, const struct nx_conf *c)
+/* Create the rate-limit table when c turns the limit on and there is none yet (start and
+ * every reload, on the control thread). 0 or -ENOMEM (logged; queries then pass unlimited). */
+static int guard_prepare(struct nx_daemon *d, const struct nx_conf *c)
 {
 	if (c->rl_qps == 0 || atomic_load_explicit(&d->rate_limit, memory_order_relaxed)) {
 		return 0;
@@ -383,7 +385,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	apply_log_level(c);
-	nx_daemon_guard_prepare(d, c);
+	guard_prepare(d, c);
 	publish(d, r);
 	nx_admin_tls_reload(d->admin);
 	nx_daemon_qlog_reconfigure(d);
@@ -533,7 +535,7 @@ int nx_daemon_run(const char *config_path)
 	if (start_cache(d) < 0) {
 		goto out_cref;
 	}
-	nx_daemon_guard_prepare(d, d->cur->c);
+	guard_prepare(d, d->cur->c);
 	/* Listeners never start before the first snapshot (or an empty one) is in place; boot
 	 * uses the bodies on disk and never waits on the network. */
 	nx_lists_init(&d->lists, d->cur->c->state_dir);

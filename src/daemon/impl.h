@@ -153,9 +153,6 @@ int nx_daemon_load_creds(const struct nx_conf *c, struct nx_tls_creds *prev,
 /* daemon.c, refresh.c (control thread) */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
 int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
-/* Create the rate-limit table when c turns the limit on and there is none yet. 0 or -ENOMEM
- * (logged; queries then pass unlimited). */
-int nx_daemon_guard_prepare(struct nx_daemon *d, const struct nx_conf *c);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */

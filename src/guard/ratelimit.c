@@ -29,6 +29,11 @@
 #include "base/stats.h"
 
 #define SETS (NX_CONF_RATE_LIMIT_SLOTS / NX_GUARD_RL_WAYS)
+/* "Over its limit" lines for all clients together: a burst of 60, then one a second. Each
+ * prefix logs once a minute, but a flood from thousands of (spoofed) prefixes must not turn
+ * into thousands of log lines; the lines held back are counted. */
+#define LOG_LINES_BURST 60
+#define LOG_LINES_INTERVAL_US 1000000u
 
 struct slot {
 	_Atomic uint64_t key;    /* hash of family, prefix length and masked address; 0 = free */
@@ -43,6 +48,7 @@ static_assert(NX_CONF_RATE_LIMIT_SLOTS % NX_GUARD_RL_WAYS == 0, "whole sets");
 
 struct nx_guard_rl {
 	uint64_t seed;
+	_Atomic uint64_t log_tat; /* GCRA state of the log budget (LOG_LINES_*) */
 	struct slot slots[NX_CONF_RATE_LIMIT_SLOTS];
 };
 
@@ -141,6 +147,23 @@ static struct slot *slot_for(struct nx_guard_rl *t, uint64_t key, uint64_t now_u
 	return victim;
 }
 
+/* One GCRA step: take a unit at now_us if the state allows it (false: over the limit). */
+static bool gcra_take(_Atomic uint64_t *state, uint64_t now_us, uint64_t interval,
+		      uint64_t tolerance)
+{
+	uint64_t tat = atomic_load_explicit(state, memory_order_relaxed);
+	for (;;) {
+		uint64_t next = NX_MAX(tat, now_us) + interval;
+		if (next - now_us > tolerance) {
+			return false;
+		}
+		if (atomic_compare_exchange_weak_explicit(state, &tat, next, memory_order_relaxed,
+							  memory_order_relaxed)) {
+			return true;
+		}
+	}
+}
+
 enum nx_guard_rl_verdict nx_guard_rl_check(struct nx_guard_rl *t,
 					   const struct nx_guard_rl_params *p, int family,
 					   const uint8_t *addr, uint64_t now_us)
@@ -153,17 +176,8 @@ enum nx_guard_rl_verdict nx_guard_rl_check(struct nx_guard_rl *t,
 		return NX_GUARD_RL_PASS;
 	}
 	uint64_t interval = NX_MAX(1000000u / p->qps, 1u);
-	uint64_t tolerance = (uint64_t)NX_MAX(p->burst, 1u) * interval;
-	uint64_t tat = atomic_load_explicit(&s->tat, memory_order_relaxed);
-	for (;;) {
-		uint64_t next = NX_MAX(tat, now_us) + interval;
-		if (next - now_us > tolerance) {
-			break;
-		}
-		if (atomic_compare_exchange_weak_explicit(&s->tat, &tat, next, memory_order_relaxed,
-							  memory_order_relaxed)) {
-			return NX_GUARD_RL_PASS;
-		}
+	if (gcra_take(&s->tat, now_us, interval, (uint64_t)NX_MAX(p->burst, 1u) * interval)) {
+		return NX_GUARD_RL_PASS;
 	}
 	/* At most one line per NX_GUARD_RL_LOG_INTERVAL_US since the last one (not per calendar
 	 * minute, which would allow two lines a moment apart across a minute boundary); the CAS
@@ -213,7 +227,11 @@ bool nx_guard_rl_admit(struct nx_guard_rl *t, const struct nx_conf *c, const str
 	struct nx_guard_rl_params p;
 	nx_guard_rl_params_from(c, &p);
 	enum nx_guard_rl_verdict v = nx_guard_rl_check(t, &p, family, a, now_us);
-	if (v == NX_GUARD_RL_OVER_LOG) {
+	if (v == NX_GUARD_RL_OVER_LOG &&
+	    !gcra_take(&t->log_tat, now_us, LOG_LINES_INTERVAL_US,
+		       (uint64_t)LOG_LINES_BURST * LOG_LINES_INTERVAL_US)) {
+		nx_stat_inc(NX_STAT_RL_LOG_SUPPRESSED);
+	} else if (v == NX_GUARD_RL_OVER_LOG) {
 		char addr[INET6_ADDRSTRLEN], net[INET6_ADDRSTRLEN + 8];
 		if (!inet_ntop(family, a, addr, sizeof(addr))) {
 			addr[0] = 0;

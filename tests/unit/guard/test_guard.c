@@ -245,6 +245,33 @@ static void rl_admit_exempt(void **state)
 	nx_conf_free(c);
 }
 
+/* Thousands of prefixes over their limit at once must not become thousands of log lines: 60
+ * at once, then one a second, the rest counted. */
+static void rl_log_budget(void **state)
+{
+	const char *yaml = "access:\n  rate_limit: {qps: 1, burst: 1}\n";
+	struct nx_conf *c;
+	char err[256];
+	assert_int_equal(nx_conf_load_string("t", yaml, strlen(yaml), &c, err, sizeof(err)), 0);
+	struct nx_guard_rl *t;
+	assert_int_equal(nx_guard_rl_new(8, &t), 0);
+	uint64_t s0 = nx_stat_read(NX_STAT_RL_LOG_SUPPRESSED);
+	struct sockaddr_in in = {.sin_family = AF_INET};
+	for (uint32_t i = 0; i < 100; i++) {
+		in.sin_addr.s_addr = htonl(0xc6336400u + i); /* 198.51.100.i */
+		assert_true(nx_guard_rl_admit(t, c, (struct sockaddr *)&in, T0));
+		assert_false(nx_guard_rl_admit(t, c, (struct sockaddr *)&in, T0));
+	}
+	assert_int_equal(nx_stat_read(NX_STAT_RL_LOG_SUPPRESSED) - s0, 40);
+	/* a second later the budget has one line again */
+	in.sin_addr.s_addr = htonl(0xc6336500u); /* 198.51.101.0 */
+	assert_true(nx_guard_rl_admit(t, c, (struct sockaddr *)&in, T0 + SEC));
+	assert_false(nx_guard_rl_admit(t, c, (struct sockaddr *)&in, T0 + SEC));
+	assert_int_equal(nx_stat_read(NX_STAT_RL_LOG_SUPPRESSED) - s0, 40);
+	nx_guard_rl_free(t);
+	nx_conf_free(c);
+}
+
 static void rl_config_errors(void **state)
 {
 	static const char *const bad[] = {
@@ -636,6 +663,7 @@ int main(void)
 		cmocka_unit_test(rl_flood_evicts),
 		cmocka_unit_test(rl_no_memory),
 		cmocka_unit_test(rl_admit_exempt),
+		cmocka_unit_test(rl_log_budget),
 		cmocka_unit_test(rl_config_errors),
 		cmocka_unit_test(rl_threads_share_one_limit),
 		cmocka_unit_test(classifier),
