@@ -39,8 +39,8 @@ static int domains_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, str
 		const char *why = NULL;
 		size_t wl = nx_conf_host_name(buf, wire, &why);
 		if (wl == 0) {
-			return nx_conf_fail(ld, item, key, "%s: '%s' is not a domain name: %s", label,
-					    buf, why);
+			return nx_conf_fail(ld, item, key, "%s: '%s' is not a domain name: %s",
+					    label, buf, why);
 		}
 		if (wl == 1 || nx_dns_name_to_text(wire, wl, text, sizeof(text)) < 0) {
 			return nx_conf_fail(ld, item, key, "%s: '%s' is not a domain name", label,
@@ -69,8 +69,8 @@ static void domains_range(const struct nx_conf_key *k, char *buf, size_t cap)
 }
 
 const struct nx_conf_type nx_conf_t_domains = {
-	.name = "list of domain names",
-	.parse = domains_parse,
-	.release = domains_release,
-	.range = domains_range,
+    .name = "list of domain names",
+    .parse = domains_parse,
+    .release = domains_release,
+    .range = domains_range,
 };

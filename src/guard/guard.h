@@ -34,15 +34,15 @@ struct nx_guard_rl;
 
 /* The limit as configured (access.rate_limit.*). qps 0 means off (every query passes). */
 struct nx_guard_rl_params {
-	unsigned qps;         /* sustained queries per second per prefix */
-	unsigned burst;       /* queries at once from idle, >= 1 */
+	unsigned qps;	      /* sustained queries per second per prefix */
+	unsigned burst;	      /* queries at once from idle, >= 1 */
 	unsigned ipv4_prefix; /* 1..32 */
 	unsigned ipv6_prefix; /* 1..128 */
 };
 
 enum nx_guard_rl_verdict {
-	NX_GUARD_RL_PASS = 0,  /* under the limit */
-	NX_GUARD_RL_OVER = 1,  /* over it: drop or refuse */
+	NX_GUARD_RL_PASS = 0,	  /* under the limit */
+	NX_GUARD_RL_OVER = 1,	  /* over it: drop or refuse */
 	NX_GUARD_RL_OVER_LOG = 2, /* over it, and the first time this minute for the prefix: log */
 };
 
@@ -91,7 +91,7 @@ bool nx_guard_private_v6(const uint8_t a[16]);
 /* What a strip did. */
 struct nx_guard_rebind_report {
 	unsigned addresses; /* private addresses removed (A/AAAA records and hint entries) */
-	bool emptied;       /* the answer section kept no record of the asked type */
+	bool emptied;	    /* the answer section kept no record of the asked type */
 };
 
 #define NX_GUARD_REBIND_TEXT "rebinding protection: private addresses removed from the answer"
@@ -107,8 +107,8 @@ struct nx_guard_rebind_report {
  * added for an upstream that sent none), so every relay of it, cache hits included, says why.
  * NX_ETRUNC when out is too small, NX_EMALFORMED for a record that does not parse.
  */
-int nx_guard_rebind_strip(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out,
-			  size_t cap, struct nx_guard_rebind_report *rep);
+int nx_guard_rebind_strip(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out, size_t cap,
+			  struct nx_guard_rebind_report *rep);
 
 /* Is the name (wire form, any case) equal to or below one of `domains` (lower-case text
  * without the trailing dot, as filter.rebinding_allow stores them)? */

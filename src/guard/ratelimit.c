@@ -36,8 +36,8 @@
 #define LOG_LINES_INTERVAL_US 1000000u
 
 struct slot {
-	_Atomic uint64_t key;    /* hash of family, prefix length and masked address; 0 = free */
-	_Atomic uint64_t tat;    /* theoretical arrival time, monotonic µs */
+	_Atomic uint64_t key;	 /* hash of family, prefix length and masked address; 0 = free */
+	_Atomic uint64_t tat;	 /* theoretical arrival time, monotonic µs */
 	_Atomic uint64_t logged; /* when the last "over its limit" line was logged (µs); 0 never */
 };
 
@@ -103,8 +103,8 @@ static unsigned prefix_of(const struct nx_guard_rl_params *p, int family)
 	return v == 0 || v > max ? max : v;
 }
 
-static uint64_t key_of(const struct nx_guard_rl *t, const struct nx_guard_rl_params *p,
-		       int family, const uint8_t *addr)
+static uint64_t key_of(const struct nx_guard_rl *t, const struct nx_guard_rl_params *p, int family,
+		       const uint8_t *addr)
 {
 	uint8_t buf[18];
 	unsigned pl = prefix_of(p, family);
@@ -133,8 +133,8 @@ static struct slot *slot_for(struct nx_guard_rl *t, uint64_t key, uint64_t now_u
 		}
 	}
 	uint64_t old = atomic_load_explicit(&victim->key, memory_order_relaxed);
-	if (!atomic_compare_exchange_strong_explicit(&victim->key, &old, key,
-						     memory_order_acq_rel, memory_order_relaxed)) {
+	if (!atomic_compare_exchange_strong_explicit(&victim->key, &old, key, memory_order_acq_rel,
+						     memory_order_relaxed)) {
 		/* Another worker took this slot this instant (maybe for the same client): let the
 		 * query pass rather than loop; the next one finds a settled set. */
 		return NULL;
@@ -189,8 +189,8 @@ enum nx_guard_rl_verdict nx_guard_rl_check(struct nx_guard_rl *t,
 	uint64_t stamp = NX_MAX(now_us, 1u); /* 0 means never logged */
 	return atomic_compare_exchange_strong_explicit(&s->logged, &last, stamp,
 						       memory_order_relaxed, memory_order_relaxed)
-		       ? NX_GUARD_RL_OVER_LOG
-		       : NX_GUARD_RL_OVER;
+		   ? NX_GUARD_RL_OVER_LOG
+		   : NX_GUARD_RL_OVER;
 }
 
 void nx_guard_rl_prefix_text(const struct nx_guard_rl_params *p, int family, const uint8_t *addr,
@@ -221,7 +221,8 @@ bool nx_guard_rl_admit(struct nx_guard_rl *t, const struct nx_conf *c, const str
 {
 	int family;
 	const uint8_t *a;
-	if (!t || c->rl_qps == 0 || !nx_conf_client_bytes(sa, &family, &a) || exempt(c, family, a)) {
+	if (!t || c->rl_qps == 0 || !nx_conf_client_bytes(sa, &family, &a) ||
+	    exempt(c, family, a)) {
 		return true;
 	}
 	struct nx_guard_rl_params p;
@@ -237,10 +238,11 @@ bool nx_guard_rl_admit(struct nx_guard_rl *t, const struct nx_conf *c, const str
 			addr[0] = 0;
 		}
 		nx_guard_rl_prefix_text(&p, family, a, net, sizeof(net));
-		nx_log(NX_LOG_WARN, "guard",
-		       "rate limit: client %s (prefix %s) over %u queries/s (burst %u), dropping or "
-		       "refusing its queries (logged once a minute)",
-		       addr, net, p.qps, p.burst);
+		nx_log(
+		    NX_LOG_WARN, "guard",
+		    "rate limit: client %s (prefix %s) over %u queries/s (burst %u), dropping or "
+		    "refusing its queries (logged once a minute)",
+		    addr, net, p.qps, p.burst);
 	}
 	return v == NX_GUARD_RL_PASS;
 }

@@ -18,20 +18,20 @@
 #include "base/stats.h"
 #include "dns/wire.h"
 
-#define T_SVCB 64          /* RFC 9460 */
-#define SVC_IPV4HINT 4     /* SvcParamKey ipv4hint: a list of 4-byte addresses */
-#define SVC_IPV6HINT 6     /* SvcParamKey ipv6hint: a list of 16-byte addresses */
-#define EDNS_OPT_EDE 15    /* RFC 8914 option code */
+#define T_SVCB 64	/* RFC 9460 */
+#define SVC_IPV4HINT 4	/* SvcParamKey ipv4hint: a list of 4-byte addresses */
+#define SVC_IPV6HINT 6	/* SvcParamKey ipv6hint: a list of 16-byte addresses */
+#define EDNS_OPT_EDE 15 /* RFC 8914 option code */
 
 bool nx_guard_private_v4(const uint8_t a[4])
 {
-	return a[0] == 0 ||                                   /* 0.0.0.0/8: "this network" */
-	       a[0] == 10 ||                                  /* RFC 1918 */
-	       (a[0] == 100 && (a[1] & 0xc0) == 64) ||        /* 100.64.0.0/10: CGNAT, RFC 6598 */
-	       a[0] == 127 ||                                 /* loopback */
-	       (a[0] == 169 && a[1] == 254) ||                /* link-local */
-	       (a[0] == 172 && (a[1] & 0xf0) == 16) ||        /* RFC 1918 */
-	       (a[0] == 192 && a[1] == 168);                  /* RFC 1918 */
+	return a[0] == 0 ||			       /* 0.0.0.0/8: "this network" */
+	       a[0] == 10 ||			       /* RFC 1918 */
+	       (a[0] == 100 && (a[1] & 0xc0) == 64) || /* 100.64.0.0/10: CGNAT, RFC 6598 */
+	       a[0] == 127 ||			       /* loopback */
+	       (a[0] == 169 && a[1] == 254) ||	       /* link-local */
+	       (a[0] == 172 && (a[1] & 0xf0) == 16) || /* RFC 1918 */
+	       (a[0] == 192 && a[1] == 168);	       /* RFC 1918 */
 }
 
 bool nx_guard_private_v6(const uint8_t a[16])
@@ -44,7 +44,7 @@ bool nx_guard_private_v6(const uint8_t a[16])
 	if (!memcmp(a, mapped, 12)) {
 		return nx_guard_private_v4(a + 12); /* ::ffff:a.b.c.d */
 	}
-	return (a[0] & 0xfe) == 0xfc ||                 /* fc00::/7: ULA */
+	return (a[0] & 0xfe) == 0xfc ||			/* fc00::/7: ULA */
 	       (a[0] == 0xfe && (a[1] & 0xc0) == 0x80); /* fe80::/10: link-local */
 }
 
@@ -105,7 +105,8 @@ static bool scan(const uint8_t *msg, const struct nx_dns_msg *m)
 			if (private_addr(type, rdata)) {
 				return true;
 			}
-		} else if ((type == NX_DNS_T_HTTPS || type == T_SVCB) && svcb_private(msg, off, rdlen)) {
+		} else if ((type == NX_DNS_T_HTTPS || type == T_SVCB) &&
+			   svcb_private(msg, off, rdlen)) {
 			return true;
 		}
 	}
@@ -194,8 +195,8 @@ static int copy_rdata(struct nx_dns_wr *wr, const uint8_t *msg, uint16_t type, s
  * answer was emptied (then EDE 15 alone, so relays carry our reason, not an upstream's). */
 struct opt_src {
 	bool present;
-	uint16_t cls;   /* payload size */
-	uint32_t ttl;   /* extended rcode, version, DO */
+	uint16_t cls; /* payload size */
+	uint32_t ttl; /* extended rcode, version, DO */
 	size_t rdoff;
 	uint16_t rdlen;
 };
@@ -220,8 +221,8 @@ static void write_opt(struct nx_dns_wr *wr, const uint8_t *msg, const struct opt
 	nx_dns_wr_bytes(wr, NX_GUARD_REBIND_TEXT, tl);
 }
 
-int nx_guard_rebind_strip(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out,
-			  size_t cap, struct nx_guard_rebind_report *rep)
+int nx_guard_rebind_strip(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out, size_t cap,
+			  struct nx_guard_rebind_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
 	if (NX_DNS_RCODE(m->flags) != NX_DNS_NOERROR || !m->has_question || !scan(msg, m)) {
@@ -269,8 +270,8 @@ int nx_guard_rebind_strip(const uint8_t *msg, const struct nx_dns_msg *m, uint8_
 			size_t len_at = wr.pos;
 			nx_dns_wr_u16(&wr, 0);
 			int rc = cls == NX_DNS_C_IN && (type == NX_DNS_T_HTTPS || type == T_SVCB)
-					 ? copy_svcb(&wr, msg, off, rdlen, &rep->addresses)
-					 : copy_rdata(&wr, msg, type, off, rdlen);
+				     ? copy_svcb(&wr, msg, off, rdlen, &rep->addresses)
+				     : copy_rdata(&wr, msg, type, off, rdlen);
 			if (rc < 0) {
 				return rc;
 			}
@@ -322,8 +323,7 @@ bool nx_guard_rebind_allowed(char *const *domains, size_t n, const uint8_t *name
 
 /* Header and question of msg, no records, and an OPT with EDE 15: the answer when a rewrite
  * failed. Private addresses never pass because a rewrite could not be done. */
-static int emptied_answer(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out,
-			  size_t cap)
+static int emptied_answer(const uint8_t *msg, const struct nx_dns_msg *m, uint8_t *out, size_t cap)
 {
 	struct nx_dns_wr wr;
 	nx_dns_wr_init(&wr, out, cap);
@@ -355,9 +355,11 @@ int nx_guard_rebind_apply(const struct nx_conf *c, const uint8_t *qname, size_t 
 	if (n < 0 || nx_dns_msg_parse(out, (size_t)n, om) < 0) {
 		n = emptied_answer(msg, m, out, cap);
 		if (n < 0 || nx_dns_msg_parse(out, (size_t)n, om) < 0) {
-			return NX_EMALFORMED; /* cannot happen: header + question + OPT fit 64 KiB */
+			return NX_EMALFORMED; /* cannot happen: header + question + OPT fit 64 KiB
+					       */
 		}
-		nx_log(NX_LOG_WARN, "guard", "rebinding: an answer with private addresses could not "
+		nx_log(NX_LOG_WARN, "guard",
+		       "rebinding: an answer with private addresses could not "
 		       "be rewritten; answered without data");
 		rep.emptied = true;
 	}
@@ -368,8 +370,10 @@ int nx_guard_rebind_apply(const struct nx_conf *c, const uint8_t *qname, size_t 
 		if (nx_dns_name_to_text(qname, qlen, text, sizeof(text)) < 0) {
 			text[0] = 0;
 		}
-		nx_log(NX_LOG_DEBUG, "guard", "rebinding: %u private address%s removed from the "
-		       "answer for %s%s", rep.addresses, rep.addresses == 1 ? "" : "es", text,
+		nx_log(NX_LOG_DEBUG, "guard",
+		       "rebinding: %u private address%s removed from the "
+		       "answer for %s%s",
+		       rep.addresses, rep.addresses == 1 ? "" : "es", text,
 		       rep.emptied ? " (no data left)" : "");
 	}
 	return n;

@@ -85,7 +85,8 @@ static void rl_sustained_rate(void **state)
 {
 	struct nx_guard_rl *t;
 	assert_int_equal(nx_guard_rl_new(1, &t), 0);
-	struct nx_guard_rl_params p = {.qps = 20, .burst = 10, .ipv4_prefix = 32, .ipv6_prefix = 56};
+	struct nx_guard_rl_params p = {
+	    .qps = 20, .burst = 10, .ipv4_prefix = 32, .ipv6_prefix = 56};
 	uint8_t a[16];
 	v4("198.51.100.1", a);
 	/* 100 queries per second for 10 s: 10 (burst) + 20 per second pass */
@@ -105,7 +106,7 @@ static void rl_prefixes(void **state)
 	uint8_t a[16], b[16], c[16];
 	v4("203.0.113.1", a);
 	v4("203.0.113.200", b); /* same /24 */
-	v4("203.0.114.1", c);   /* another */
+	v4("203.0.114.1", c);	/* another */
 	assert_int_equal(nx_guard_rl_check(t, &p, AF_INET, a, T0), NX_GUARD_RL_PASS);
 	assert_int_equal(nx_guard_rl_check(t, &p, AF_INET, b, T0), NX_GUARD_RL_PASS);
 	assert_int_not_equal(nx_guard_rl_check(t, &p, AF_INET, a, T0), NX_GUARD_RL_PASS);
@@ -143,8 +144,8 @@ static void rl_log_once_a_minute(void **state)
 	unsigned logs = 0;
 	/* 10 queries a second for 3 minutes: over the limit all along, logged once a minute */
 	for (uint64_t i = 0; i < 1800; i++) {
-		logs += nx_guard_rl_check(t, &p, AF_INET, a, T0 + i * 100000) ==
-			NX_GUARD_RL_OVER_LOG;
+		logs +=
+		    nx_guard_rl_check(t, &p, AF_INET, a, T0 + i * 100000) == NX_GUARD_RL_OVER_LOG;
 	}
 	assert_int_equal(logs, 3); /* at 0 s, 60 s and 120 s */
 	/* not once per calendar minute: two moments either side of a minute boundary log once */
@@ -275,21 +276,21 @@ static void rl_log_budget(void **state)
 static void rl_config_errors(void **state)
 {
 	static const char *const bad[] = {
-		"access:\n  rate_limit: {ipv4_prefix: 33}\n",
-		"access:\n  rate_limit: {ipv6_prefix: 8}\n",
-		"access:\n  rate_limit: {burst: 0}\n",
-		"access:\n  rate_limit: {qps: -1}\n",
-		"access:\n  rate_limit: {rate: 5}\n",
-		"access:\n  rate_limit_exempt: [\"10.0.0.1/8\"]\n",
-		"filter:\n  rebinding_allow: [\"bad name!\"]\n",
-		"filter:\n  rebinding_allow: [\".\"]\n",
+	    "access:\n  rate_limit: {ipv4_prefix: 33}\n",
+	    "access:\n  rate_limit: {ipv6_prefix: 8}\n",
+	    "access:\n  rate_limit: {burst: 0}\n",
+	    "access:\n  rate_limit: {qps: -1}\n",
+	    "access:\n  rate_limit: {rate: 5}\n",
+	    "access:\n  rate_limit_exempt: [\"10.0.0.1/8\"]\n",
+	    "filter:\n  rebinding_allow: [\"bad name!\"]\n",
+	    "filter:\n  rebinding_allow: [\".\"]\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct nx_conf *c = NULL;
 		char err[256] = "";
-		assert_int_equal(nx_conf_load_string("t", bad[i], strlen(bad[i]), &c, err,
-						     sizeof(err)),
-				 NX_ECONFIG);
+		assert_int_equal(
+		    nx_conf_load_string("t", bad[i], strlen(bad[i]), &c, err, sizeof(err)),
+		    NX_ECONFIG);
 		assert_true(strncmp(err, "t:", 2) == 0);
 	}
 	struct nx_conf *c;
@@ -311,8 +312,8 @@ struct mt_arg {
 static void *mt_run(void *ud)
 {
 	struct mt_arg *a = ud;
-	struct nx_guard_rl_params p = {.qps = 10, .burst = 100, .ipv4_prefix = 32,
-				       .ipv6_prefix = 56};
+	struct nx_guard_rl_params p = {
+	    .qps = 10, .burst = 100, .ipv4_prefix = 32, .ipv6_prefix = 56};
 	uint8_t addr[16];
 	v4("192.0.2.1", addr);
 	for (int i = 0; i < 10000; i++) {
@@ -347,20 +348,27 @@ static void rl_threads_share_one_limit(void **state)
 
 static void classifier(void **state)
 {
-	static const char *const priv4[] = {"0.0.0.0", "0.1.2.3", "10.0.0.1", "10.255.255.255",
-					    "100.64.0.1", "100.127.255.254", "127.0.0.1",
-					    "127.8.9.10", "169.254.1.1", "172.16.0.1",
-					    "172.31.255.255", "192.168.0.1", "192.168.255.255"};
-	static const char *const pub4[] = {"1.1.1.1", "9.9.9.9", "100.63.255.255", "100.128.0.1",
-					   "172.15.255.255", "172.32.0.1", "192.0.2.1",
-					   "198.51.100.7", "203.0.113.9", "192.169.0.1",
-					   "169.253.1.1", "11.0.0.1", "128.0.0.1"};
-	static const char *const priv6[] = {"::", "::1", "fc00::1", "fd12:3456::1", "fe80::1",
-					    "febf::1", "::ffff:10.1.2.3", "::ffff:127.0.0.1",
-					    "::ffff:192.168.1.1", "::ffff:0.0.0.0"};
-	static const char *const pub6[] = {"2001:db8::1", "2606:4700::1111", "::2",
-					   "fec0::1", "ff02::1", "::ffff:192.0.2.1",
-					   "::ffff:8.8.8.8", "fbff::1", "64:ff9b::a00:1"};
+	static const char *const priv4[] = {
+	    "0.0.0.0",	       "0.1.2.3",     "10.0.0.1",	"10.255.255.255", "100.64.0.1",
+	    "100.127.255.254", "127.0.0.1",   "127.8.9.10",	"169.254.1.1",	  "172.16.0.1",
+	    "172.31.255.255",  "192.168.0.1", "192.168.255.255"};
+	static const char *const pub4[] = {
+	    "1.1.1.1",	   "9.9.9.9",	"100.63.255.255", "100.128.0.1", "172.15.255.255",
+	    "172.32.0.1",  "192.0.2.1", "198.51.100.7",	  "203.0.113.9", "192.169.0.1",
+	    "169.253.1.1", "11.0.0.1",	"128.0.0.1"};
+	static const char *const priv6[] = {"::",
+					    "::1",
+					    "fc00::1",
+					    "fd12:3456::1",
+					    "fe80::1",
+					    "febf::1",
+					    "::ffff:10.1.2.3",
+					    "::ffff:127.0.0.1",
+					    "::ffff:192.168.1.1",
+					    "::ffff:0.0.0.0"};
+	static const char *const pub6[] = {"2001:db8::1",    "2606:4700::1111", "::2",
+					   "fec0::1",	     "ff02::1",		"::ffff:192.0.2.1",
+					   "::ffff:8.8.8.8", "fbff::1",		"64:ff9b::a00:1"};
 	uint8_t a[16];
 	for (size_t i = 0; i < sizeof(priv4) / sizeof(*priv4); i++) {
 		assert_true(nx_guard_private_v4(v4(priv4[i], a)));
@@ -393,10 +401,10 @@ static size_t build(uint8_t *buf, size_t cap, uint16_t qtype, const struct nx_dn
 		    size_t n, bool edns)
 {
 	struct nx_dns_question q = question(qtype);
-	struct nx_dns_reply_ctx ctx = {.id = 7, .qflags = NX_DNS_F_RD, .q = &q, .edns = edns,
-				       .max_size = cap};
-	int len = nx_dns_build_answer(buf, cap, &ctx, NX_DNS_NOERROR, false, rrs, n, NULL, 0, -1,
-				      NULL);
+	struct nx_dns_reply_ctx ctx = {
+	    .id = 7, .qflags = NX_DNS_F_RD, .q = &q, .edns = edns, .max_size = cap};
+	int len =
+	    nx_dns_build_answer(buf, cap, &ctx, NX_DNS_NOERROR, false, rrs, n, NULL, 0, -1, NULL);
 	assert_true(len > 0);
 	return (size_t)len;
 }
@@ -432,10 +440,10 @@ static void rebind_mixed(void **state)
 	uint8_t a1[4] = {192, 0, 2, 1}, a2[4] = {10, 0, 0, 1}, a3[4] = {198, 51, 100, 2},
 		a4[4] = {192, 168, 1, 1};
 	struct nx_dns_rr_spec rrs[] = {
-		{.type = NX_DNS_T_A, .ttl = 300, .rdata = a1, .rdlen = 4},
-		{.type = NX_DNS_T_A, .ttl = 300, .rdata = a2, .rdlen = 4},
-		{.type = NX_DNS_T_A, .ttl = 300, .rdata = a3, .rdlen = 4},
-		{.type = NX_DNS_T_A, .ttl = 300, .rdata = a4, .rdlen = 4},
+	    {.type = NX_DNS_T_A, .ttl = 300, .rdata = a1, .rdlen = 4},
+	    {.type = NX_DNS_T_A, .ttl = 300, .rdata = a2, .rdlen = 4},
+	    {.type = NX_DNS_T_A, .ttl = 300, .rdata = a3, .rdlen = 4},
+	    {.type = NX_DNS_T_A, .ttl = 300, .rdata = a4, .rdlen = 4},
 	};
 	uint8_t buf[512], out[1024];
 	size_t len = build(buf, sizeof(buf), NX_DNS_T_A, rrs, 4, true);
@@ -469,9 +477,13 @@ static void rebind_emptied(void **state)
 	uint8_t cname[] = "\3cdn\7example\3net";
 	uint8_t a[4] = {127, 0, 0, 1};
 	struct nx_dns_rr_spec rrs[] = {
-		{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = cname, .rdlen = sizeof(cname)},
-		{.owner = cname, .owner_len = sizeof(cname), .type = NX_DNS_T_A, .ttl = 60,
-		 .rdata = a, .rdlen = 4},
+	    {.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = cname, .rdlen = sizeof(cname)},
+	    {.owner = cname,
+	     .owner_len = sizeof(cname),
+	     .type = NX_DNS_T_A,
+	     .ttl = 60,
+	     .rdata = a,
+	     .rdlen = 4},
 	};
 	uint8_t buf[512], out[1024];
 	for (int edns = 0; edns < 2; edns++) {
@@ -497,19 +509,20 @@ static void rebind_emptied(void **state)
 		uint8_t rel[1232];
 		assert_true(nx_dns_relay(rel, sizeof(rel), out, &om, &ctx, 0, -1, NULL, NULL) > 0);
 		struct nx_dns_msg rm;
-		assert_int_equal(nx_dns_msg_parse(rel, sizeof(rel), &rm) == 0 ||
-					 nx_dns_msg_parse(rel, (size_t)nx_dns_relay(rel, sizeof(rel),
-										    out, &om, &ctx,
-										    0, -1, NULL, NULL),
-							  &rm) == 0,
-				 1);
+		assert_int_equal(
+		    nx_dns_msg_parse(rel, sizeof(rel), &rm) == 0 ||
+			nx_dns_msg_parse(rel,
+					 (size_t)nx_dns_relay(rel, sizeof(rel), out, &om, &ctx, 0,
+							      -1, NULL, NULL),
+					 &rm) == 0,
+		    1);
 		assert_int_equal(rm.edns.ede_code, NX_DNS_EDE_BLOCKED);
 	}
 	/* AAAA of ::ffff:192.168.0.1 (mapped) and :: */
 	uint8_t m1[16] = {[10] = 0xff, [11] = 0xff, 192, 168, 0, 1}, m2[16] = {0};
 	struct nx_dns_rr_spec six[] = {
-		{.type = NX_DNS_T_AAAA, .ttl = 60, .rdata = m1, .rdlen = 16},
-		{.type = NX_DNS_T_AAAA, .ttl = 60, .rdata = m2, .rdlen = 16},
+	    {.type = NX_DNS_T_AAAA, .ttl = 60, .rdata = m1, .rdlen = 16},
+	    {.type = NX_DNS_T_AAAA, .ttl = 60, .rdata = m2, .rdlen = 16},
 	};
 	size_t len = build(buf, sizeof(buf), NX_DNS_T_AAAA, six, 2, true);
 	struct nx_dns_msg m, om;
@@ -562,10 +575,10 @@ static void rebind_https_hints(void **state)
 	/* HTTPS 1 . alpn=h2 ipv4hint=10.0.0.1,192.0.2.1 ipv6hint=fd00::1 */
 	uint8_t rd[64];
 	size_t o = 0;
-	rd[o++] = 0, rd[o++] = 1, rd[o++] = 0;                             /* prio 1, target . */
-	rd[o++] = 0, rd[o++] = 1, rd[o++] = 0, rd[o++] = 3, rd[o++] = 2;   /* alpn */
+	rd[o++] = 0, rd[o++] = 1, rd[o++] = 0;				 /* prio 1, target . */
+	rd[o++] = 0, rd[o++] = 1, rd[o++] = 0, rd[o++] = 3, rd[o++] = 2; /* alpn */
 	rd[o++] = 'h', rd[o++] = '2';
-	rd[o++] = 0, rd[o++] = 4, rd[o++] = 0, rd[o++] = 8;                /* ipv4hint */
+	rd[o++] = 0, rd[o++] = 4, rd[o++] = 0, rd[o++] = 8; /* ipv4hint */
 	const uint8_t h4[8] = {10, 0, 0, 1, 192, 0, 2, 1};
 	memcpy(rd + o, h4, 8);
 	o += 8;
@@ -574,8 +587,8 @@ static void rebind_https_hints(void **state)
 	h6[15] = 1;
 	memcpy(rd + o, h6, 16);
 	o += 16;
-	struct nx_dns_rr_spec rr = {.type = NX_DNS_T_HTTPS, .ttl = 300, .rdata = rd,
-				    .rdlen = (uint16_t)o};
+	struct nx_dns_rr_spec rr = {
+	    .type = NX_DNS_T_HTTPS, .ttl = 300, .rdata = rd, .rdlen = (uint16_t)o};
 	uint8_t buf[512], out[512];
 	size_t len = build(buf, sizeof(buf), NX_DNS_T_HTTPS, &rr, 1, true);
 	struct nx_dns_msg m, om;
@@ -636,7 +649,8 @@ static void rebind_allow_and_apply(void **state)
 	size_t len = build(buf, sizeof(buf), NX_DNS_T_A, &rr, 1, true);
 	struct nx_dns_msg m, om;
 	assert_int_equal(nx_dns_msg_parse(buf, len, &m), 0);
-	uint64_t e0 = nx_stat_read(NX_STAT_REBIND_EMPTIED), r0 = nx_stat_read(NX_STAT_REBIND_RECORDS);
+	uint64_t e0 = nx_stat_read(NX_STAT_REBIND_EMPTIED),
+		 r0 = nx_stat_read(NX_STAT_REBIND_RECORDS);
 	int n = nx_guard_rebind_apply(c, QNAME, sizeof(QNAME), buf, &m, out, sizeof(out), &om);
 	assert_true(n > 0);
 	assert_int_equal(om.ancount, 0);
@@ -647,32 +661,31 @@ static void rebind_allow_and_apply(void **state)
 	assert_int_equal(nx_guard_rebind_apply(c, w, (size_t)l, buf, &m, out, sizeof(out), &om), 0);
 	assert_int_equal(nx_stat_read(NX_STAT_REBIND_ALLOWED) - al0, 1);
 	c->rebinding_protection = false;
-	assert_int_equal(nx_guard_rebind_apply(c, QNAME, sizeof(QNAME), buf, &m, out, sizeof(out),
-					       &om),
-			 0);
+	assert_int_equal(
+	    nx_guard_rebind_apply(c, QNAME, sizeof(QNAME), buf, &m, out, sizeof(out), &om), 0);
 	nx_conf_free(c);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(rl_burst_then_rate),
-		cmocka_unit_test(rl_sustained_rate),
-		cmocka_unit_test(rl_prefixes),
-		cmocka_unit_test(rl_log_once_a_minute),
-		cmocka_unit_test(rl_flood_evicts),
-		cmocka_unit_test(rl_no_memory),
-		cmocka_unit_test(rl_admit_exempt),
-		cmocka_unit_test(rl_log_budget),
-		cmocka_unit_test(rl_config_errors),
-		cmocka_unit_test(rl_threads_share_one_limit),
-		cmocka_unit_test(classifier),
-		cmocka_unit_test(rebind_mixed),
-		cmocka_unit_test(rebind_emptied),
-		cmocka_unit_test(rebind_pointer_into_removed),
-		cmocka_unit_test(rebind_https_hints),
-		cmocka_unit_test(rebind_other_rcodes_untouched),
-		cmocka_unit_test(rebind_allow_and_apply),
+	    cmocka_unit_test(rl_burst_then_rate),
+	    cmocka_unit_test(rl_sustained_rate),
+	    cmocka_unit_test(rl_prefixes),
+	    cmocka_unit_test(rl_log_once_a_minute),
+	    cmocka_unit_test(rl_flood_evicts),
+	    cmocka_unit_test(rl_no_memory),
+	    cmocka_unit_test(rl_admit_exempt),
+	    cmocka_unit_test(rl_log_budget),
+	    cmocka_unit_test(rl_config_errors),
+	    cmocka_unit_test(rl_threads_share_one_limit),
+	    cmocka_unit_test(classifier),
+	    cmocka_unit_test(rebind_mixed),
+	    cmocka_unit_test(rebind_emptied),
+	    cmocka_unit_test(rebind_pointer_into_removed),
+	    cmocka_unit_test(rebind_https_hints),
+	    cmocka_unit_test(rebind_other_rcodes_untouched),
+	    cmocka_unit_test(rebind_allow_and_apply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
