@@ -43,7 +43,7 @@ struct nx_guard_rl_params {
 enum nx_guard_rl_verdict {
 	NX_GUARD_RL_PASS = 0,	  /* under the limit */
 	NX_GUARD_RL_OVER = 1,	  /* over it: drop or refuse */
-	NX_GUARD_RL_OVER_LOG = 2, /* over it, and the first time this minute for the prefix: log */
+	NX_GUARD_RL_OVER_LOG = 2, /* over it, and the prefix's first line in a minute: log */
 };
 
 /* The configured limit of c. */
@@ -118,7 +118,9 @@ bool nx_guard_rebind_allowed(char *const *domains, size_t n, const uint8_t *name
  * The pipeline's step for an answer from upstream.servers (not a forward zone) to the query
  * name qname: with c->rebinding_protection and qname outside filter.rebinding_allow, strip
  * (nx_guard_rebind_strip) into out and parse the result into *om. Returns the stripped length
- * (use out/om in place of msg/m, for the cache and every waiter), or 0 to use msg as it is.
+ * (use out/om in place of msg/m, for the cache and every waiter), 0 to use msg as it is, or
+ * NX_EMALFORMED when not even the NODATA form below can be built (cannot happen with a 64 KiB
+ * out: the caller answers SERVFAIL).
  * Counts nxdns_rebinding_total{result} and nxdns_rebinding_addresses_stripped_total. A strip
  * that fails (out of room, a record it cannot rewrite) answers NODATA with EDE 15 rather than
  * let private addresses through.
