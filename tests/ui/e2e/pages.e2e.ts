@@ -232,6 +232,38 @@ describe('local records page', () => {
     await s.resolvesTo('nas.e2e.test', UP_A);
   });
 
+});
+
+describe('client names', () => {
+  // Today's server sends no client_name; a newer one adds it to query rows and top clients.
+  // Both shapes must read well: the real answers first, then the same answers with a name
+  // added on the way (page.route), as the newer server will send them.
+  const withName = (o: any) => ({ ...o, client_name: o.client === '127.0.0.1' || o.key === '127.0.0.1' ? 'laptop' : null });
+
+  it('shows the address alone without a name, and the name beside the address with one', async () => {
+    await s.open('Dashboard');
+    const top = page().getByTestId('top-clients');
+    await expect.poll(() => top.innerText(), { timeout: 15_000 }).toMatch(/^127\.0\.0\.1\s/);
+    await s.open('Query log');
+    const meta = page().getByTestId('query-row').first().locator('.qmeta');
+    await expect.poll(() => meta.innerText(), { timeout: 15_000 }).toContain(' · 127.0.0.1 · ');
+
+    const rewrite = (key: 'items') => async (route: any) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      body[key] = body[key].map(withName);
+      await route.fulfill({ response: r, json: body });
+    };
+    await page().route(/\/api\/stats\/top\?kind=clients/, rewrite('items'));
+    await page().route(/\/api\/queries\?/, rewrite('items'));
+    await page().reload();
+    await expect.poll(() => meta.innerText(), { timeout: 15_000 }).toContain(' · laptop (127.0.0.1) · ');
+    await s.open('Dashboard');
+    await expect.poll(() => top.innerText()).toMatch(/^laptop 127\.0\.0\.1\s/);
+    await page().unroute(/\/api\/stats\/top\?kind=clients/);
+    await page().unroute(/\/api\/queries\?/);
+  });
+
   it('made no request to another host and logged no error but the refusals', () => {
     expect(s.foreign).toEqual([]);
     expect(s.problems.filter((p) => !/status of 400/.test(p))).toEqual([]);
