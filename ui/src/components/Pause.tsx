@@ -60,8 +60,11 @@ export function PauseControl({ api }: { api: Api }) {
   const paused = st.paused && left !== '';
   return (
     <div class={paused ? 'pausebar paused' : 'pausebar'} data-testid="pause">
-      <p role="status" data-testid="pause-state">
-        {paused ? `Filtering is paused: ${left}` : 'Filtering is on'}
+      {/* only the state is a live region: the countdown ticks every second and would be
+          announced each time */}
+      <p data-testid="pause-state">
+        <span role="status">{paused ? 'Filtering is paused' : 'Filtering is on'}</span>
+        {paused && `: ${left}`}
       </p>
       {paused ? (
         <button type="button" id="pause-main" disabled={busy} onClick={() => void send({ resume: true })}>
