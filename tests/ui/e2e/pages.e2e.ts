@@ -118,7 +118,7 @@ describe('rules page', () => {
 });
 
 describe('groups and clients pages', () => {
-  it('adds a group; a bad name and an unknown field are refused at the field', async () => {
+  it('adds a group with a list, unfiltered; a bad name is refused at the field', async () => {
     await s.open('Groups');
     await expect.poll(() => item('data-group', 'default').count()).toBe(1);
     expect(await item('data-group', 'default').getByRole('button', { name: 'Remove default' }).count()).toBe(0);
