@@ -21,7 +21,9 @@ afterAll(async () => {
   await s.stop();
 });
 
-const item = (attr: string, v: string) => page().locator(`li.item[${attr}="${v}"]`);
+// the value as a CSS string: a regex rule holds backslashes
+const item = (attr: string, v: string) =>
+  page().locator(`li.item[${attr}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"]`);
 const status = (text: string) => page().getByRole('status').filter({ hasText: text });
 
 describe('navigation', () => {
@@ -114,6 +116,21 @@ describe('rules page', () => {
     await expect.poll(() => page().getByText('No rules yet').count()).toBe(1);
     await s.resolvesTo('ads.e2e.test', BLOCK_A);
     expect(s.config()).not.toContain('ruled.e2e.test');
+  });
+
+  it('adds and removes a regex rule (its "/" travel url-encoded in the delete path)', async () => {
+    const re = '/^re[0-9]+\\.e2e\\.test$/';
+    await page().getByLabel('Kind').selectOption('deny');
+    await page().getByLabel('Rule', { exact: true }).fill(re);
+    await page().getByRole('button', { name: 'Add rule' }).click();
+    await expect.poll(() => item('data-rule', re).count()).toBe(1);
+    expect(await item('data-rule', re).innerText()).toContain('names matching the regular expression');
+    await s.resolvesTo('re42.e2e.test', BLOCK_A);
+    await s.resolvesTo('rex.e2e.test', UP_A);
+    await item('data-rule', re).getByRole('button', { name: `Remove deny rule ${re}` }).click();
+    await page().getByRole('button', { name: `Confirm: remove deny rule ${re}` }).click();
+    await expect.poll(() => page().getByText('No rules yet').count()).toBe(1);
+    await s.resolvesTo('re42.e2e.test', UP_A);
   });
 });
 
