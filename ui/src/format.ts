@@ -52,3 +52,13 @@ export function clock(ms: number): string {
   const mm = String(d.getMinutes()).padStart(2, '0');
   return `${hh}:${mm}`;
 }
+
+/**
+ * A client as a person reads it: its name (from the config's clients or a reverse lookup) with
+ * the address beside it, or the address alone. Rows from servers without `client_name` (or
+ * with null or "") get the address: both shapes of the API read the same way.
+ */
+export function clientLabel(address: string, name?: string | null): { main: string; aside: string } {
+  const n = typeof name === 'string' ? name.trim() : '';
+  return n && n !== address ? { main: n, aside: address } : { main: address, aside: '' };
+}

@@ -9,12 +9,33 @@ import { Login } from './pages/Login';
 import { Dashboard } from './pages/Dashboard';
 import { QueryLog } from './pages/QueryLog';
 import { Lists } from './pages/Lists';
+import { Rules } from './pages/Rules';
+import { Groups } from './pages/Groups';
+import { Clients } from './pages/Clients';
+import { LocalRecords } from './pages/LocalRecords';
+import { Settings } from './pages/Settings';
+import { PauseControl } from './components/Pause';
+import { pageOf, PAGES } from './pages';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 
 type View = 'loading' | 'setup' | 'login' | 'dashboard' | 'error';
 
 const api = new Api();
+
+// The signed-in page for a route id (pages.ts maps the address's #fragment to one).
+function Page({ id }: { id: string }) {
+  switch (id) {
+    case 'queries': return <QueryLog api={api} />;
+    case 'lists': return <Lists api={api} />;
+    case 'rules': return <Rules api={api} />;
+    case 'groups': return <Groups api={api} />;
+    case 'clients': return <Clients api={api} />;
+    case 'local': return <LocalRecords api={api} />;
+    case 'settings': return <Settings api={api} />;
+    default: return <Dashboard api={api} />;
+  }
+}
 
 function App() {
   const [view, setView] = useState<View>('loading');
@@ -54,11 +75,7 @@ function App() {
       dashboard: 'Dashboard · nxdns',
       error: 'Unreachable · nxdns',
     };
-    const pageTitles: Record<string, string> = {
-      '#/queries': 'Query log · nxdns',
-      '#/lists': 'Lists · nxdns',
-    };
-    document.title = view === 'dashboard' && pageTitles[page] ? pageTitles[page] : titles[view];
+    document.title = view === 'dashboard' ? `${pageOf(page).title} · nxdns` : titles[view];
   }, [view, page]);
 
   const logout = async () => {
@@ -78,9 +95,9 @@ function App() {
         <span class="brand">nxdns</span>
         {view === 'dashboard' && (
           <nav class="nav" aria-label="Pages">
-            <a href="#/" aria-current={page !== '#/queries' && page !== '#/lists' ? 'page' : undefined}>Dashboard</a>
-            <a href="#/queries" aria-current={page === '#/queries' ? 'page' : undefined}>Query log</a>
-            <a href="#/lists" aria-current={page === '#/lists' ? 'page' : undefined}>Lists</a>
+            {PAGES.map((p) => (
+              <a key={p.hash} href={p.hash} aria-current={pageOf(page).id === p.id ? 'page' : undefined}>{p.title}</a>
+            ))}
           </nav>
         )}
         {view === 'dashboard' && (
@@ -89,6 +106,7 @@ function App() {
           </button>
         )}
       </header>
+      {view === 'dashboard' && <PauseControl api={api} />}
       <main id="main" tabIndex={-1}>
         {view === 'loading' && <p aria-live="polite">Loading…</p>}
         {view === 'error' && (
@@ -104,9 +122,7 @@ function App() {
         {view === 'login' && (
           <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
         )}
-        {view === 'dashboard' && page !== '#/queries' && page !== '#/lists' && <Dashboard api={api} />}
-        {view === 'dashboard' && page === '#/queries' && <QueryLog api={api} />}
-        {view === 'dashboard' && page === '#/lists' && <Lists api={api} />}
+        {view === 'dashboard' && <Page id={pageOf(page).id} />}
       </main>
     </>
   );

@@ -19,6 +19,7 @@ export interface QueryRow {
   cached: boolean;
   duration_us: number;
   client_id: string;
+  client_name?: string | null; // the client's name when the server knows one (newer servers)
   id?: number;
 }
 

@@ -244,7 +244,7 @@ describe('query log page', () => {
 
   it('shows new queries live, filtered, and pauses', async () => {
     await page.getByRole('button', { name: 'Live' }).click();
-    await expect.poll(() => page.getByRole('status').innerText()).toContain('Live');
+    await expect.poll(() => page.getByRole('main').getByRole('status').innerText()).toContain('Live');
     // The page says "Live" when its EventSource opens; the daemon subscribes it a moment
     // later. Ask a warm-up name until the stream carries it, then start from an empty view.
     await expect.poll(async () => {
@@ -262,13 +262,13 @@ describe('query log page', () => {
     await shoot('querylog-live');
     await axeCheck('querylog-live');
 
-    await page.getByRole('button', { name: 'Pause' }).click();
-    await expect.poll(() => page.getByRole('status').innerText()).toBe('Paused.');
+    await page.getByRole('main').getByRole('button', { name: 'Pause', exact: true }).click();
+    await expect.poll(() => page.getByRole('main').getByRole('status').innerText()).toBe('Paused.');
     await query(nx.dnsPort, 'ads.e2e.test');
     await page.waitForTimeout(1000);
     expect(await liveNames()).toEqual(['tracker.e2e.test']);
-    await page.getByRole('button', { name: 'Resume' }).click();
-    await expect.poll(() => page.getByRole('status').innerText()).toContain('Live');
+    await page.getByRole('main').getByRole('button', { name: 'Resume', exact: true }).click();
+    await expect.poll(() => page.getByRole('main').getByRole('status').innerText()).toContain('Live');
     await query(nx.dnsPort, 'ads.e2e.test');
     await expect.poll(liveNames, { timeout: 10_000 }).toEqual(['ads.e2e.test', 'tracker.e2e.test']);
   });

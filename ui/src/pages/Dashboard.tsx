@@ -3,7 +3,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { Api, describe } from '../api';
 import { Columns, History, Owner, dayWindow, historyColumns, topOwners } from '../chart';
-import { bytes, count, percent } from '../format';
+import { bytes, clientLabel, count, percent } from '../format';
 import { HistoryChart } from '../components/Chart';
 
 const REFRESH_MS = 5000; // a glance, not a monitor: one set of reads every 5 s
@@ -18,7 +18,8 @@ interface Summary {
   cached: number;
   clients: number;
 }
-interface Top { items: { key: string; count: number }[] }
+// client_name: top clients may carry the client's name (optional: older servers send none)
+interface Top { items: { key: string; count: number; client_name?: string | null }[] }
 interface Source { name: string; enabled: boolean; list: number; wild: number }
 interface Memory {
   owners: Owner[];
@@ -70,6 +71,17 @@ function Stat({ id, label, value, sub }: { id: string; label: string; value: str
   );
 }
 
+function TopName({ id, item }: { id: string; item: Top['items'][number] }) {
+  if (id !== 'clients') return <span class="name">{item.key}</span>;
+  const l = clientLabel(item.key, item.client_name);
+  return (
+    <span class="name">
+      {l.main}
+      {l.aside && <span class="aside"> {l.aside}</span>}
+    </span>
+  );
+}
+
 function TopList({ title, id, top, empty }: { title: string; id: string; top: Top; empty: string }) {
   return (
     <section class="card" aria-labelledby={`${id}-h`}>
@@ -80,7 +92,7 @@ function TopList({ title, id, top, empty }: { title: string; id: string; top: To
         <ol class="top" data-testid={`top-${id}`}>
           {top.items.map((it) => (
             <li key={it.key}>
-              <span class="name">{it.key}</span>
+              <TopName id={id} item={it} />
               <span class="n">{count(it.count)}</span>
             </li>
           ))}

@@ -7,6 +7,7 @@ import {
   Change, Filter, PROTOS, QueryPage, QueryRow, STATUSES, buttonText, changeFor, changeText, explain,
   invert, isBlocked, localTimeMs, matches, parseLive, pushLive, queriesUrl, statusWord, timeOfDay,
 } from '../querylog';
+import { clientLabel } from '../format';
 import '../querylog.css';
 
 const LIVE_FLUSH_MS = 500; // a burst renders once per half second, not once per query
@@ -19,6 +20,13 @@ interface Done {
 }
 
 const EMPTY: Filter = { client: '', name: '', status: 'all', proto: '', from: 0, to: 0 };
+
+// The client by name with the address beside it, or the address alone (no name known).
+function ClientText({ r }: { r: QueryRow }) {
+  const l = clientLabel(r.client, r.client_name);
+  return l.aside ? <span class="qclient">{l.main} <span class="aside">({l.aside})</span></span>
+    : <span class="qclient">{l.main}</span>;
+}
 
 function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: QueryRow) => void }) {
   const word = statusWord(r);
@@ -33,7 +41,7 @@ function Row({ r, busy, onRule }: { r: QueryRow; busy: boolean; onRule: (r: Quer
       <p class="qwhy">{explain(r)}</p>
       <p class="qmeta">
         <time dateTime={new Date(r.ts).toISOString()}>{timeOfDay(r.ts)}</time>
-        {' · '}{r.client}{r.client_id ? ` (${r.client_id})` : ''}
+        {' · '}<ClientText r={r} />{r.client_id ? ` (${r.client_id})` : ''}
         {' · '}{r.proto.toUpperCase()} {r.qtype}{' · '}{r.rcode}
         {r.answer ? ` · ${r.answer}` : ''}
       </p>
