@@ -117,6 +117,7 @@ struct nx_conf_client {
 	bool filtering;               /* any of its groups filters */
 	char **groups;                /* owned array of owned group names (default: {"default"}) */
 	size_t n_groups;
+	uint64_t groups_mask;         /* bit g = groups[g] of the config is one of its groups */
 };
 
 /* local_records[i], rdata pre-encoded. c->locals is sorted by (name, type): see local_find. */

@@ -485,6 +485,7 @@ int nx_conf_groups_finish(struct nx_conf_ld *ld)
 		if (r->kind == NX_CONF_REF_CLIENT_GROUP) {
 			struct nx_conf_client *cl = &c->clients[r->from];
 			cl->groups_mask_sources |= c->groups[r->target].sources_mask;
+			cl->groups_mask |= UINT64_C(1) << r->target;
 			cl->filtering |= c->groups[r->target].filtering;
 		}
 	}
