@@ -565,11 +565,18 @@ const struct nx_conf_key nx_conf_keys[] = {
 			   "{name: nas.lan, type: AAAA, value: \"fd00::10\", ttl: 60}, "
 			   "{name: files.lan, type: CNAME, value: nas.lan}]",
 		.doc = "Records answered authoritatively for hosts on the network, before any "
-		       "filtering: `name`, `type` (`A`, `AAAA`, `CNAME`, `TXT` or `PTR`), `value` "
-		       "(an address, a host name, or text; TXT text longer than 255 bytes is split "
-		       "into several strings) and `ttl` (seconds, default 300). A name with "
-		       "records of other types answers those types with an empty answer. A CNAME "
-		       "name has no other records; duplicate records are errors.",
+		       "filtering: `name`, `type` (`A`, `AAAA`, `CNAME`, `TXT`, `PTR`, `MX`, `SRV` "
+		       "or `CAA`), `value` (an address; a host name; text, split into several "
+		       "strings past 255 bytes; `PREFERENCE HOST` for MX; `PRIORITY WEIGHT PORT "
+		       "HOST` for SRV; `FLAGS TAG VALUE` for CAA, e.g. `0 issue \"letsencrypt.org\"`) "
+		       "and `ttl` (seconds, default 300). A name with records of other types "
+		       "answers those types with an empty answer (NODATA), never forwarded. A "
+		       "CNAME name has no other records; it answers with the CNAME and the "
+		       "target's records: the local ones when the target is local, else the "
+		       "target resolved upstream. The reverse name of a local A or AAAA record "
+		       "answers PTR with that record's name unless a PTR is given for it. Local "
+		       "names never shadow a forward zone's other names. Duplicate records are "
+		       "errors.",
 	},
 	{
 		.path = "cache.size",
