@@ -37,6 +37,8 @@ struct waiter {
 	uint16_t qflags;
 	uint16_t max_size;
 	bool check_answer;              /* the answer's CNAME/HTTPS targets go through the ladder */
+	bool chain;                     /* q is a local CNAME name; the operation resolves its target:
+					 * answer with the local chain + the target's records */
 	struct nx_filter_result fr;     /* the query's decision (e.g. an exception), for the log */
 	uint64_t t0_us;                 /* arrival, monotonic */
 	int64_t ts_ms;                  /* arrival, wall clock */
@@ -75,6 +77,8 @@ struct origin {
 	const struct nx_reply *r;   /* borrowed for the call; copied into a waiter to answer later */
 	bool check_answer;          /* the answer's targets are checked (the client is filtered and
 				     * no allow rule or exception let the name through) */
+	const struct nx_dns_question *client_q; /* borrowed: the client's question when the query
+						 * forwarded is a local CNAME's target, or NULL */
 	/* filled by handle() for the query log */
 	bool have_q;                /* the question parsed: its name is at pkt + 12 */
 	bool cached;
@@ -428,7 +432,11 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		nx_policy_query_init(&pol, &pq, x->q.name, x->q.name_len, x->q.qtype,
 				     (const struct sockaddr *)&x->to.peer, x->client_id);
 		pq.filtering = pq.filtering && x->check_answer;
-		if (stale) {
+		if (x->chain && (res == NX_UP_ANSWER || stale)) {
+			rlen = nx_policy_local_splice(&pol, w->tx, sizeof(w->tx), &ctx,
+						      stale ? w->cbuf : msg, stale ? &stale_m : m);
+			nx_stat_inc(NX_STAT_R_LOCAL);
+		} else if (stale) {
 			bool trunc = false;
 			rlen = nx_dns_relay(w->tx, sizeof(w->tx), w->cbuf, &stale_m, &ctx, 0,
 					    stale_hit.stale ? NX_DNS_EDE_STALE : -1, NULL, &trunc);
@@ -500,7 +508,8 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->edns = m->edns.present;
 	x->do_bit = m->edns.do_bit;
 	x->max_size = (uint16_t)NX_MIN(max_size, NX_DNS_MSG_MAX);
-	x->q = m->q;
+	x->q = o->client_q ? *o->client_q : m->q;
+	x->chain = o->client_q != NULL;
 	x->w = NULL; /* set by the caller */
 	x->check_answer = o->check_answer;
 	x->fr = o->fr;
@@ -662,6 +671,47 @@ static int error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, boo
 	return n > 0 ? n : 0;
 }
 
+/*
+ * A local CNAME whose target is not local: the target is resolved as any forwarded name (cache,
+ * coalescing, upstream, serve-stale) and the client gets the local chain with the target's
+ * records after it, as a stub resolver needs (it does not chase CNAMEs itself). The target is
+ * the operator's own choice: it is not filtered. Returns what handle() returns.
+ */
+static int local_chain(struct nx_worker *w, const struct nx_policy *pol, const struct nx_dns_msg *m,
+		       struct origin *o, const uint8_t *target, size_t tl, size_t limit,
+		       uint8_t *out, size_t cap)
+{
+	struct nx_dns_msg t = *m;
+	memcpy(t.q.name, target, tl);
+	t.q.name_len = (uint8_t)tl;
+	if (w->cache) {
+		struct nx_cache_key k;
+		nx_cache_key_from_query(&t, &k);
+		struct nx_dns_msg cm;
+		struct nx_cache_hit hit;
+		if (nx_cache_lookup(w->cache, &k, uv_now(&w->loop), 0, w->cbuf, sizeof(w->cbuf), &cm,
+				    &hit) == 0) {
+			struct nx_dns_reply_ctx ctx = {
+				.id = m->id,
+				.qflags = m->flags,
+				.q = &m->q,
+				.edns = m->edns.present,
+				.do_bit = m->edns.do_bit,
+				.max_size = NX_MIN(limit, cap),
+			};
+			o->cached = true;
+			nx_stat_inc(NX_STAT_R_LOCAL);
+			int n = nx_policy_local_splice(pol, out, cap, &ctx, w->cbuf, &cm);
+			if (hit.prefetch) {
+				prefetch(w, &t);
+			}
+			return n > 0 ? n : 0;
+		}
+	}
+	o->client_q = &m->q;
+	return start_operation(w, &t, o, limit, true);
+}
+
 /* Access control. A client id (DoH path, DoT SNI) only picks a policy; it admits a query from
  * an address access.allow refuses only with access.admit_client_ids, and never past deny. */
 static bool admitted(const struct nx_conf *c, const struct origin *o)
@@ -747,7 +797,12 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 			n = nx_policy_block_answer(&pol, out, cap, &ctx, &fr);
 			count_block(&fr, false);
 		} else {
-			n = nx_policy_local_answer(&pol, out, cap, &ctx, NULL, NULL);
+			uint8_t target[NX_DNS_NAME_MAX];
+			size_t tl = 0;
+			n = nx_policy_local_answer(&pol, out, cap, &ctx, target, &tl);
+			if (tl > 0) {
+				return local_chain(w, &pol, &m, o, target, tl, limit, out, cap);
+			}
 			nx_stat_inc(NX_STAT_R_LOCAL);
 		}
 		return n > 0 ? n : 0;

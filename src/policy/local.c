@@ -219,3 +219,101 @@ int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 	}
 	return nx_dns_build_answer(out, cap, ctx, NX_DNS_NOERROR, true, rrs, n, NULL, 0, -1, NULL);
 }
+
+/* Records taken from the upstream answer of a CNAME target: a stub resolver needs the target's
+ * addresses, a chain of a few CNAMEs at most before them (more are cut: counted nowhere, the
+ * answer stays valid, just shorter). */
+#define SPLICE_RRS_MAX 16
+
+/* Room for one record's decompressed owner and rdata. */
+struct splice_rr {
+	uint8_t owner[NX_DNS_NAME_MAX];
+	uint8_t rdata[6 + NX_DNS_NAME_MAX]; /* the fixed fields before a name (SRV: 6) + it */
+};
+
+/*
+ * The rdata of an upstream record as the builder can copy it: names decompressed for the types
+ * that may compress them (RFC 3597 3: only the RFC 1035 types; SRV's target for servers that
+ * compress it anyway). Returns the rdata pointer (into s or into the message), or NULL.
+ */
+static const uint8_t *splice_rdata(const uint8_t *buf, const struct nx_dns_msg *m, size_t at,
+				   uint16_t type, uint16_t rdlen, struct splice_rr *s,
+				   uint16_t *out_len)
+{
+	size_t fixed;
+	switch (type) {
+	case NX_DNS_T_CNAME:
+	case NX_DNS_T_PTR:
+	case NX_DNS_T_NS:
+		fixed = 0;
+		break;
+	case NX_DNS_T_MX:
+		fixed = 2;
+		break;
+	case 33: /* SRV */
+		fixed = 6;
+		break;
+	default:
+		*out_len = rdlen;
+		return buf + at;
+	}
+	if (rdlen < fixed + 1) {
+		return NULL;
+	}
+	memcpy(s->rdata, buf + at, fixed);
+	struct nx_dns_rd rd;
+	nx_dns_rd_init(&rd, buf, m->len);
+	rd.pos = at + fixed;
+	size_t nl = nx_dns_rd_name(&rd, s->rdata + fixed);
+	if (rd.err || nl == 0) {
+		return NULL;
+	}
+	nx_dns_name_lower(s->rdata + fixed, nl);
+	*out_len = (uint16_t)(fixed + nl);
+	return s->rdata;
+}
+
+int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
+			   const struct nx_dns_reply_ctx *ctx, const uint8_t *up,
+			   const struct nx_dns_msg *um)
+{
+	uint8_t name[NX_DNS_NAME_MAX];
+	memcpy(name, ctx->q->name, ctx->q->name_len);
+	nx_dns_name_lower(name, ctx->q->name_len);
+	struct nx_dns_rr_spec rrs[LOCAL_RRS_MAX + SPLICE_RRS_MAX];
+	const uint8_t *tail;
+	size_t tl;
+	size_t n = local_rrs(p->c, name, ctx->q->name_len, ctx->q->qtype, rrs, &tail, &tl);
+	struct splice_rr scratch[SPLICE_RRS_MAX];
+	struct nx_dns_rd rd;
+	nx_dns_rd_init(&rd, up, um->len);
+	rd.pos = um->question_end;
+	size_t taken = 0;
+	for (unsigned i = 0; tl && i < um->ancount && taken < SPLICE_RRS_MAX; i++) {
+		struct splice_rr *s = &scratch[taken];
+		size_t ol = nx_dns_rd_name(&rd, s->owner);
+		uint16_t type = nx_dns_rd_u16(&rd);
+		nx_dns_rd_u16(&rd); /* class: IN, as the question's */
+		uint32_t ttl = nx_dns_rd_u32(&rd);
+		uint16_t rdlen = nx_dns_rd_u16(&rd);
+		if (rd.err || ol == 0 || nx_dns_rd_left(&rd) < rdlen) {
+			return NX_EMALFORMED; /* validated by the engine: cannot happen */
+		}
+		/* the engine's 0x20 case scrambling of the question stays inside nxdns */
+		nx_dns_name_lower(s->owner, ol);
+		size_t at = rd.pos;
+		rd.pos += rdlen;
+		uint16_t dl = 0;
+		const uint8_t *data = splice_rdata(up, um, at, type, rdlen, s, &dl);
+		if (!data) {
+			return NX_EMALFORMED;
+		}
+		rrs[n++] = (struct nx_dns_rr_spec){.owner = s->owner, .owner_len = ol, .type = type,
+						   .ttl = ttl, .rdata = data, .rdlen = dl};
+		taken++;
+	}
+	/* The rcode is the chain's last name's (RFC 6604 2.1): NXDOMAIN when the target has none.
+	 * Not authoritative: the tail is upstream's data, not ours. */
+	int rcode = um->flags & 0xf;
+	return nx_dns_build_answer(out, cap, ctx, rcode, false, rrs, n, NULL, 0, -1, NULL);
+}

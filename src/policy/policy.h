@@ -98,14 +98,24 @@ int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 /*
  * Answer from local_records (AA set) for a name that has some: the records of the question's
  * type; a CNAME of the name followed by the target's records when the target is local too;
- * PTR answers generated from local A/AAAA; otherwise NODATA. *cname_out (may be NULL) receives
- * the wire length of a CNAME target that is NOT local (the caller resolves it upstream and
- * appends it: nx_policy_local_chain), 0 otherwise; the target is copied into cname_target.
- * Returns the length or a negative code.
+ * PTR answers generated from local A/AAAA; otherwise NODATA. *cname_len (may be NULL) receives
+ * the wire length of a CNAME target that is NOT local (the caller resolves it upstream through
+ * the normal forwarding path and builds the answer with nx_policy_local_splice), 0 otherwise;
+ * the target is copied into cname_target. Returns the length or a negative code.
  */
 int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx, uint8_t cname_target[NX_DNS_NAME_MAX],
 			   size_t *cname_len);
+
+/*
+ * The answer to the question of ctx (a local name whose CNAME chain leaves the local records)
+ * from the local chain followed by the answer section of `up`/`um`, the validated upstream
+ * answer for the chain's first non-local target; the rcode is upstream's (NXDOMAIN stays
+ * NXDOMAIN), AA is clear. Returns the length or a negative code.
+ */
+int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
+			   const struct nx_dns_reply_ctx *ctx, const uint8_t *up,
+			   const struct nx_dns_msg *um);
 
 /*
  * Does the name (any case) answer from local records: it has some, or it is the reverse name of

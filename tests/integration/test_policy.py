@@ -1,0 +1,282 @@
+"""The policy module over the wire (issue 13): one ladder for DNS and `nxdns lookup`, and local
+DNS that a stub resolver accepts.
+
+- `test_workload_daemon_and_lookup_agree`: every (name, type) of ../shared/data/workload through
+  the daemon over DNS and through `nxdns lookup` on the same daemon's state, the same verdict
+  for each (skipped, reported, without NX_SHARED_DIR).
+- Local DNS: CNAME chains to a local target and to an upstream target (cache included, NXDOMAIN
+  kept), MX/SRV/CAA, generated PTR, NODATA instead of forwarding, a forward zone's other names
+  not shadowed by local records.
+- User rules limited to groups, in the config file and through the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import dns.flags
+import dns.rcode
+import dns.rdatatype
+import pytest
+
+from filterkit import FastUpstream, XRule, XUpstream, query_from, run_cli, start_nx
+from harness import answers, make_query
+
+
+def _shared() -> Path:
+    return Path(os.environ.get("NX_SHARED_DIR",
+                               Path(__file__).resolve().parents[3] / "shared"))
+
+
+# ------------------------------------------------------------------ the workload, both ways
+
+# A handful of the shared lists, one per syntax, with the allowlist whose exceptions the
+# workload labels: enough for every level to decide some names, small enough to compile in a
+# fraction of a second.
+LISTS = [
+    ("facebook", "lists/hosts/lightswitch05_facebook-extended.txt"),
+    ("gambling", "lists/adblock/hagezi_gambling_2023.txt"),
+    ("allow", "lists/adblock/hagezi_allowlist_2023.txt"),
+    ("onehosts", "lists/domains/1hosts_pro_2021.txt"),
+    ("wild", "lists/wildcard/hagezi_light_2022.txt"),
+]
+
+TYPES = {"A": 1, "AAAA": 28}
+
+
+def _workload(shared: Path) -> Tuple[List[Tuple[str, str]], Dict[str, Tuple[str, str]]]:
+    """Distinct (name, qtype) pairs in file order, and each name's (category, evidence)."""
+    pairs, seen, label = [], set(), {}
+    with open(shared / "data/workload/queries-mixed.labels.tsv") as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            name, qtype, cat, ev = line.rstrip("\n").split("\t")
+            if (name, qtype) not in seen:
+                seen.add((name, qtype))
+                pairs.append((name, qtype))
+            label[name] = (cat, ev)
+    return pairs, label
+
+
+def _query_bytes(qid: int, name: str, qtype: int) -> bytes:
+    wire = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".") if p) + b"\0"
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + wire + struct.pack("!HH", qtype, 1)
+
+
+def _ask_all(port: int, pairs: List[Tuple[str, str]], window: int = 128,
+             deadline_s: float = 120.0) -> List[int]:
+    """Send every query over UDP, `window` in flight; returns each reply's rcode (or -1: no
+    reply after three tries). Replies are matched by id and question bytes."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.connect(("127.0.0.1", port))
+    s.settimeout(2.0)
+    out = [-1] * len(pairs)
+    end = time.monotonic() + deadline_s
+    todo = list(range(len(pairs)))
+    for attempt in range(3):
+        missing = []
+        for start in range(0, len(todo), window):
+            batch = todo[start:start + window]
+            pending = {}
+            for k, i in enumerate(batch):
+                qid = (k + attempt * window) & 0xFFFF
+                q = _query_bytes(qid, pairs[i][0], TYPES[pairs[i][1]])
+                pending[qid] = (i, q[12:])
+                s.send(q)
+            while pending and time.monotonic() < end:
+                try:
+                    r = s.recv(4096)
+                except socket.timeout:
+                    break
+                if len(r) < 12:
+                    continue
+                qid = struct.unpack("!H", r[:2])[0]
+                hit = pending.get(qid)
+                if hit and r[12:12 + len(hit[1])] == hit[1]:
+                    out[hit[0]] = r[3] & 0x0F
+                    del pending[qid]
+            missing += [i for i, _ in pending.values()]
+        todo = missing
+        if not todo:
+            break
+    s.close()
+    return out
+
+
+@pytest.mark.nx_timeout(180)
+def test_workload_daemon_and_lookup_agree(make_nxdns, tmp_path):
+    shared = _shared()
+    if not (shared / "data/workload/queries-mixed.labels.tsv").exists():
+        pytest.skip(f"NX_SHARED_DIR {shared} absent: the shared workload is not available")
+    up = FastUpstream().start()
+    try:
+        cfg = {
+            "filter": {
+                "sources": [{"name": n, "path": str(shared / "data" / p)} for n, p in LISTS],
+                # refused: a blocked answer is told by its rcode alone, parsed from the raw bytes
+                "block_mode": "refused",
+                "deny": ["*.doubleclick.net", "/^ads?[0-9]*[.]/"],
+                "allow": ["*.facebook.com"],
+            },
+            "local_records": [{"name": "nas.lan", "type": "A", "value": "192.168.1.10"}],
+            "log": {"level": "info"},
+            "logging": {"query_log": False},
+            "cache": {"size": 16 << 20},
+            "query_budget": {"permits": 256},
+        }
+        nx = start_nx(make_nxdns, [up.addr], cfg)
+        pairs, label = _workload(shared)
+        pairs.append(("nas.lan", "A"))
+        t0 = time.monotonic()
+        rcodes = _ask_all(nx.port, pairs)
+        t_dns = time.monotonic() - t0
+        assert rcodes.count(-1) == 0, f"{rcodes.count(-1)} queries unanswered"
+
+        verdict = {}
+        for qtype in TYPES:
+            names = [n for n, t in pairs if t == qtype]
+            p = run_cli(["lookup", "--config", str(nx.config_path), "--type", qtype, "-"],
+                        stdin="".join(n + "\n" for n in names), timeout=120)
+            assert p.returncode == 0, p.stderr[-2000:]
+            rows = [json.loads(ln) for ln in p.stdout.splitlines()]
+            assert len(rows) == len(names)
+            for n, row in zip(names, rows):
+                verdict[(n, qtype)] = row
+
+        want_rcode = {"block": dns.rcode.REFUSED, "allow": dns.rcode.NOERROR,
+                      "local": dns.rcode.NOERROR}
+        bad = []
+        counts: Dict[str, int] = {}
+        for (name, qtype), rc in zip(pairs, rcodes):
+            row = verdict[(name, qtype)]
+            counts[row["action"]] = counts.get(row["action"], 0) + 1
+            if rc != want_rcode[row["action"]]:
+                bad.append(f"{name} {qtype}: DNS {dns.rcode.to_text(rc)}, lookup {row}")
+        assert not bad, f"{len(bad)} of {len(pairs)} differ, e.g. " + "; ".join(bad[:10])
+        # Every level decided something, and names the workload labels as blocked by one of
+        # these lists are blocked (the labels come from the lists, not from nxdns).
+        reasons = {r["reason"] for r in verdict.values()}
+        assert {"blocklist_domain", "blocklist_wildcard", "blocklist_exception", "user_allow",
+                "user_deny", "local_record", "none"} <= reasons, reasons
+        ours = {"lists/" + p.split("lists/", 1)[1] for _, p in LISTS}
+        for (name, qtype), row in verdict.items():
+            cat, ev = label.get(name, ("", ""))
+            if cat.startswith("blocked") and ev in ours and row["reason"] not in (
+                    "user_allow", "blocklist_exception"):
+                assert row["action"] == "block", (name, cat, ev, row)
+        print(f"\n{len(pairs)} (name, type) pairs: {counts}; over DNS in {t_dns:.1f} s")
+    finally:
+        up.stop()
+
+
+# ------------------------------------------------------------------ local DNS
+
+LOCALS = [
+    {"name": "nas.lan", "type": "A", "value": "192.168.1.10"},
+    {"name": "nas.lan", "type": "AAAA", "value": "fd00::10"},
+    {"name": "alias.lan", "type": "CNAME", "value": "nas.lan"},
+    {"name": "chain.lan", "type": "CNAME", "value": "alias.lan"},
+    {"name": "ext.lan", "type": "CNAME", "value": "www.example.net"},
+    {"name": "gone.lan", "type": "CNAME", "value": "missing.example.net"},
+    {"name": "lan", "type": "MX", "value": "10 mail.lan"},
+    {"name": "lan", "type": "MX", "value": "20 backup.lan"},
+    {"name": "_sip._udp.lan", "type": "SRV", "value": "10 5 5060 sip.lan"},
+    {"name": "lan", "type": "CAA", "value": '0 issue "letsencrypt.org"'},
+    {"name": "printer.lan", "type": "A", "value": "192.168.1.20"},
+    {"name": "10.1.168.192.in-addr.arpa", "type": "PTR", "value": "given.lan"},
+    {"name": "zoned.corp.example", "type": "A", "value": "192.168.7.7"},
+]
+
+
+def _local_nx(make_nxdns, make_upstream_cls):
+    up = make_upstream_cls(XUpstream)
+    up.script["www.example.net"] = XRule(records=[("CNAME", "edge.example.net.")],
+                                         chain=[("edge.example.net.", "A", "192.0.2.80")])
+    up.script["missing.example.net"] = XRule(rcode="NXDOMAIN", records=[])
+    zone = make_upstream_cls(XUpstream, default_a="198.51.100.7")
+    cfg = {"local_records": LOCALS,
+           "upstream": {"forward_zones": {"corp.example": [zone.addr]}},
+           "cache": {"size": 1 << 20}}
+    return start_nx(make_nxdns, [up], cfg), up, zone
+
+
+def _ask(nx, name, rdtype):
+    return nx.udp(make_query(name, rdtype))
+
+
+def _records(r) -> List[Tuple[str, str, str]]:
+    return [(rs.name.to_text().lower(), dns.rdatatype.to_text(rs.rdtype), rd.to_text())
+            for rs in r.answer for rd in rs]
+
+
+def test_local_cname_chains(make_nxdns, make_upstream_cls):
+    nx, up, _ = _local_nx(make_nxdns, make_upstream_cls)
+    # to a local target, through two local CNAMEs: the target's records follow, authoritative
+    r = _ask(nx, "chain.lan", "AAAA")
+    assert r.rcode() == dns.rcode.NOERROR and r.flags & dns.flags.AA
+    assert _records(r) == [("chain.lan.", "CNAME", "alias.lan."),
+                           ("alias.lan.", "CNAME", "nas.lan."),
+                           ("nas.lan.", "AAAA", "fd00::10")], _records(r)
+    # to an upstream target: resolved through the forwarding path and appended
+    for _ in range(2):
+        r = _ask(nx, "Ext.LAN", "A")
+        assert r.rcode() == dns.rcode.NOERROR, dns.rcode.to_text(r.rcode())
+        assert r.question[0].name.to_text() == "Ext.LAN."
+        assert _records(r) == [("ext.lan.", "CNAME", "www.example.net."),
+                               ("www.example.net.", "CNAME", "edge.example.net."),
+                               ("edge.example.net.", "A", "192.0.2.80")], _records(r)
+        assert not r.flags & dns.flags.AA, "the tail is upstream's data"
+    assert len(up.queries("www.example.net")) == 1, "the second answer came from the cache"
+    assert not up.queries("ext.lan"), "the local name itself never goes upstream"
+    # an upstream NXDOMAIN for the target stays NXDOMAIN, with the local CNAME (RFC 6604)
+    r = _ask(nx, "gone.lan", "A")
+    assert r.rcode() == dns.rcode.NXDOMAIN
+    assert _records(r) == [("gone.lan.", "CNAME", "missing.example.net.")]
+    assert nx.metrics().get("nxdns_answers_total", result="local") == 4
+
+
+def test_local_mx_srv_caa_ptr_nodata(make_nxdns, make_upstream_cls):
+    nx, up, zone = _local_nx(make_nxdns, make_upstream_cls)
+    r = _ask(nx, "lan", "MX")
+    assert r.flags & dns.flags.AA and answers(r) == ["10 mail.lan.", "20 backup.lan."]
+    r = _ask(nx, "_sip._udp.lan", "SRV")
+    assert answers(r) == ["10 5 5060 sip.lan."]
+    r = _ask(nx, "lan", "CAA")
+    assert answers(r) == ['0 issue "letsencrypt.org"']
+    # PTR generated from a local A record; a given PTR wins; IPv6 reverse names too
+    r = _ask(nx, "20.1.168.192.in-addr.arpa", "PTR")
+    assert r.flags & dns.flags.AA and answers(r) == ["printer.lan."]
+    r = _ask(nx, "10.1.168.192.in-addr.arpa", "PTR")
+    assert answers(r) == ["given.lan."]
+    r = _ask(nx, "0.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa",
+             "PTR")
+    assert answers(r) == ["nas.lan."]
+    # a type a local name lacks: NODATA, authoritative, never forwarded
+    for name, t in (("nas.lan", "TXT"), ("lan", "A"), ("20.1.168.192.in-addr.arpa", "A"),
+                    ("_sip._udp.lan", "TXT")):
+        r = _ask(nx, name, t)
+        assert r.rcode() == dns.rcode.NOERROR and r.flags & dns.flags.AA, (name, t)
+        assert not r.answer, (name, t, r.answer)
+    # a reverse name of no local address is forwarded as before
+    _ask(nx, "99.1.168.192.in-addr.arpa", "PTR")
+    assert not up.queries("lan") and not up.queries("nas.lan") and not up.queries("_sip._udp.lan")
+    assert len(up.queries("99.1.168.192.in-addr.arpa")) == 1
+    assert not up.queries("20.1.168.192.in-addr.arpa")
+
+
+def test_local_records_do_not_shadow_a_forward_zone(make_nxdns, make_upstream_cls):
+    nx, up, zone = _local_nx(make_nxdns, make_upstream_cls)
+    r = _ask(nx, "zoned.corp.example", "A")
+    assert r.flags & dns.flags.AA and answers(r) == ["192.168.7.7"]
+    r = _ask(nx, "other.corp.example", "A")
+    assert r.rcode() == dns.rcode.NOERROR and answers(r) == ["198.51.100.7"]
+    assert len(zone.queries("other.corp.example")) == 1
+    assert not zone.queries("zoned.corp.example") and not up.queries("other.corp.example")
