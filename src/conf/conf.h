@@ -95,6 +95,14 @@ struct nx_conf_source {
 	bool enabled;   /* false: not fetched, not built, in no group's mask */
 };
 
+/* filter.allow[i] / filter.deny[i] written `{rule: x, groups: [g, ...]}`: the rule applies only
+ * to the clients of those groups (Pi-hole's per-group domain lists). */
+struct nx_conf_rule_scope {
+	char **groups;  /* owned array of owned group names, as written; NULL: every client */
+	size_t n_groups;
+	uint64_t mask;  /* bit g = groups[g] of the config; 0 = every client */
+};
+
 /* groups.<name>, resolved at load. groups[0] is always "default". */
 struct nx_conf_group {
 	char *name;            /* owned */
@@ -202,6 +210,9 @@ struct nx_conf {
 	size_t n_allow_rules;
 	char **deny_rules;  /* same */
 	size_t n_deny_rules;
+	struct nx_conf_rule_scope *allow_scopes; /* owned array parallel to allow_rules, or NULL
+						  * when no allow rule is limited to groups */
+	struct nx_conf_rule_scope *deny_scopes;  /* same for deny_rules */
 	char *block_mode;   /* owned: null|nxdomain|refused|custom */
 	int block_mode_id;  /* enum nx_conf_block_mode */
 	bool has_block_v4;  /* filter.block_addresses: at most one of each family */
@@ -264,6 +275,10 @@ int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct n
 
 /* Release; NULL is a no-op. */
 void nx_conf_free(struct nx_conf *c);
+
+/* The groups mask (bit g = groups[g]) that filter.allow[i] (list 0) or filter.deny[i] (list 1) is
+ * limited to; 0 = every client. */
+uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i);
 
 /* Is the client address allowed (deny first, then allow or the built-in private ranges)? */
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);

@@ -443,6 +443,11 @@ static int unknown(struct nx_conf_ld *ld, const struct nx_conf_ref *r, bool is_s
 	case NX_CONF_REF_SOURCE_GROUP:
 		nx_conf_label(label, sizeof(label), "filter.sources[%u].groups[%u]", r->from, r->j);
 		break;
+	case NX_CONF_REF_ALLOW_GROUP:
+	case NX_CONF_REF_DENY_GROUP:
+		nx_conf_label(label, sizeof(label), "filter.%s[%u].groups[%u]",
+			      r->kind == NX_CONF_REF_ALLOW_GROUP ? "allow" : "deny", r->from, r->j);
+		break;
 	default:
 		nx_conf_label(label, sizeof(label), "clients[%u].groups[%u]", r->from, r->j);
 		break;
@@ -479,7 +484,8 @@ int nx_conf_groups_finish(struct nx_conf_ld *ld)
 		}
 		r->target = (uint32_t)t;
 	}
-	/* Pass 2: clients take the union of their groups' (now complete) masks. */
+	/* Pass 2: clients take the union of their groups' (now complete) masks; user rules limited
+	 * to groups take their groups' bits. */
 	for (size_t i = 0; i < ld->n_refs; i++) {
 		const struct nx_conf_ref *r = &ld->refs[i];
 		if (r->kind == NX_CONF_REF_CLIENT_GROUP) {
@@ -487,6 +493,10 @@ int nx_conf_groups_finish(struct nx_conf_ld *ld)
 			cl->groups_mask_sources |= c->groups[r->target].sources_mask;
 			cl->groups_mask |= UINT64_C(1) << r->target;
 			cl->filtering |= c->groups[r->target].filtering;
+		} else if (r->kind == NX_CONF_REF_ALLOW_GROUP) {
+			c->allow_scopes[r->from].mask |= UINT64_C(1) << r->target;
+		} else if (r->kind == NX_CONF_REF_DENY_GROUP) {
+			c->deny_scopes[r->from].mask |= UINT64_C(1) << r->target;
 		}
 	}
 	return 0;
@@ -552,4 +562,11 @@ void nx_conf_client_policy_id(const struct nx_conf *c, const struct sockaddr *sa
 	if (client_idx) {
 		*client_idx = (int)best;
 	}
+}
+
+uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i)
+{
+	const struct nx_conf_rule_scope *s = list == 0 ? c->allow_scopes : c->deny_scopes;
+	size_t n = list == 0 ? c->n_allow_rules : c->n_deny_rules;
+	return s && i < n ? s[i].mask : 0;
 }

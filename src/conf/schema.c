@@ -454,7 +454,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "`/regex/` (a POSIX extended regular expression, case-insensitive, matched "
 		       "against the name in lower case without the trailing dot; an invalid one is "
 		       "an error). Names are case-insensitive and written in ASCII (punycode for "
-		       "international names).",
+		       "international names). A rule written `{rule: x.example, groups: [kids]}` "
+		       "applies only to the clients of those groups (Pi-hole's per-group domain "
+		       "lists); a plain rule applies to every client.",
 	},
 	{
 		.path = "filter.deny",
@@ -467,7 +469,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "[]",
 		.example = "[\"ads.example\", \"*.tracker.example\", '/^ad[0-9]+[.]/']",
 		.doc = "Names always blocked unless `allow` matches them; the same three forms "
-		       "as `allow`.",
+		       "as `allow`, and the same `{rule, groups}` form to limit a rule to some "
+		       "groups' clients.",
 	},
 	{
 		.path = "filter.block_mode",

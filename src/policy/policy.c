@@ -259,12 +259,12 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 	char err[256] = "";
 	for (size_t i = 0; rc >= 0 && i < c->n_allow_rules; i++) {
 		rc = nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, c->allow_rules[i],
-					 0, err,
+					 nx_conf_rule_groups(c, 0, i), err,
 					 sizeof(err));
 	}
 	for (size_t i = 0; rc >= 0 && i < c->n_deny_rules; i++) {
 		rc = nx_filter_rules_add(r, NX_FILTER_RULES_DENY, c->deny_rules[i],
-					 0, err,
+					 nx_conf_rule_groups(c, 1, i), err,
 					 sizeof(err));
 	}
 	if (rc >= 0) {

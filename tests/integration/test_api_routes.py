@@ -259,7 +259,7 @@ def test_rules_add_remove_and_bad_regex(make_upstream, make_nxdns, tmp_path):
     up = make_upstream()
     nx = _nx(make_nxdns, tmp_path, up)
     api = logged_in(nx)
-    assert api.ok("GET", "/api/filter/rules") == {"allow": [], "deny": []}
+    assert api.ok("GET", "/api/filter/rules") == {"allow": [], "deny": [], "rules": []}
     assert not _blocked(nx, "deny-me.example")
     r = api.post("/api/filter/rules", {"list": "deny", "rule": "Deny-Me.Example."})
     # the view is the rule as the loader keeps it: lower case, no trailing dot

@@ -280,3 +280,73 @@ def test_local_records_do_not_shadow_a_forward_zone(make_nxdns, make_upstream_cl
     assert r.rcode() == dns.rcode.NOERROR and answers(r) == ["198.51.100.7"]
     assert len(zone.queries("other.corp.example")) == 1
     assert not zone.queries("zoned.corp.example") and not up.queries("other.corp.example")
+
+
+# ------------------------------------------------------------------ user rules limited to groups
+
+def _blocked_from(nx, name, src) -> bool:
+    r = query_from(nx, make_query(name, "A"), src=src)
+    return r.rcode() == dns.rcode.NOERROR and answers(r) == ["0.0.0.0"]
+
+
+def test_user_rules_limited_to_groups(make_upstream, make_nxdns):
+    import adminkit
+    from harness import wait_until
+    up = make_upstream()
+    cfg = {
+        "groups": {"kids": {}, "teachers": {}},
+        "clients": [{"name": "kid", "ids": ["127.0.0.2"], "groups": ["kids"]},
+                    {"name": "teacher", "ids": ["127.0.0.3"], "groups": ["kids", "teachers"]}],
+        "filter": {"deny": ["everyone.test", {"rule": "homework.test", "groups": ["kids"]}],
+                   "allow": [{"rule": "homework.test", "groups": ["teachers"]}]},
+    }
+    nx = adminkit.start_nx(make_nxdns, [up], config=cfg)
+    # the config form: a default client, a kid, a teacher (kids + teachers: the allow wins)
+    assert _blocked_from(nx, "everyone.test", "127.0.0.1")
+    assert not _blocked_from(nx, "homework.test", "127.0.0.1")
+    assert _blocked_from(nx, "homework.test", "127.0.0.2")
+    assert not _blocked_from(nx, "homework.test", "127.0.0.3")
+    api = adminkit.logged_in(nx)
+    view = api.ok("GET", "/api/filter/rules")
+    assert view["deny"] == ["everyone.test", "homework.test"]
+    assert view["rules"] == [
+        {"list": "allow", "rule": "homework.test", "groups": ["teachers"]},
+        {"list": "deny", "rule": "everyone.test", "groups": []},
+        {"list": "deny", "rule": "homework.test", "groups": ["kids"]},
+    ], view["rules"]
+    for client, action in (("127.0.0.1", "allow"), ("127.0.0.2", "block"),
+                           ("127.0.0.3", "allow")):
+        lk = api.ok("GET", f"/api/lookup?name=homework.test&client={client}")
+        assert lk["action"] == action, (client, lk)
+    # the API form: a deny rule for the kids group only, written back with its groups
+    r = api.post("/api/filter/rules", {"list": "deny", "rule": "games.test",
+                                       "groups": ["kids"]})
+    assert r.status == 201, r
+    assert {"list": "deny", "rule": "games.test", "groups": ["kids"]} in r.json["rules"]
+    text = nx.config_path.read_text()
+    assert "games.test" in text and text.count("kids") >= 3, text
+    assert wait_until(lambda: _blocked_from(nx, "games.test", "127.0.0.2"), 10)
+    assert not _blocked_from(nx, "games.test", "127.0.0.1")
+    # a plain rule added after it keeps the earlier rules' groups
+    assert api.post("/api/filter/rules", {"list": "deny", "rule": "plain.test"}).status == 201
+    assert {"list": "deny", "rule": "homework.test", "groups": ["kids"]} in \
+        api.ok("GET", "/api/filter/rules")["rules"]
+    assert wait_until(lambda: _blocked_from(nx, "plain.test", "127.0.0.1"), 10)
+    assert _blocked_from(nx, "homework.test", "127.0.0.2")
+    assert not _blocked_from(nx, "homework.test", "127.0.0.1")
+    # refused: an unknown group (the loader's message), an empty or malformed groups list
+    before = nx.config_path.read_text()
+    r = api.post("/api/filter/rules", {"list": "deny", "rule": "x.test", "groups": ["kid"]})
+    adminkit.assert_error(r, 400, "invalid_setting")
+    assert "unknown group 'kid'" in r.json["message"], r.json
+    adminkit.assert_error(api.post("/api/filter/rules", {"list": "deny", "rule": "x.test",
+                                                         "groups": []}),
+                          400, "bad_request", "groups")
+    adminkit.assert_error(api.post("/api/filter/rules", {"list": "deny", "rule": "x.test",
+                                                         "groups": [1]}),
+                          400, "bad_request", "groups")
+    assert nx.config_path.read_text() == before
+    # deleting a rule limited to groups
+    r = api.delete("/api/filter/rules/deny/games.test")
+    assert r.status == 200 and "games.test" not in r.json["deny"], r
+    assert wait_until(lambda: not _blocked_from(nx, "games.test", "127.0.0.2"), 10)

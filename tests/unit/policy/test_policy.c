@@ -397,6 +397,98 @@ static void test_rules_limited_to_groups(void **state)
 	nx_filter_rules_free(r);
 }
 
+/* The config form: `{rule: x, groups: [...]}` in filter.allow / filter.deny, its errors, and the
+ * ladder over it. */
+static void test_rules_groups_from_config(void **state)
+{
+	(void)state;
+	const char *yaml = "filter:\n"
+			   "  deny: [plain.test, {rule: homework.test, groups: [kids]},\n"
+			   "         {rule: '*.games.test', groups: [kids, guests]}]\n"
+			   "  allow: [{rule: Homework.Test., groups: [teachers]}]\n"
+			   "groups: {kids: {}, guests: {}, teachers: {}}\n"
+			   "clients:\n"
+			   "  - {name: kid, ids: [127.0.0.2], groups: [kids]}\n"
+			   "  - {name: teacher, ids: [127.0.0.5], groups: [kids, teachers]}\n"
+			   "  - {name: guest, ids: [127.0.0.6], groups: [guests]}\n";
+	struct nx_conf *c = NULL;
+	char err[NX_CONF_ERR_MAX] = "";
+	if (nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)) != 0) {
+		fail_msg("config: %s", err);
+	}
+	assert_int_equal(c->n_deny_rules, 3);
+	assert_string_equal(c->deny_rules[1], "homework.test");
+	assert_non_null(c->deny_scopes);
+	assert_int_equal(c->deny_scopes[0].n_groups, 0);
+	assert_int_equal(c->deny_scopes[1].n_groups, 1);
+	assert_string_equal(c->deny_scopes[1].groups[0], "kids");
+	assert_int_equal(nx_conf_rule_groups(c, 1, 0), 0);
+	assert_int_equal(nx_conf_rule_groups(c, 1, 1), 1u << 1);
+	assert_int_equal(nx_conf_rule_groups(c, 1, 2), 1u << 1 | 1u << 2);
+	assert_int_equal(nx_conf_rule_groups(c, 0, 0), 1u << 3);
+	assert_string_equal(c->allow_rules[0], "homework.test");
+	struct nx_filter_rules *rules = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	struct nx_policy p = {.c = c, .rules = rules};
+	static const struct {
+		const char *name, *client;
+		enum nx_filter_action action;
+		enum nx_filter_reason reason;
+	} t[] = {
+	    {"plain.test", "192.168.1.50", BLOCK, R(user_deny)},
+	    {"homework.test", "192.168.1.50", NONE, R(none)},
+	    {"homework.test", "127.0.0.2", BLOCK, R(user_deny)},
+	    {"homework.test", "127.0.0.5", ALLOW, R(user_allow)}, /* teachers' allow wins */
+	    {"homework.test", "127.0.0.6", NONE, R(none)},
+	    {"a.games.test", "127.0.0.6", BLOCK, R(user_deny)},
+	    {"a.games.test", "192.168.1.50", NONE, R(none)},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		struct sockaddr_storage ss;
+		addr_of(t[i].client, &ss);
+		uint8_t wire[NX_DNS_NAME_MAX];
+		int wl = nx_dns_name_from_text(t[i].name, wire);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result res;
+		nx_policy_decide(&p, &q, &res);
+		if (res.action != t[i].action || res.reason != t[i].reason) {
+			fail_msg("%s from %s: got %s/%s", t[i].name, t[i].client,
+				 nx_filter_action_name(res.action), nx_filter_reason_name(res.reason));
+		}
+	}
+	nx_filter_rules_free(rules);
+	nx_conf_free(c);
+
+	static const struct {
+		const char *yaml, *err;
+	} bad[] = {
+	    {"filter:\n  deny: [{rule: x.test, groups: [kid]}]\ngroups: {kids: {}}\n",
+	     "t.yaml:2:34: filter.deny[0].groups[0]: unknown group 'kid' (did you mean 'kids'?)"},
+	    {"filter:\n  allow: [{groups: [default]}]\n",
+	     "t.yaml:2:11: filter.allow[0]: missing 'rule'"},
+	    {"filter:\n  allow: [{rule: x.test, group: [default]}]\n",
+	     "t.yaml:2:26: unknown key 'filter.allow[0].group' (did you mean 'groups'?)"},
+	    {"filter:\n  deny: [{rule: 'a..b', groups: [default]}]\n",
+	     "t.yaml:2:17: filter.deny[0]: 'a..b': not a name, *.name or /regex/ (empty label, "
+	     "label longer than 63 bytes or name longer than 255)"},
+	    {"filter:\n  deny: [{rule: x.test, groups: []}]\n",
+	     "t.yaml:2:33: filter.deny[0].groups: needs 1..64 entries, got 0"},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(bad); i++) {
+		c = NULL;
+		err[0] = 0;
+		assert_int_not_equal(nx_conf_load_string("t.yaml", bad[i].yaml, strlen(bad[i].yaml),
+							 &c, err, sizeof(err)),
+				     0);
+		assert_null(c);
+		if (strcmp(err, bad[i].err) != 0) {
+			fail_msg("case %zu: got '%s', want '%s'", i, err, bad[i].err);
+		}
+	}
+}
+
 /* ---- the answer's targets ---- */
 
 /* An upstream-like answer for qname: rrs in order (owner NULL = qname). */
@@ -604,6 +696,7 @@ int main(void)
 	    cmocka_unit_test(test_user_deny_beats_lists),
 	    cmocka_unit_test(test_query_context),
 	    cmocka_unit_test(test_rules_limited_to_groups),
+	    cmocka_unit_test(test_rules_groups_from_config),
 	    cmocka_unit_test(test_answer_targets),
 	    cmocka_unit_test(test_local_answers),
 	    cmocka_unit_test(test_filter_disabled),
