@@ -517,7 +517,8 @@ int nx_admin_handle_clients_delete(struct nx_admin_req *req)
 static const struct {
 	const char *name;
 	uint16_t code;
-} rr_types[] = {{"A", 1}, {"AAAA", 28}, {"CNAME", 5}, {"TXT", 16}, {"PTR", 12}};
+} rr_types[] = {{"A", 1},   {"AAAA", 28}, {"CNAME", 5}, {"TXT", 16},
+		{"PTR", 12}, {"MX", 15},   {"SRV", 33},  {"CAA", 257}};
 
 static const char *type_name(uint16_t code)
 {
@@ -558,6 +559,28 @@ static json_t *local_value(const struct nx_conf_local *l)
 			return json_null();
 		}
 		return json_string(text);
+	case 15:
+	case 33: {
+		/* MX "PREF HOST", SRV "PRIORITY WEIGHT PORT HOST": numbers, then the name */
+		size_t fixed = l->type == 15 ? 2 : 6;
+		if (l->rdlen <= fixed ||
+		    nx_dns_name_to_text(l->rdata + fixed, l->rdlen - fixed, text, sizeof(text)) < 0) {
+			return json_null();
+		}
+		const uint8_t *d = l->rdata;
+		return l->type == 15 ? json_sprintf("%u %s", d[0] << 8 | d[1], text)
+				     : json_sprintf("%u %u %u %s", d[0] << 8 | d[1], d[2] << 8 | d[3],
+						    d[4] << 8 | d[5], text);
+	}
+	case 257: {
+		/* CAA "FLAGS TAG \"VALUE\"", as zone files write it */
+		if (l->rdlen < 2 || 2u + l->rdata[1] > l->rdlen) {
+			return json_null();
+		}
+		int tl = l->rdata[1];
+		return json_sprintf("%u %.*s \"%.*s\"", l->rdata[0], tl, (const char *)l->rdata + 2,
+				    (int)(l->rdlen - 2 - tl), (const char *)l->rdata + 2 + tl);
+	}
 	default: {
 		/* character-strings, each <= 255 bytes: joined they are the text as written */
 		char *s = malloc((size_t)l->rdlen + 1);
@@ -694,7 +717,7 @@ int nx_admin_handle_locals_delete(struct nx_admin_req *req)
 		}
 		if (code < 0) {
 			rc = nx_admin_reply_error(req, 400, "bad_request", "type",
-						  "type must be A, AAAA, CNAME, TXT or PTR");
+						  "type must be A, AAAA, CNAME, TXT, PTR, MX, SRV or CAA");
 			goto out;
 		}
 		for (size_t i = 0; i < c->n_locals; i++) {

@@ -350,3 +350,29 @@ def test_user_rules_limited_to_groups(make_upstream, make_nxdns):
     r = api.delete("/api/filter/rules/deny/games.test")
     assert r.status == 200 and "games.test" not in r.json["deny"], r
     assert wait_until(lambda: not _blocked_from(nx, "games.test", "127.0.0.2"), 10)
+
+
+def test_local_mx_srv_caa_round_trip_the_api(make_upstream, make_nxdns):
+    """The local-records API rewrites the whole list: MX, SRV and CAA records written by hand
+    must survive an API edit, and the API can add them."""
+    import adminkit
+    from harness import wait_until
+    up = make_upstream()
+    nx = adminkit.start_nx(make_nxdns, [up], config={"local_records": [
+        {"name": "lan", "type": "MX", "value": "10 mail.lan"},
+        {"name": "_sip._udp.lan", "type": "SRV", "value": "10 5 5060 sip.lan"},
+        {"name": "lan", "type": "CAA", "value": "0 issue letsencrypt.org"}]})
+    api = adminkit.logged_in(nx)
+    got = [(r["name"], r["type"], r["value"]) for r in
+           api.ok("GET", "/api/local-records")["local_records"]]
+    assert got == [("lan", "MX", "10 mail.lan"), ("lan", "CAA", '0 issue "letsencrypt.org"'),
+                   ("_sip._udp.lan", "SRV", "10 5 5060 sip.lan")], got
+    r = api.post("/api/local-records", {"name": "lan", "type": "MX", "value": "20 backup.lan"})
+    assert r.status == 201, r
+    assert wait_until(lambda: answers(_ask(nx, "lan", "MX")) == ["10 mail.lan.",
+                                                                  "20 backup.lan."], 10)
+    assert answers(_ask(nx, "_sip._udp.lan", "SRV")) == ["10 5 5060 sip.lan."]
+    assert answers(_ask(nx, "lan", "CAA")) == ['0 issue "letsencrypt.org"']
+    r = api.delete("/api/local-records?name=lan&type=MX&value=10%20mail.lan")
+    assert r.status == 200, r
+    assert wait_until(lambda: answers(_ask(nx, "lan", "MX")) == ["20 backup.lan."], 10)
