@@ -421,6 +421,12 @@ static json_t *clients_list(const struct nx_conf *c)
 		}
 		json_t *o = json_pack("{s:s, s:o, s:o}", "name", cl->name, "ids", ids, "groups",
 				      str_array(cl->groups, cl->n_groups));
+		/* tags only when it has some: the file keeps the form people write */
+		if (o && cl->n_tags &&
+		    json_object_set_new(o, "tags", str_array(cl->tags, cl->n_tags))) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;
@@ -445,10 +451,13 @@ static int client_write(struct nx_admin_req *req, const char *path_name)
 	static const struct nx_admin_field add_fields[] = {{"name", JSON_STRING, true},
 							   {"ids", JSON_ARRAY, true},
 							   {"groups", JSON_ARRAY, false},
+							   {"tags", JSON_ARRAY, false},
 							   {NULL}};
-	static const struct nx_admin_field edit_fields[] = {
-	    {"ids", JSON_ARRAY, false}, {"groups", JSON_ARRAY, false}, {NULL}};
-	json_t *vals[3];
+	static const struct nx_admin_field edit_fields[] = {{"ids", JSON_ARRAY, false},
+							    {"groups", JSON_ARRAY, false},
+							    {"tags", JSON_ARRAY, false},
+							    {NULL}};
+	json_t *vals[4];
 	const struct nx_conf *c = nx_admin_need_conf(req);
 	json_t *body =
 	    c ? nx_admin_req_json(req, path_name ? edit_fields : add_fields, vals) : NULL;

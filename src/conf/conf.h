@@ -32,6 +32,7 @@
 #define NX_CONF_MAX_PINS 8        /* pins per upstream: the current key, its backups, a rollover */
 #define NX_CONF_UP_TEXT_MAX 128   /* bytes of an upstream as written, NUL included */
 #define NX_CONF_CLIENT_ID_MAX 64  /* bytes of a client id (AdGuard Home's ClientID limit) */
+#define NX_CONF_TAG_MAX 32        /* bytes of a client tag (AdGuard Home's longest: 21) */
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -126,6 +127,8 @@ struct nx_conf_client {
 	char **groups;                /* owned array of owned group names (default: {"default"}) */
 	size_t n_groups;
 	uint64_t groups_mask;         /* bit g = groups[g] of the config is one of its groups */
+	char **tags;                  /* owned array of owned tags ($ctag), NULL when none */
+	size_t n_tags;
 };
 
 /* local_records[i], rdata pre-encoded. c->locals is sorted by (name, type): see local_find. */

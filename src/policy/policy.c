@@ -24,8 +24,11 @@ void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q,
 	};
 	nx_conf_client_policy_id(c, addr, client_id, &q->eligible, &q->filtering, &q->client);
 	if (q->client >= 0) {
-		q->client_name = c->clients[q->client].name;
-		q->groups = c->clients[q->client].groups_mask;
+		const struct nx_conf_client *cl = &c->clients[q->client];
+		q->client_name = cl->name;
+		q->groups = cl->groups_mask;
+		q->tags = (const char *const *)cl->tags;
+		q->ntags = cl->n_tags;
 	} else {
 		q->groups = UINT64_C(1); /* groups[0] is "default" */
 	}

@@ -46,7 +46,8 @@ struct nx_policy_query {
 	const char *client_id;     /* borrowed: DoH path / DoT SNI client id, "" when none */
 	int client;                /* index in c->clients, -1: no client claims it (default group) */
 	const char *client_name;   /* borrowed from c: clients[client].name, NULL when -1 */
-	const char *const *tags;   /* borrowed from c: the client's tags (none yet: NULL) */
+	const char *const *tags;   /* borrowed from c: the client's tags (clients[].tags), NULL
+				    * when it has none */
 	size_t ntags;
 	uint64_t groups;           /* bit g = c->groups[g] is one of the client's groups */
 	uint64_t eligible;         /* bit i = filter.sources[i] applies to this client */

@@ -376,3 +376,23 @@ def test_local_mx_srv_caa_round_trip_the_api(make_upstream, make_nxdns):
     r = api.delete("/api/local-records?name=lan&type=MX&value=10%20mail.lan")
     assert r.status == 200, r
     assert wait_until(lambda: answers(_ask(nx, "lan", "MX")) == ["20 backup.lan."], 10)
+
+
+def test_client_tags_round_trip_the_api(make_upstream, make_nxdns):
+    """clients[].tags ($ctag's input) load, show in /api/clients and survive an API edit."""
+    import adminkit
+    up = make_upstream()
+    nx = adminkit.start_nx(make_nxdns, [up], config={"clients": [
+        {"name": "tablet", "ids": ["127.0.0.2"], "tags": ["device_tablet", "user_child"]},
+        {"name": "tv", "ids": ["127.0.0.3"]}]})
+    api = adminkit.logged_in(nx)
+    cl = {c["name"]: c for c in api.ok("GET", "/api/clients")["clients"]}
+    assert cl["tablet"]["tags"] == ["device_tablet", "user_child"]
+    assert "tags" not in cl["tv"]
+    r = api.put("/api/clients/tv", {"tags": ["device_tv"]})
+    assert r.status == 200, r
+    cl = {c["name"]: c for c in r.json["clients"]}
+    assert cl["tv"]["tags"] == ["device_tv"] and cl["tablet"]["tags"] == \
+        ["device_tablet", "user_child"], cl
+    r = api.put("/api/clients/tv", {"tags": ["Bad Tag"]})
+    adminkit.assert_error(r, 400, "invalid_setting")

@@ -51,7 +51,8 @@ static const char YAML[] =
     "  kids: {}\n"
     "  off: {filtering: false}\n"
     "clients:\n"
-    "  - {name: kid, ids: [127.0.0.2, 'id:tablet'], groups: [default, kids]}\n"
+    "  - {name: kid, ids: [127.0.0.2, 'id:tablet'], groups: [default, kids],\n"
+    "     tags: [device_tablet, user_child]}\n"
     "  - {name: onlykids, ids: [127.0.0.4], groups: [kids]}\n"
     "  - {name: tv, ids: [127.0.0.3], groups: [off]}\n"
     "local_records:\n"
@@ -333,10 +334,15 @@ static void test_query_context(void **state)
 	assert_int_equal(q.groups, 0x3); /* default, kids */
 	assert_int_equal(q.eligible, 0x3);
 	assert_true(q.filtering);
+	assert_int_equal(q.ntags, 2);
+	assert_string_equal(q.tags[0], "device_tablet");
+	assert_string_equal(q.tags[1], "user_child");
 	addr_of("127.0.0.3", &ss);
 	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
 			     NULL);
 	assert_string_equal(q.client_name, "tv");
+	assert_int_equal(q.ntags, 0);
+	assert_null(q.tags);
 	assert_int_equal(q.groups, 0x4); /* off */
 	assert_false(q.filtering);
 	addr_of("192.168.1.50", &ss);
@@ -475,6 +481,10 @@ static void test_rules_groups_from_config(void **state)
 	     "label longer than 63 bytes or name longer than 255)"},
 	    {"filter:\n  deny: [{rule: x.test, groups: []}]\n",
 	     "t.yaml:2:33: filter.deny[0].groups: needs 1..64 entries, got 0"},
+	    {"clients: [{name: a, ids: [10.0.0.1], tags: [Device-PC]}]\n",
+	     "t.yaml:1:45: clients[0].tags[0]: 'Device-PC': a tag is 1..32 of a-z, 0-9 and '_'"},
+	    {"clients: [{name: a, ids: [10.0.0.1], tags: [os_ios, os_ios]}]\n",
+	     "t.yaml:1:53: clients[0].tags[1]: duplicate tag 'os_ios'"},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(bad); i++) {
 		c = NULL;
