@@ -426,12 +426,13 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		struct nx_filter_result lfr = x->fr;
 		uint8_t cmatched[NX_DNS_NAME_MAX];
 		uint8_t cmlen = 0;
-		/* The client is resolved again against the generation in effect now: the one it
-		 * asked under may be gone. */
-		struct nx_policy_query pq;
-		nx_policy_query_init(&pol, &pq, x->q.name, x->q.name_len, x->q.qtype,
-				     (const struct sockaddr *)&x->to.peer, x->client_id);
-		pq.filtering = pq.filtering && x->check_answer;
+		/* The client is resolved again against the generation in effect now (the one it
+		 * asked under may be gone), and only when its answer is to be checked. */
+		struct nx_policy_query pq = {.filtering = false};
+		if (x->check_answer) {
+			nx_policy_query_init(&pol, &pq, x->q.name, x->q.name_len, x->q.qtype,
+					     (const struct sockaddr *)&x->to.peer, x->client_id);
+		}
 		if (x->chain && (res == NX_UP_ANSWER || stale)) {
 			rlen = nx_policy_local_splice(&pol, w->tx, sizeof(w->tx), &ctx,
 						      stale ? w->cbuf : msg, stale ? &stale_m : m);

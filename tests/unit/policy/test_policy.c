@@ -680,9 +680,9 @@ static void test_local_answers(void **state)
 		size_t cnt = answer_rrs(out, (size_t)n, &rcode, &aa, rrs, 8);
 		assert_int_equal(rcode, NX_DNS_NOERROR);
 		assert_true(aa);
-		char got[1024] = "";
+		char got[2048] = "";
 		for (size_t k = 0; k < cnt; k++) {
-			char one[600];
+			char one[2 * NX_DNS_TEXT_MAX + 16];
 			snprintf(one, sizeof(one), "%u %s %s;", rrs[k].type, rrs[k].owner,
 				 rrs[k].data);
 			strncat(got, one, sizeof(got) - strlen(got) - 1);
