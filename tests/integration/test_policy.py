@@ -7,7 +7,8 @@ DNS that a stub resolver accepts.
 - Local DNS: CNAME chains to a local target and to an upstream target (cache included, NXDOMAIN
   kept), MX/SRV/CAA, generated PTR, NODATA instead of forwarding, a forward zone's other names
   not shadowed by local records.
-- User rules limited to groups, in the config file and through the API.
+- User rules limited to groups, in the config file and through the API; client tags.
+- The HTTPS TargetName check of upstream answers.
 """
 
 from __future__ import annotations
@@ -396,3 +397,21 @@ def test_client_tags_round_trip_the_api(make_upstream, make_nxdns):
         ["device_tablet", "user_child"], cl
     r = api.put("/api/clients/tv", {"tags": ["Bad Tag"]})
     adminkit.assert_error(r, 400, "invalid_setting")
+
+
+def test_https_target_name_is_checked(make_nxdns, make_upstream_cls, tmp_path):
+    """An HTTPS record whose TargetName is a listed name blocks the answer, as a CNAME to it
+    does; TargetName "." (the owner itself) is no target."""
+    from filterkit import ede
+    lst = tmp_path / "l.txt"
+    lst.write_text("svc.tracker.example\n")
+    up = make_upstream_cls(XUpstream)
+    up.script["shop.test"] = XRule(records=[("HTTPS", "1 svc.tracker.example. alpn=h2")])
+    up.script["self.test"] = XRule(records=[("HTTPS", "1 . alpn=h2")])
+    nx = start_nx(make_nxdns, [up], {"filter": {"sources": [{"name": "l", "path": str(lst)}]}})
+    r = nx.udp(make_query("shop.test", "HTTPS", edns=0))
+    assert r.rcode() == dns.rcode.NOERROR and not r.answer, r
+    assert (15, "blocked by list l") in ede(r), ede(r)
+    r = nx.udp(make_query("self.test", "HTTPS"))
+    assert answers(r) == ["1 . alpn=\"h2\""], answers(r)
+    assert nx.metrics().get("nxdns_blocked_total", reason="cname") == 1
