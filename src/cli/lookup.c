@@ -119,8 +119,8 @@ static int parse_type(const char *s, uint16_t *out)
 		const char *name;
 		uint16_t type;
 	} types[] = {
-	    {"A", NX_DNS_T_A},	   {"AAAA", NX_DNS_T_AAAA}, {"CNAME", NX_DNS_T_CNAME},
-	    {"TXT", NX_DNS_T_TXT}, {"PTR", NX_DNS_T_PTR},   {"MX", NX_DNS_T_MX},
+	    {"A", NX_DNS_T_A},	       {"AAAA", NX_DNS_T_AAAA}, {"CNAME", NX_DNS_T_CNAME},
+	    {"TXT", NX_DNS_T_TXT},     {"PTR", NX_DNS_T_PTR},	{"MX", NX_DNS_T_MX},
 	    {"HTTPS", NX_DNS_T_HTTPS},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(types); i++) {
@@ -141,11 +141,11 @@ static int parse_type(const char *s, uint16_t *out)
 int nx_cli_lookup(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"client", required_argument, NULL, 'C'},
-		{"type", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"client", required_argument, NULL, 'C'},
+	    {"type", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *config = "/etc/nxdns/nxdns.yaml";
 	const char *client = "0.0.0.0";

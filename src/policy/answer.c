@@ -12,7 +12,8 @@ int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 	/* "blocked by list NAME" / "blocked by rule TEXT", cut to the EDE bound: built by hand,
 	 * as this runs for every blocked query. */
 	char ede[NX_DNS_EDE_TEXT_MAX];
-	const char *head = r->reason == NX_FILTER_R_user_deny ? "blocked by rule " : "blocked by list ";
+	const char *head =
+	    r->reason == NX_FILTER_R_user_deny ? "blocked by rule " : "blocked by list ";
 	size_t hl = strlen(head);
 	memcpy(ede, head, hl);
 	const char *src = nx_policy_source_name(p, r);

@@ -109,9 +109,10 @@ static size_t generated_ptrs(const struct nx_conf *c, const uint8_t *addr, size_
 	for (size_t i = 0; i < c->n_locals && n < max; i++) {
 		const struct nx_conf_local *l = &c->locals[i];
 		if (l->type == type && l->rdlen == alen && !memcmp(l->rdata, addr, alen)) {
-			rrs[n++] = (struct nx_dns_rr_spec){
-				.type = NX_DNS_T_PTR, .ttl = l->ttl, .rdata = l->name,
-				.rdlen = l->name_len};
+			rrs[n++] = (struct nx_dns_rr_spec){.type = NX_DNS_T_PTR,
+							   .ttl = l->ttl,
+							   .rdata = l->name,
+							   .rdlen = l->name_len};
 		}
 	}
 	return n;
@@ -142,9 +143,12 @@ static size_t append_records(const struct nx_conf *c, const uint8_t *name, size_
 	nx_conf_local_find(c, name, len, qtype, &first, &count);
 	for (size_t i = 0; i < count && n < LOCAL_RRS_MAX; i++) {
 		const struct nx_conf_local *l = &c->locals[first + i];
-		rrs[n++] = (struct nx_dns_rr_spec){
-			.owner = owner, .owner_len = owner ? len : 0, .type = l->type, .ttl = l->ttl,
-			.rdata = l->rdata, .rdlen = l->rdlen};
+		rrs[n++] = (struct nx_dns_rr_spec){.owner = owner,
+						   .owner_len = owner ? len : 0,
+						   .type = l->type,
+						   .ttl = l->ttl,
+						   .rdata = l->rdata,
+						   .rdlen = l->rdlen};
 	}
 	return n;
 }
@@ -154,9 +158,8 @@ static size_t append_records(const struct nx_conf *c, const uint8_t *name, size_
  * names (ending in the last local name's records of that type), or generated PTRs. *tail gets
  * the first CNAME target that is not local (0 when the chain ended locally).
  */
-static size_t local_rrs(const struct nx_conf *c, const uint8_t *qname, size_t qlen,
-			uint16_t qt, struct nx_dns_rr_spec *rrs, const uint8_t **tail,
-			size_t *tail_len)
+static size_t local_rrs(const struct nx_conf *c, const uint8_t *qname, size_t qlen, uint16_t qt,
+			struct nx_dns_rr_spec *rrs, const uint8_t **tail, size_t *tail_len)
 {
 	*tail = NULL;
 	*tail_len = 0;
@@ -174,9 +177,12 @@ static size_t local_rrs(const struct nx_conf *c, const uint8_t *qname, size_t ql
 			break;
 		}
 		const struct nx_conf_local *l = &c->locals[first];
-		rrs[n++] = (struct nx_dns_rr_spec){
-			.owner = owner, .owner_len = owner ? len : 0, .type = NX_DNS_T_CNAME,
-			.ttl = l->ttl, .rdata = l->rdata, .rdlen = l->rdlen};
+		rrs[n++] = (struct nx_dns_rr_spec){.owner = owner,
+						   .owner_len = owner ? len : 0,
+						   .type = NX_DNS_T_CNAME,
+						   .ttl = l->ttl,
+						   .rdata = l->rdata,
+						   .rdlen = l->rdlen};
 		name = owner = l->rdata;
 		len = l->rdlen;
 		if (!nx_conf_local_has_name(c, name, len)) {
@@ -201,8 +207,8 @@ static size_t local_rrs(const struct nx_conf *c, const uint8_t *qname, size_t ql
 }
 
 int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
-			   const struct nx_dns_reply_ctx *ctx, uint8_t cname_target[NX_DNS_NAME_MAX],
-			   size_t *cname_len)
+			   const struct nx_dns_reply_ctx *ctx,
+			   uint8_t cname_target[NX_DNS_NAME_MAX], size_t *cname_len)
 {
 	uint8_t name[NX_DNS_NAME_MAX];
 	memcpy(name, ctx->q->name, ctx->q->name_len);
@@ -308,8 +314,12 @@ int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
 		if (!data) {
 			return NX_EMALFORMED;
 		}
-		rrs[n++] = (struct nx_dns_rr_spec){.owner = s->owner, .owner_len = ol, .type = type,
-						   .ttl = ttl, .rdata = data, .rdlen = dl};
+		rrs[n++] = (struct nx_dns_rr_spec){.owner = s->owner,
+						   .owner_len = ol,
+						   .type = type,
+						   .ttl = ttl,
+						   .rdata = data,
+						   .rdlen = dl};
 		taken++;
 	}
 	/* The rcode is the chain's last name's (RFC 6604 2.1): NXDOMAIN when the target has none.

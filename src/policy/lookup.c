@@ -23,10 +23,10 @@ json_t *nx_policy_lookup_json(const struct nx_policy *p, const char *name, uint1
 	if (r.matched_len > 0) {
 		nx_dns_name_to_text(wire + r.matched_off, r.matched_len, matched, sizeof(matched));
 	}
-	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "action",
-			      nx_policy_verdict(a), "reason",
-			      nx_filter_reason_name((enum nx_filter_reason)r.reason), "matched",
-			      matched, "source", nx_policy_source_name(p, &r));
+	json_t *j =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "action", nx_policy_verdict(a),
+		      "reason", nx_filter_reason_name((enum nx_filter_reason)r.reason), "matched",
+		      matched, "source", nx_policy_source_name(p, &r));
 	if (!j) {
 		*err = "out of memory";
 	}

@@ -10,17 +10,17 @@
 /* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
 #define T_SVCB 64
 
-void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q,
-			  const uint8_t *wire, size_t wlen, uint16_t qtype,
-			  const struct sockaddr *addr, const char *client_id)
+void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q, const uint8_t *wire,
+			  size_t wlen, uint16_t qtype, const struct sockaddr *addr,
+			  const char *client_id)
 {
 	const struct nx_conf *c = p->c;
 	*q = (struct nx_policy_query){
-		.wire = wire,
-		.wlen = wlen,
-		.qtype = qtype,
-		.addr = addr,
-		.client_id = client_id ? client_id : "",
+	    .wire = wire,
+	    .wlen = wlen,
+	    .qtype = qtype,
+	    .addr = addr,
+	    .client_id = client_id ? client_id : "",
 	};
 	nx_conf_client_policy_id(c, addr, client_id, &q->eligible, &q->filtering, &q->client);
 	if (q->client >= 0) {
@@ -142,16 +142,13 @@ static const struct level {
 	const char *name; /* as README.md's table calls it */
 	level_fn fn;
 } ladder[] = {
-    {"local records", level_local},
-    {"pause / unfiltered client", level_unfiltered},
-    {"user allow", level_user_allow},
-    {"user deny", level_user_deny},
+    {"local records", level_local},   {"pause / unfiltered client", level_unfiltered},
+    {"user allow", level_user_allow}, {"user deny", level_user_deny},
     {"list rules", level_lists},
 };
 
-static enum nx_filter_action decide_from(const struct nx_policy *p,
-					 const struct nx_policy_query *q, size_t first,
-					 struct nx_filter_result *out)
+static enum nx_filter_action decide_from(const struct nx_policy *p, const struct nx_policy_query *q,
+					 size_t first, struct nx_filter_result *out)
 {
 	nx_filter_result_clear(out);
 	for (size_t i = first; i < NX_ARRAY_LEN(ladder); i++) {
@@ -262,19 +259,18 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 	char err[256] = "";
 	for (size_t i = 0; rc >= 0 && i < c->n_allow_rules; i++) {
 		rc = nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, c->allow_rules[i],
-					 nx_conf_rule_groups(c, 0, i), err,
-					 sizeof(err));
+					 nx_conf_rule_groups(c, 0, i), err, sizeof(err));
 	}
 	for (size_t i = 0; rc >= 0 && i < c->n_deny_rules; i++) {
 		rc = nx_filter_rules_add(r, NX_FILTER_RULES_DENY, c->deny_rules[i],
-					 nx_conf_rule_groups(c, 1, i), err,
-					 sizeof(err));
+					 nx_conf_rule_groups(c, 1, i), err, sizeof(err));
 	}
 	if (rc >= 0) {
 		rc = nx_filter_rules_finish(r);
 	}
 	if (rc < 0) {
-		nx_log(NX_LOG_ERR, "filter", "user rules: %s", rc == NX_ECONFIG ? err : nx_strerror(rc));
+		nx_log(NX_LOG_ERR, "filter", "user rules: %s",
+		       rc == NX_ECONFIG ? err : nx_strerror(rc));
 		nx_filter_rules_free(r);
 		return rc;
 	}

@@ -27,10 +27,10 @@
 
 /* What a decision is made against: one generation of the configuration and lists. */
 struct nx_policy {
-	const struct nx_conf *c;             /* borrowed */
+	const struct nx_conf *c;	     /* borrowed */
 	const struct nx_filter_rules *rules; /* borrowed, may be NULL: no user rules */
 	const struct nx_filter_snap *snap;   /* borrowed, may be NULL: no list entries */
-	bool paused;                         /* filtering paused now (API / control socket) */
+	bool paused;			     /* filtering paused now (API / control socket) */
 };
 
 /*
@@ -39,29 +39,29 @@ struct nx_policy {
  * $dnstype; special-use names) read it and add nothing to it.
  */
 struct nx_policy_query {
-	const uint8_t *wire;       /* borrowed: the query name, wire form, any case */
-	size_t wlen;               /* bytes of wire, root label included */
-	uint16_t qtype;            /* the question's type */
+	const uint8_t *wire;	     /* borrowed: the query name, wire form, any case */
+	size_t wlen;		     /* bytes of wire, root label included */
+	uint16_t qtype;		     /* the question's type */
 	const struct sockaddr *addr; /* borrowed: the client's address (never NULL) */
-	const char *client_id;     /* borrowed: DoH path / DoT SNI client id, "" when none */
-	int client;                /* index in c->clients, -1: no client claims it (default group) */
-	const char *client_name;   /* borrowed from c: clients[client].name, NULL when -1 */
-	const char *const *tags;   /* borrowed from c: the client's tags (clients[].tags), NULL
-				    * when it has none */
+	const char *client_id;	     /* borrowed: DoH path / DoT SNI client id, "" when none */
+	int client;		 /* index in c->clients, -1: no client claims it (default group) */
+	const char *client_name; /* borrowed from c: clients[client].name, NULL when -1 */
+	const char *const *tags; /* borrowed from c: the client's tags (clients[].tags), NULL
+				  * when it has none */
 	size_t ntags;
-	uint64_t groups;           /* bit g = c->groups[g] is one of the client's groups */
-	uint64_t eligible;         /* bit i = filter.sources[i] applies to this client */
-	bool filtering;            /* false: never filtered (its groups filter nothing,
-				    * filter.enabled off, paused) */
+	uint64_t groups;   /* bit g = c->groups[g] is one of the client's groups */
+	uint64_t eligible; /* bit i = filter.sources[i] applies to this client */
+	bool filtering;	   /* false: never filtered (its groups filter nothing,
+			    * filter.enabled off, paused) */
 };
 
 /*
  * Resolve the client of a question against p->c (no allocation; a scan of the clients).
  * wire/addr/client_id are borrowed by q for as long as q is used.
  */
-void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q,
-			  const uint8_t *wire, size_t wlen, uint16_t qtype,
-			  const struct sockaddr *addr, const char *client_id);
+void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q, const uint8_t *wire,
+			  size_t wlen, uint16_t qtype, const struct sockaddr *addr,
+			  const char *client_id);
 
 /*
  * The ladder for q. Returns out->action: LOCAL (local records), BLOCK, ALLOW (a user allow rule
@@ -105,8 +105,8 @@ int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
  * the target is copied into cname_target. Returns the length or a negative code.
  */
 int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
-			   const struct nx_dns_reply_ctx *ctx, uint8_t cname_target[NX_DNS_NAME_MAX],
-			   size_t *cname_len);
+			   const struct nx_dns_reply_ctx *ctx,
+			   uint8_t cname_target[NX_DNS_NAME_MAX], size_t *cname_len);
 
 /*
  * The answer to the question of ctx (a local name whose CNAME chain leaves the local records)
@@ -134,6 +134,6 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
  * Returns a new JSON object (the caller's), or NULL with *err ("invalid name", out of memory).
  */
 struct json_t;
-struct json_t *nx_policy_lookup_json(const struct nx_policy *p, const char *name,
-				     uint16_t qtype, const struct sockaddr *client,
-				     const char *client_id, const char **err);
+struct json_t *nx_policy_lookup_json(const struct nx_policy *p, const char *name, uint16_t qtype,
+				     const struct sockaddr *client, const char *client_id,
+				     const char **err);

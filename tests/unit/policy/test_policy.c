@@ -20,23 +20,23 @@
 #include "../filter/helpers.h"
 
 /* s0 (group default), s1 (group kids). Line comments say which level each entry serves. */
-static const char S0[] = "||ads.test^\n"	    /* exact + parents */
-			 "@@||ok.ads.test^\n"	    /* exception with subdomains */
-			 "listed.test\n"	    /* exact */
-			 "both.test\n"		    /* in both sources: s0 reported */
-			 "allowed.example\n"	    /* user allow beats it */
-			 "ads.example\n"	    /* user deny '*.example' beats it */
-			 "nas.lan\n"		    /* local records beat it */
-			 "||parent.test^\n"	    /* parents */
-			 "||deep.parent.test^\n"   /* the nearest parent wins */
-			 "@@|onlyself.test^\n"	    /* exception without subdomains */
+static const char S0[] = "||ads.test^\n"	 /* exact + parents */
+			 "@@||ok.ads.test^\n"	 /* exception with subdomains */
+			 "listed.test\n"	 /* exact */
+			 "both.test\n"		 /* in both sources: s0 reported */
+			 "allowed.example\n"	 /* user allow beats it */
+			 "ads.example\n"	 /* user deny '*.example' beats it */
+			 "nas.lan\n"		 /* local records beat it */
+			 "||parent.test^\n"	 /* parents */
+			 "||deep.parent.test^\n" /* the nearest parent wins */
+			 "@@|onlyself.test^\n"	 /* exception without subdomains */
 			 "||onlyself.test^\n"
-			 "tracker.cdn.net\n"	    /* a CNAME target */
-			 "safe.cdn.net\n";	    /* a CNAME target a user allow rule lets through */
+			 "tracker.cdn.net\n" /* a CNAME target */
+			 "safe.cdn.net\n";   /* a CNAME target a user allow rule lets through */
 static const char S1[] = "||games.test^\n"
 			 "both.test\n"
-			 "x.parent.test\n"	    /* exact in s1 beats a parent in s0 */
-			 "@@||listed.test^\n";	    /* an exception in any source beats exact */
+			 "x.parent.test\n"     /* exact in s1 beats a parent in s0 */
+			 "@@||listed.test^\n"; /* an exception in any source beats exact */
 
 static const char YAML[] =
     "filter:\n"
@@ -123,7 +123,8 @@ static void addr_of(const char *ip, struct sockaddr_storage *ss)
 	if (inet_pton(AF_INET, ip, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
 		ss->ss_family = AF_INET;
 	} else {
-		assert_int_equal(inet_pton(AF_INET6, ip, &((struct sockaddr_in6 *)ss)->sin6_addr), 1);
+		assert_int_equal(inet_pton(AF_INET6, ip, &((struct sockaddr_in6 *)ss)->sin6_addr),
+				 1);
 		ss->ss_family = AF_INET6;
 	}
 }
@@ -160,7 +161,8 @@ static const struct verdict cases[] = {
     {"30.1.168.192.in-addr.arpa", NULL, NULL, false, NONE, R(none), "", "",
      "a reverse name of no local address is not"},
     /* level: pause / unfiltered client */
-    {"ads.example", NULL, NULL, true, NONE, R(paused), "", "", "a pause lets a listed name through"},
+    {"ads.example", NULL, NULL, true, NONE, R(paused), "", "",
+     "a pause lets a listed name through"},
     {"denied.example", NULL, NULL, true, NONE, R(paused), "", "", "and a user deny rule"},
     {"ads.example", "127.0.0.3", NULL, false, NONE, R(none), "", "",
      "a client whose groups do not filter"},
@@ -174,18 +176,18 @@ static const struct verdict cases[] = {
     {"white7.example", NULL, NULL, false, ALLOW, R(user_allow), "/^white[0-9]+[.]example$/",
      "white7.example", "a regex allow"},
     /* level: user deny */
-    {"denied.example", NULL, NULL, false, BLOCK, R(user_deny), "denied.example",
-     "denied.example", "exact deny"},
+    {"denied.example", NULL, NULL, false, BLOCK, R(user_deny), "denied.example", "denied.example",
+     "exact deny"},
     {"x.denied.example", NULL, NULL, false, BLOCK, R(user_deny), "*.denied.example",
      "denied.example", "the nearest wildcard deny, not '*.example'"},
-    {"z.ok.ads.test", NULL, NULL, false, BLOCK, R(user_deny), "z.ok.ads.test",
-     "z.ok.ads.test", "user deny beats a list exception (@@||ok.ads.test^)"},
+    {"z.ok.ads.test", NULL, NULL, false, BLOCK, R(user_deny), "z.ok.ads.test", "z.ok.ads.test",
+     "user deny beats a list exception (@@||ok.ads.test^)"},
     {"black.net", NULL, NULL, false, BLOCK, R(user_deny), "/^black[.]/", "black.net",
      "a regex deny"},
     {"exact.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "exact.rules.example",
      "exact.rules.example", "an exact deny beats a wildcard deny of its parent"},
-    {"y.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "*.rules.example",
-     "rules.example", "then the nearest wildcard"},
+    {"y.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "*.rules.example", "rules.example",
+     "then the nearest wildcard"},
     /* level: list rules (exceptions, exact, parents; sources by index) */
     {"ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches"},
     {"x.ok.ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches below either"},
@@ -220,8 +222,8 @@ static const struct verdict list_cases[] = {
      "a client id picks the client whatever the address"},
     {"games.test", "10.9.9.9", "nobody", false, NONE, R(none), "", "",
      "an unknown client id is the default group"},
-    {"x.parent.test", "127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s1",
-     "x.parent.test", "an exact entry (s1) beats a parent entry (s0)"},
+    {"x.parent.test", "127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s1", "x.parent.test",
+     "an exact entry (s1) beats a parent entry (s0)"},
     {"x.parent.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0", "parent.test",
      "without s1: the parent"},
     {"a.deep.parent.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0",
@@ -279,8 +281,9 @@ static void test_ladder_levels(void **state)
 static void test_user_deny_beats_lists(void **state)
 {
 	struct fixture *f = *state;
-	const struct verdict v = {"ads.example", NULL, NULL, false, BLOCK, R(user_deny),
-				  "*.example", "example", "user deny before the lists"};
+	const struct verdict v = {"ads.example", NULL,	    NULL,
+				  false,	 BLOCK,	    R(user_deny),
+				  "*.example",	 "example", "user deny before the lists"};
 	check(f, &v, v.name);
 }
 
@@ -291,7 +294,8 @@ static void test_filter_disabled(void **state)
 			   "local_records: [{name: nas.lan, type: A, value: 192.168.1.10}]\n";
 	struct nx_conf *c = NULL;
 	char err[NX_CONF_ERR_MAX];
-	assert_int_equal(nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)), 0);
+	assert_int_equal(nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)),
+			 0);
 	struct nx_filter_rules *rules = NULL;
 	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
 	struct nx_policy p = {.c = c, .rules = rules};
@@ -338,8 +342,7 @@ static void test_query_context(void **state)
 	assert_string_equal(q.tags[0], "device_tablet");
 	assert_string_equal(q.tags[1], "user_child");
 	addr_of("127.0.0.3", &ss);
-	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
-			     NULL);
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
 	assert_string_equal(q.client_name, "tv");
 	assert_int_equal(q.ntags, 0);
 	assert_null(q.tags);
@@ -350,8 +353,7 @@ static void test_query_context(void **state)
 			     "tablet");
 	assert_string_equal(q.client_name, "kid");
 	assert_string_equal(q.client_id, "tablet");
-	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
-			     NULL);
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
 	assert_int_equal(q.client, -1);
 	assert_null(q.client_name);
 	assert_int_equal(q.groups, 0x1);
@@ -368,9 +370,9 @@ static void test_rules_limited_to_groups(void **state)
 	assert_int_equal(nx_filter_rules_add(r, NX_FILTER_RULES_DENY, "homework.test", 1u << 1, err,
 					     sizeof(err)),
 			 0);
-	assert_int_equal(nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, "ads.test", 1u << 1, err,
-					     sizeof(err)),
-			 0);
+	assert_int_equal(
+	    nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, "ads.test", 1u << 1, err, sizeof(err)),
+	    0);
 	assert_int_equal(nx_filter_rules_finish(r), 0);
 	struct nx_policy p = f->p;
 	p.rules = r;
@@ -397,7 +399,8 @@ static void test_rules_limited_to_groups(void **state)
 		nx_policy_decide(&p, &q, &res);
 		if (res.action != t[i].action || res.reason != t[i].reason) {
 			fail_msg("%s from %s: got %s/%s", t[i].name, t[i].client,
-				 nx_filter_action_name(res.action), nx_filter_reason_name(res.reason));
+				 nx_filter_action_name(res.action),
+				 nx_filter_reason_name(res.reason));
 		}
 	}
 	nx_filter_rules_free(r);
@@ -461,7 +464,8 @@ static void test_rules_groups_from_config(void **state)
 		nx_policy_decide(&p, &q, &res);
 		if (res.action != t[i].action || res.reason != t[i].reason) {
 			fail_msg("%s from %s: got %s/%s", t[i].name, t[i].client,
-				 nx_filter_action_name(res.action), nx_filter_reason_name(res.reason));
+				 nx_filter_action_name(res.action),
+				 nx_filter_reason_name(res.reason));
 		}
 	}
 	nx_filter_rules_free(rules);
@@ -513,8 +517,8 @@ static size_t make_answer(uint8_t *buf, size_t cap, const char *qname, uint16_t 
 	qq->qtype = qtype;
 	qq->qclass = 1;
 	struct nx_dns_reply_ctx ctx = {.id = 1, .q = qq, .max_size = cap};
-	int len = nx_dns_build_answer(buf, cap, &ctx, NX_DNS_NOERROR, false, rrs, n, NULL, 0, -1,
-				      NULL);
+	int len =
+	    nx_dns_build_answer(buf, cap, &ctx, NX_DNS_NOERROR, false, rrs, n, NULL, 0, -1, NULL);
 	assert_true(len > 0);
 	assert_int_equal(nx_dns_msg_parse(buf, (size_t)len, m), 0);
 	return (size_t)len;
@@ -540,31 +544,55 @@ static void test_answer_targets(void **state)
 		const char *client;
 		bool blocked;
 	} t[] = {
-	    {"a CNAME to a listed name", {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = tracker,
-					   .rdlen = (uint16_t)tl}},
-	     1, NX_DNS_T_A, NULL, true},
-	    {"a CNAME to a user-allowed name", {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = safe,
-						 .rdlen = (uint16_t)sl}},
-	     1, NX_DNS_T_A, NULL, false},
+	    {"a CNAME to a listed name",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = tracker, .rdlen = (uint16_t)tl}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     true},
+	    {"a CNAME to a user-allowed name",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = safe, .rdlen = (uint16_t)sl}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
 	    {"a CNAME to a local name is no reason to block",
 	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = nas, .rdlen = (uint16_t)nl}},
-	     1, NX_DNS_T_A, NULL, false},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
 	    {"an HTTPS TargetName that is listed",
 	     {{.type = NX_DNS_T_HTTPS, .ttl = 60, .rdata = https_rd, .rdlen = (uint16_t)(tl + 2)}},
-	     1, NX_DNS_T_HTTPS, NULL, true},
+	     1,
+	     NX_DNS_T_HTTPS,
+	     NULL,
+	     true},
 	    {"an SVCB TargetName '.' (the owner itself)",
-	     {{.type = 64, .ttl = 60, .rdata = svcb_self, .rdlen = 3}}, 1, 64, NULL, false},
-	    {"addresses only", {{.type = NX_DNS_T_A, .ttl = 60, .rdata = a4, .rdlen = 4}}, 1,
-	     NX_DNS_T_A, NULL, false},
+	     {{.type = 64, .ttl = 60, .rdata = svcb_self, .rdlen = 3}},
+	     1,
+	     64,
+	     NULL,
+	     false},
+	    {"addresses only",
+	     {{.type = NX_DNS_T_A, .ttl = 60, .rdata = a4, .rdlen = 4}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
 	    {"a listed CNAME target for an unfiltered client",
 	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = tracker, .rdlen = (uint16_t)tl}},
-	     1, NX_DNS_T_A, "127.0.0.3", false},
+	     1,
+	     NX_DNS_T_A,
+	     "127.0.0.3",
+	     false},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
 		uint8_t buf[1024];
 		struct nx_dns_msg m;
 		struct nx_dns_question qq;
-		make_answer(buf, sizeof(buf), "www.shop.test", t[i].qtype, t[i].rrs, t[i].n, &m, &qq);
+		make_answer(buf, sizeof(buf), "www.shop.test", t[i].qtype, t[i].rrs, t[i].n, &m,
+			    &qq);
 		struct sockaddr_storage ss;
 		addr_of(t[i].client ? t[i].client : "192.168.1.50", &ss);
 		struct nx_policy_query q;
@@ -653,8 +681,8 @@ static void test_local_answers(void **state)
 	    {"alias.lan", NX_DNS_T_TXT, "5 alias.lan nas.lan;", ""}, /* target lacks the type */
 	    {"ext.lan", NX_DNS_T_A, "5 ext.lan www.example.net;", "www.example.net"},
 	    {"text.lan", NX_DNS_T_TXT, "16 text.lan ;", ""},
-	    {"20.1.168.192.in-addr.arpa", NX_DNS_T_PTR,
-	     "12 20.1.168.192.in-addr.arpa printer.lan;", ""},
+	    {"20.1.168.192.in-addr.arpa", NX_DNS_T_PTR, "12 20.1.168.192.in-addr.arpa printer.lan;",
+	     ""},
 	    {"10.1.168.192.in-addr.arpa", NX_DNS_T_PTR, "12 10.1.168.192.in-addr.arpa given.lan;",
 	     ""}, /* a given PTR wins over the generated one */
 	    {"0.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa",
