@@ -177,7 +177,8 @@ static bool tag_ok(const char *t)
 		return false;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= '0' && t[i] <= '9') || t[i] == '_')) {
+		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= '0' && t[i] <= '9') ||
+		      t[i] == '_')) {
 			return false;
 		}
 	}
@@ -356,8 +357,8 @@ static int client_one(struct nx_conf_ld *ld, const char *label, struct fy_node *
 	struct nx_conf_client *cl = &all[i];
 	if (nx_conf_is_null(item) || !fy_node_is_mapping(item)) {
 		return nx_conf_fail(ld, item, key,
-				    "%s: expected a mapping {name, ids, groups, tags}, got %s", label,
-				    nx_conf_node_kind(item));
+				    "%s: expected a mapping {name, ids, groups, tags}, got %s",
+				    label, nx_conf_node_kind(item));
 	}
 	struct fy_node *v[C__COUNT], *k[C__COUNT];
 	int rc = nx_conf_fields(ld, label, item, key, client_fields, v, k);

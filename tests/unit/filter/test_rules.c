@@ -1,4 +1,5 @@
-/* User rules: the three forms, regex errors, rules limited to groups (the ladder: tests/unit/policy). */
+/* User rules: the three forms, regex errors, rules limited to groups (the ladder:
+ * tests/unit/policy). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,9 +90,8 @@ static void test_rule_groups(void **state)
 	assert_int_equal(nx_filter_rules_add(r, NX_FILTER_RULES_DENY, "*.kidsonly.example",
 					     1u << 1 | 1u << 2, err, sizeof(err)),
 			 1);
-	assert_int_equal(nx_filter_rules_add(r, NX_FILTER_RULES_DENY, "/^all[.]/", 0, err,
-					     sizeof(err)),
-			 2);
+	assert_int_equal(
+	    nx_filter_rules_add(r, NX_FILTER_RULES_DENY, "/^all[.]/", 0, err, sizeof(err)), 2);
 	nx_filter_rules_finish(r);
 	struct nx_filter_result res;
 	assert_int_equal(
@@ -101,13 +101,13 @@ static void test_rule_groups(void **state)
 	    nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "kidsonly.example", 16, 1u << 1, &res),
 	    NX_FILTER_ACT_BLOCK);
 	assert_int_equal(res.rule, 0);
-	assert_int_equal(nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "a.kidsonly.example", 18,
-					       1u << 2, &res),
-			 NX_FILTER_ACT_BLOCK);
+	assert_int_equal(
+	    nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "a.kidsonly.example", 18, 1u << 2, &res),
+	    NX_FILTER_ACT_BLOCK);
 	assert_int_equal(res.rule, 1);
-	assert_int_equal(nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "a.kidsonly.example", 18,
-					       1u << 0, &res),
-			 NX_FILTER_ACT_NONE);
+	assert_int_equal(
+	    nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "a.kidsonly.example", 18, 1u << 0, &res),
+	    NX_FILTER_ACT_NONE);
 	assert_int_equal(
 	    nx_filter_rules_match(r, NX_FILTER_RULES_DENY, "all.example", 11, 1u << 0, &res),
 	    NX_FILTER_ACT_BLOCK);
