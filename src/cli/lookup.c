@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "admin/control.h"
 #include "base/err.h"
@@ -55,13 +56,20 @@ static int read_pause(const struct nx_conf *c, bool *paused)
 	int rc = nx_admin_control_get(path, "/api/filter/pause", CONTROL_TIMEOUT_MS, &status, &body,
 				      &len);
 	if (rc < 0) {
+		/* A relative state_dir is the daemon's working directory's: say which one we
+		 * tried, rather than decide on whatever ./var this shell happens to have. */
+		char cwd[4096] = "";
+		bool relative = c->state_dir[0] != '/' && getcwd(cwd, sizeof(cwd));
 		fprintf(stderr,
-			"nxdns lookup: cannot read the daemon's pause state from %s: %s%s\n", path,
-			nx_strerror(rc),
+			"nxdns lookup: cannot read the daemon's pause state from %s: %s%s%s%s%s\n",
+			path, nx_strerror(rc),
 			rc == -ENOENT || rc == -ECONNREFUSED
 			    ? " (is nxdns running with this config? see --config)"
 			: rc == -EACCES ? " (the control socket is for root and the service user)"
-					: "");
+					: "",
+			relative ? "; state_dir is relative, so it was looked for in " : "",
+			relative ? cwd : "",
+			relative ? ": run lookup from the daemon's working directory" : "");
 		return 1;
 	}
 	json_error_t je;

@@ -279,3 +279,20 @@ def test_lookup_refuses_a_snapshot_of_other_sources(tmp_path, make_upstream, mak
     p = run_cli(["lookup", "--config", str(other), "ads.example.com"])
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
     assert "was built for other sources" in p.stderr, p.stderr
+
+
+def test_lookup_never_decides_on_a_stray_relative_state_dir(tmp_path):
+    """state_dir: ./var with compiled lists there but no daemon running: lookup refuses (it
+    used to answer from that snapshot, which need not be any daemon's), and says the relative
+    state_dir was looked for in the working directory."""
+    cfg = json.loads(open(update_config(tmp_path)).read())
+    cfg["state_dir"] = "./var"
+    path = tmp_path / "rel.yaml"
+    path.write_text(json.dumps(cfg))
+    p = run_cli(["update", "--config", str(path), "--offline"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "var" / "snapshot.nxs").exists()
+    p = run_cli(["lookup", "--config", str(path), "ads.example.com"], cwd=tmp_path)
+    assert p.returncode == 1 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert "state_dir is relative, so it was looked for in " + str(tmp_path) in p.stderr, \
+        p.stderr
