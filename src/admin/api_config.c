@@ -421,6 +421,12 @@ static json_t *clients_list(const struct nx_conf *c)
 		}
 		json_t *o = json_pack("{s:s, s:o, s:o}", "name", cl->name, "ids", ids, "groups",
 				      str_array(cl->groups, cl->n_groups));
+		/* tags only when it has some: the file keeps the form people write */
+		if (o && cl->n_tags &&
+		    json_object_set_new(o, "tags", str_array(cl->tags, cl->n_tags))) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;
@@ -445,10 +451,13 @@ static int client_write(struct nx_admin_req *req, const char *path_name)
 	static const struct nx_admin_field add_fields[] = {{"name", JSON_STRING, true},
 							   {"ids", JSON_ARRAY, true},
 							   {"groups", JSON_ARRAY, false},
+							   {"tags", JSON_ARRAY, false},
 							   {NULL}};
-	static const struct nx_admin_field edit_fields[] = {
-	    {"ids", JSON_ARRAY, false}, {"groups", JSON_ARRAY, false}, {NULL}};
-	json_t *vals[3];
+	static const struct nx_admin_field edit_fields[] = {{"ids", JSON_ARRAY, false},
+							    {"groups", JSON_ARRAY, false},
+							    {"tags", JSON_ARRAY, false},
+							    {NULL}};
+	json_t *vals[4];
 	const struct nx_conf *c = nx_admin_need_conf(req);
 	json_t *body =
 	    c ? nx_admin_req_json(req, path_name ? edit_fields : add_fields, vals) : NULL;
@@ -517,7 +526,8 @@ int nx_admin_handle_clients_delete(struct nx_admin_req *req)
 static const struct {
 	const char *name;
 	uint16_t code;
-} rr_types[] = {{"A", 1}, {"AAAA", 28}, {"CNAME", 5}, {"TXT", 16}, {"PTR", 12}};
+} rr_types[] = {{"A", 1},   {"AAAA", 28}, {"CNAME", 5}, {"TXT", 16},
+		{"PTR", 12}, {"MX", 15},   {"SRV", 33},  {"CAA", 257}};
 
 static const char *type_name(uint16_t code)
 {
@@ -558,6 +568,28 @@ static json_t *local_value(const struct nx_conf_local *l)
 			return json_null();
 		}
 		return json_string(text);
+	case 15:
+	case 33: {
+		/* MX "PREF HOST", SRV "PRIORITY WEIGHT PORT HOST": numbers, then the name */
+		size_t fixed = l->type == 15 ? 2 : 6;
+		if (l->rdlen <= fixed ||
+		    nx_dns_name_to_text(l->rdata + fixed, l->rdlen - fixed, text, sizeof(text)) < 0) {
+			return json_null();
+		}
+		const uint8_t *d = l->rdata;
+		return l->type == 15 ? json_sprintf("%u %s", d[0] << 8 | d[1], text)
+				     : json_sprintf("%u %u %u %s", d[0] << 8 | d[1], d[2] << 8 | d[3],
+						    d[4] << 8 | d[5], text);
+	}
+	case 257: {
+		/* CAA "FLAGS TAG \"VALUE\"", as zone files write it */
+		if (l->rdlen < 2 || 2u + l->rdata[1] > l->rdlen) {
+			return json_null();
+		}
+		int tl = l->rdata[1];
+		return json_sprintf("%u %.*s \"%.*s\"", l->rdata[0], tl, (const char *)l->rdata + 2,
+				    (int)(l->rdlen - 2 - tl), (const char *)l->rdata + 2 + tl);
+	}
 	default: {
 		/* character-strings, each <= 255 bytes: joined they are the text as written */
 		char *s = malloc((size_t)l->rdlen + 1);
@@ -694,7 +726,7 @@ int nx_admin_handle_locals_delete(struct nx_admin_req *req)
 		}
 		if (code < 0) {
 			rc = nx_admin_reply_error(req, 400, "bad_request", "type",
-						  "type must be A, AAAA, CNAME, TXT or PTR");
+						  "type must be A, AAAA, CNAME, TXT, PTR, MX, SRV or CAA");
 			goto out;
 		}
 		for (size_t i = 0; i < c->n_locals; i++) {

@@ -410,16 +410,40 @@ int nx_admin_handle_sources_post(struct nx_admin_req *req)
 
 /* ---- user rules ------------------------------------------------------------------------------ */
 
+/* The groups a rule is limited to, as written; NULL when it applies to every client. */
+static const struct nx_conf_rule_scope *rule_scope(const struct nx_conf *c, bool allow, size_t i)
+{
+	const struct nx_conf_rule_scope *s = allow ? c->allow_scopes : c->deny_scopes;
+	return s && s[i].n_groups ? &s[i] : NULL;
+}
+
+static json_t *groups_json(const struct nx_conf_rule_scope *s)
+{
+	json_t *g = json_array();
+	for (size_t j = 0; g && s && j < s->n_groups; j++) {
+		json_array_append_new(g, json_string(s->groups[j]));
+	}
+	return g;
+}
+
+/* {allow: [text...], deny: [text...], rules: [{list, rule, groups}...]}: the two plain lists as
+ * before, and every rule with the groups it is limited to ([] = every client). */
 static json_t *rules_view(const struct nx_conf *c)
 {
-	json_t *allow = json_array(), *deny = json_array();
-	for (size_t i = 0; allow && i < c->n_allow_rules; i++) {
-		json_array_append_new(allow, json_string(c->allow_rules[i]));
+	json_t *allow = json_array(), *deny = json_array(), *all = json_array();
+	for (int l = 0; l < 2; l++) {
+		bool is_allow = l == 0;
+		char *const *rules = is_allow ? c->allow_rules : c->deny_rules;
+		size_t n = is_allow ? c->n_allow_rules : c->n_deny_rules;
+		for (size_t i = 0; i < n; i++) {
+			json_array_append_new(is_allow ? allow : deny, json_string(rules[i]));
+			json_array_append_new(
+			    all, json_pack("{s:s, s:s, s:o}", "list", is_allow ? "allow" : "deny",
+					   "rule", rules[i], "groups",
+					   groups_json(rule_scope(c, is_allow, i))));
+		}
 	}
-	for (size_t i = 0; deny && i < c->n_deny_rules; i++) {
-		json_array_append_new(deny, json_string(c->deny_rules[i]));
-	}
-	return json_pack("{s:o, s:o}", "allow", allow, "deny", deny);
+	return json_pack("{s:o, s:o, s:o}", "allow", allow, "deny", deny, "rules", all);
 }
 
 int nx_admin_handle_rules_get(struct nx_admin_req *req)
@@ -482,6 +506,13 @@ static bool rule_find(struct nx_admin_req *req, const struct nx_conf *c, const c
 	return true;
 }
 
+/* One config item: the rule's text, or {rule, groups} when it is limited to groups. */
+static json_t *rule_item(const char *rule, json_t *groups)
+{
+	return groups ? json_pack("{s:s, s:o}", "rule", rule, "groups", groups) : json_string(rule);
+}
+
+/* The list as the config file holds it (rules limited to groups keep their groups). */
 static json_t *rules_array(const struct nx_conf *c, const char *key)
 {
 	bool allow = !strcmp(key, "filter.allow");
@@ -489,7 +520,8 @@ static json_t *rules_array(const struct nx_conf *c, const char *key)
 	size_t n = allow ? c->n_allow_rules : c->n_deny_rules;
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++) {
-		json_array_append_new(a, json_string(rules[i]));
+		const struct nx_conf_rule_scope *sc = rule_scope(c, allow, i);
+		json_array_append_new(a, rule_item(rules[i], sc ? groups_json(sc) : NULL));
 	}
 	return a;
 }
@@ -503,11 +535,15 @@ static int rules_done(struct nx_admin_req *req, int rc, unsigned status)
 	return c ? nx_admin_reply_json(req, status, rules_view(c)) : 0;
 }
 
+/* POST /api/filter/rules {list, rule[, groups]}: groups (names of the config's groups, at least
+ * one) limit the rule to those groups' clients; the loader checks the names. */
 int nx_admin_handle_rules_add(struct nx_admin_req *req)
 {
-	static const struct nx_admin_field fields[] = {
-	    {"list", JSON_STRING, true}, {"rule", JSON_STRING, true}, {NULL}};
-	json_t *v[2];
+	static const struct nx_admin_field fields[] = {{"list", JSON_STRING, true},
+						       {"rule", JSON_STRING, true},
+						       {"groups", JSON_ARRAY, false},
+						       {NULL}};
+	json_t *v[3];
 	const struct nx_conf *c = nx_admin_need_conf(req);
 	json_t *body = c ? nx_admin_req_json(req, fields, v) : NULL;
 	if (!body) {
@@ -525,8 +561,24 @@ int nx_admin_handle_rules_add(struct nx_admin_req *req)
 					  json_string_value(v[0]), rule);
 		goto out;
 	}
+	size_t gi;
+	json_t *g;
+	json_array_foreach(v[2], gi, g)
+	{
+		if (!json_is_string(g)) {
+			rc = nx_admin_reply_error(req, 400, "bad_request", "groups",
+						  "groups must be an array of group names");
+			goto out;
+		}
+	}
+	if (v[2] && json_array_size(v[2]) == 0) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "groups",
+					  "groups must name at least one group (leave it out for "
+					  "every client)");
+		goto out;
+	}
 	json_t *a = rules_array(c, key);
-	if (!a || json_array_append_new(a, json_string(rule))) {
+	if (!a || json_array_append_new(a, rule_item(rule, v[2] ? json_incref(v[2]) : NULL))) {
 		json_decref(a);
 		rc = -ENOMEM;
 		goto out;

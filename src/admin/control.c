@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "admin/impl.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
@@ -185,6 +186,19 @@ static unsigned route_healthz(struct conn *cn)
 	return ready ? 200 : 503;
 }
 
+/* The pause state as GET /api/filter/pause shows it: `nxdns lookup` decides with it. */
+static unsigned route_pause(struct conn *cn)
+{
+	const struct nx_admin_hooks *h = &cn->ctl->hooks;
+	int64_t until = h->paused_until ? h->paused_until(h->ud) : 0;
+	bool paused = until > nx_now_wall_ms();
+	int n = snprintf(cn->err, sizeof(cn->err), "{\"paused\":%s,\"until_ms\":%lld}\n",
+			 paused ? "true" : "false", (long long)(paused ? until : 0));
+	cn->body =
+	    (struct body){.data = cn->err, .len = (size_t)NX_MIN(n, (int)sizeof(cn->err) - 1)};
+	return 200;
+}
+
 /* The allow-list: read-only routes of the admin API, answered by the same functions. */
 static const struct {
 	const char *path;
@@ -194,6 +208,7 @@ static const struct {
     {"/api/memory", "application/json", route_memory},
     {"/metrics", NX_METRICS_CONTENT_TYPE, route_metrics},
     {"/healthz", "text/plain; charset=utf-8", route_healthz},
+    {"/api/filter/pause", "application/json", route_pause},
 };
 
 static const char *reason_phrase(unsigned status)

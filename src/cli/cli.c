@@ -15,7 +15,7 @@ static const struct cmd cmds[] = {
 	{"serve", nx_cli_serve, "run the DNS server (--config FILE)"},
 	{"check-config", nx_cli_check_config, "validate a configuration file and exit"},
 	{"config-docs", nx_cli_config_docs, "print docs/configuration.md generated from the schema"},
-	{"lookup", nx_cli_lookup, "print the filter's decision for names (--config FILE [--client IP])"},
+	{"lookup", nx_cli_lookup, "print the running daemon's decision for names (--config FILE [--client IP] [--type T])"},
 	{"update", nx_cli_update, "download, compile and rebuild the blocklists now (--offline, --json)"},
 	{"compile", nx_cli_compile, "compile one blocklist file into its bodies (INPUT OUTDIR)"},
 	{"snapshot-build", nx_cli_snapshot_build, "build a snapshot from compiled bodies (OUT DIR/NAME...)"},

@@ -35,6 +35,7 @@
 /* Entries of the rate-limit table (guard/ratelimit.c): a household has tens of clients and an
  * office hundreds; Blocky caps its buckets at 16384. 8-way sets, 24 bytes each: 96 KiB. */
 #define NX_CONF_RATE_LIMIT_SLOTS 4096
+#define NX_CONF_TAG_MAX 32        /* bytes of a client tag (AdGuard Home's longest: 21) */
 
 /* addr:port, IPv6 as [addr]:port. */
 struct nx_addr {
@@ -98,6 +99,14 @@ struct nx_conf_source {
 	bool enabled;   /* false: not fetched, not built, in no group's mask */
 };
 
+/* filter.allow[i] / filter.deny[i] written `{rule: x, groups: [g, ...]}`: the rule applies only
+ * to the clients of those groups (Pi-hole's per-group domain lists). */
+struct nx_conf_rule_scope {
+	char **groups;  /* owned array of owned group names, as written; NULL: every client */
+	size_t n_groups;
+	uint64_t mask;  /* bit g = groups[g] of the config; 0 = every client */
+};
+
 /* groups.<name>, resolved at load. groups[0] is always "default". */
 struct nx_conf_group {
 	char *name;            /* owned */
@@ -120,6 +129,9 @@ struct nx_conf_client {
 	bool filtering;               /* any of its groups filters */
 	char **groups;                /* owned array of owned group names (default: {"default"}) */
 	size_t n_groups;
+	uint64_t groups_mask;         /* bit g = groups[g] of the config is one of its groups */
+	char **tags;                  /* owned array of owned tags ($ctag), NULL when none */
+	size_t n_tags;
 };
 
 /* local_records[i], rdata pre-encoded. c->locals is sorted by (name, type): see local_find. */
@@ -210,6 +222,9 @@ struct nx_conf {
 	size_t n_allow_rules;
 	char **deny_rules;  /* same */
 	size_t n_deny_rules;
+	struct nx_conf_rule_scope *allow_scopes; /* owned array parallel to allow_rules, or NULL
+						  * when no allow rule is limited to groups */
+	struct nx_conf_rule_scope *deny_scopes;  /* same for deny_rules */
 	char *block_mode;   /* owned: null|nxdomain|refused|custom */
 	int block_mode_id;  /* enum nx_conf_block_mode */
 	bool has_block_v4;  /* filter.block_addresses: at most one of each family */
@@ -276,6 +291,10 @@ int nx_conf_load_string(const char *name, const char *yaml, size_t len, struct n
 
 /* Release; NULL is a no-op. */
 void nx_conf_free(struct nx_conf *c);
+
+/* The groups mask (bit g = groups[g]) that filter.allow[i] (list 0) or filter.deny[i] (list 1) is
+ * limited to; 0 = every client. */
+uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i);
 
 /* Is the client address allowed (deny first, then allow or the built-in private ranges)? */
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);

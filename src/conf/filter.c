@@ -325,6 +325,14 @@ static int rule_norm(const char *in, char *out, size_t cap, char *why, size_t wh
 	return 0;
 }
 
+static const char *const rule_fields[] = {"rule", "groups", NULL};
+
+/* The scopes array of a rules key (filter.allow or filter.deny). */
+static struct nx_conf_rule_scope **scopes_of(struct nx_conf *c, const struct nx_conf_key *k)
+{
+	return strcmp(k->path, "filter.allow") == 0 ? &c->allow_scopes : &c->deny_scopes;
+}
+
 static int rules_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
 		       struct fy_node *key)
 {
@@ -339,22 +347,54 @@ static int rules_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struc
 	}
 	*NX_CONF_FIELD(ld->c, k, char **) = v;
 	*NX_CONF_COUNT(ld->c, k) = cnt;
+	struct nx_conf_rule_scope **scopes = scopes_of(ld->c, k);
+	enum nx_conf_ref_kind kind = scopes == &ld->c->allow_scopes ? NX_CONF_REF_ALLOW_GROUP
+								    : NX_CONF_REF_DENY_GROUP;
 	void *it = NULL;
 	struct fy_node *item;
 	char label[LABEL_MAX], buf[NX_CONF_SCALAR_MAX], norm[NX_CONF_SCALAR_MAX + 8], why[300];
 	for (size_t i = 0; i < cnt && (item = fy_node_sequence_iterate(val, &it)); i++) {
 		nx_conf_label(label, sizeof(label), "%s[%zu]", k->path, i);
-		rc = nx_conf_scalar(ld, label, item, key, "a name, *.name or /regex/", false, buf,
+		struct fy_node *rule = item, *rkey = key, *fv[2] = {0}, *fk[2] = {0};
+		if (fy_node_is_mapping(item)) {
+			/* {rule: x, groups: [...]}: the rule for those groups' clients only */
+			rc = nx_conf_fields(ld, label, item, key, rule_fields, fv, fk);
+			if (rc) {
+				return rc;
+			}
+			if (!fv[0]) {
+				return nx_conf_fail(ld, item, key, "%s: missing 'rule'", label);
+			}
+			rule = fv[0];
+			rkey = fk[0];
+		}
+		rc = nx_conf_scalar(ld, label, rule, rkey, "a name, *.name or /regex/", false, buf,
 				    sizeof(buf));
 		if (rc) {
 			return rc;
 		}
 		if (rule_norm(buf, norm, sizeof(norm), why, sizeof(why))) {
-			return nx_conf_fail(ld, item, key, "%s: '%s': %s", label, buf, why);
+			return nx_conf_fail(ld, rule, rkey, "%s: '%s': %s", label, buf, why);
 		}
 		v[i] = nx_mem_strdup(NX_OWNER_config, norm);
 		if (!v[i]) {
 			return nx_conf_fail(ld, item, key, "%s: out of memory", label);
+		}
+		if (!fv[1]) {
+			continue;
+		}
+		if (!*scopes) {
+			*scopes = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(**scopes));
+			if (!*scopes) {
+				return nx_conf_fail(ld, item, key, "%s: out of memory", label);
+			}
+		}
+		char gl[LABEL_MAX];
+		nx_conf_label(gl, sizeof(gl), "%s.groups", label);
+		rc = nx_conf_group_names(ld, gl, fv[1], fk[1], kind, (uint32_t)i,
+					 &(*scopes)[i].groups, &(*scopes)[i].n_groups);
+		if (rc) {
+			return rc;
 		}
 	}
 	return 0;
@@ -364,6 +404,14 @@ static void rules_release(const struct nx_conf_key *k, struct nx_conf *c)
 {
 	char ***f = NX_CONF_FIELD(c, k, char **);
 	size_t *n = NX_CONF_COUNT(c, k);
+	struct nx_conf_rule_scope **scopes = scopes_of(c, k);
+	for (size_t i = 0; *scopes && i < *n; i++) {
+		nx_conf_free_strv((*scopes)[i].groups, (*scopes)[i].n_groups);
+	}
+	if (*scopes) {
+		nx_mem_free(NX_OWNER_config, *scopes, *n * sizeof(**scopes));
+	}
+	*scopes = NULL;
 	nx_conf_free_strv(*f, *n);
 	*f = NULL;
 	*n = 0;

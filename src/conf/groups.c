@@ -159,12 +159,72 @@ const struct nx_conf_type nx_conf_t_groups = {
     .range = groups_range,
 };
 
-/* ---- clients: list of {name, ids, groups} ---- */
+/* ---- clients: list of {name, ids, groups, tags} ---- */
 
 #define MAX_CLIENT_IDS 16 /* addresses/prefixes per client: a device has a few */
 
-enum { C_NAME, C_IDS, C_GROUPS, C__COUNT };
-static const char *const client_fields[] = {"name", "ids", "groups", NULL};
+/* Tags per client: AdGuard Home's clients carry a few (device_phone, os_ios, user_child). */
+#define MAX_CLIENT_TAGS 16
+
+enum { C_NAME, C_IDS, C_GROUPS, C_TAGS, C__COUNT };
+static const char *const client_fields[] = {"name", "ids", "groups", "tags", NULL};
+
+/* A tag is 1..NX_CONF_TAG_MAX of a-z, 0-9, '_' (AdGuard Home's $ctag names: device_pc ...). */
+static bool tag_ok(const char *t)
+{
+	size_t n = strlen(t);
+	if (n == 0 || n > NX_CONF_TAG_MAX) {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= '0' && t[i] <= '9') ||
+		      t[i] == '_')) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static int client_tags(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
+		       struct fy_node *key, struct nx_conf_client *cl)
+{
+	size_t cnt;
+	int rc = nx_conf_list_count(ld, label, val, key, 0, MAX_CLIENT_TAGS, true, &cnt);
+	if (rc || cnt == 0) {
+		return rc;
+	}
+	cl->tags = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(*cl->tags));
+	if (!cl->tags) {
+		return nx_conf_fail(ld, val, key, "%s: out of memory", label);
+	}
+	cl->n_tags = cnt;
+	void *it = NULL;
+	struct fy_node *item;
+	char buf[NX_CONF_TAG_MAX + 2], il[LABEL_MAX];
+	for (size_t j = 0; j < cnt && (item = fy_node_sequence_iterate(val, &it)); j++) {
+		nx_conf_label(il, sizeof(il), "%s[%zu]", label, j);
+		rc = nx_conf_scalar(ld, il, item, key, "a tag", false, buf, sizeof(buf));
+		if (rc) {
+			return rc;
+		}
+		if (!tag_ok(buf)) {
+			return nx_conf_fail(ld, item, key,
+					    "%s: '%s': a tag is 1..%d of a-z, 0-9 and '_'", il, buf,
+					    NX_CONF_TAG_MAX);
+		}
+		for (size_t o = 0; o < j; o++) {
+			if (!strcmp(cl->tags[o], buf)) {
+				return nx_conf_fail(ld, item, key, "%s: duplicate tag '%s'", il,
+						    buf);
+			}
+		}
+		cl->tags[j] = nx_mem_strdup(NX_OWNER_config, buf);
+		if (!cl->tags[j]) {
+			return nx_conf_fail(ld, item, key, "%s: out of memory", il);
+		}
+	}
+	return 0;
+}
 
 static bool same_cidr(const struct nx_cidr *a, const struct nx_cidr *b)
 {
@@ -297,8 +357,8 @@ static int client_one(struct nx_conf_ld *ld, const char *label, struct fy_node *
 	struct nx_conf_client *cl = &all[i];
 	if (nx_conf_is_null(item) || !fy_node_is_mapping(item)) {
 		return nx_conf_fail(ld, item, key,
-				    "%s: expected a mapping {name, ids, groups}, got %s", label,
-				    nx_conf_node_kind(item));
+				    "%s: expected a mapping {name, ids, groups, tags}, got %s",
+				    label, nx_conf_node_kind(item));
 	}
 	struct fy_node *v[C__COUNT], *k[C__COUNT];
 	int rc = nx_conf_fields(ld, label, item, key, client_fields, v, k);
@@ -343,6 +403,13 @@ static int client_one(struct nx_conf_ld *ld, const char *label, struct fy_node *
 	if (rc) {
 		return rc;
 	}
+	if (v[C_TAGS]) {
+		nx_conf_label(fl, sizeof(fl), "%s.tags", label);
+		rc = client_tags(ld, fl, v[C_TAGS], k[C_TAGS], cl);
+		if (rc) {
+			return rc;
+		}
+	}
 	nx_conf_label(fl, sizeof(fl), "%s.groups", label);
 	return nx_conf_group_names(ld, fl, v[C_GROUPS], k[C_GROUPS] ? k[C_GROUPS] : key,
 				   NX_CONF_REF_CLIENT_GROUP, (uint32_t)i, &cl->groups,
@@ -366,6 +433,7 @@ static void clients_release(const struct nx_conf_key *k, struct nx_conf *c)
 		nx_mem_free(NX_OWNER_config, cl->ids, cl->n_ids * sizeof(*cl->ids));
 		nx_conf_free_strv(cl->client_ids, cl->n_client_ids);
 		nx_conf_free_strv(cl->groups, cl->n_groups);
+		nx_conf_free_strv(cl->tags, cl->n_tags);
 	}
 	nx_mem_free(NX_OWNER_config, *f, *n * sizeof(**f));
 	*f = NULL;
@@ -443,6 +511,11 @@ static int unknown(struct nx_conf_ld *ld, const struct nx_conf_ref *r, bool is_s
 	case NX_CONF_REF_SOURCE_GROUP:
 		nx_conf_label(label, sizeof(label), "filter.sources[%u].groups[%u]", r->from, r->j);
 		break;
+	case NX_CONF_REF_ALLOW_GROUP:
+	case NX_CONF_REF_DENY_GROUP:
+		nx_conf_label(label, sizeof(label), "filter.%s[%u].groups[%u]",
+			      r->kind == NX_CONF_REF_ALLOW_GROUP ? "allow" : "deny", r->from, r->j);
+		break;
 	default:
 		nx_conf_label(label, sizeof(label), "clients[%u].groups[%u]", r->from, r->j);
 		break;
@@ -479,13 +552,19 @@ int nx_conf_groups_finish(struct nx_conf_ld *ld)
 		}
 		r->target = (uint32_t)t;
 	}
-	/* Pass 2: clients take the union of their groups' (now complete) masks. */
+	/* Pass 2: clients take the union of their groups' (now complete) masks; user rules limited
+	 * to groups take their groups' bits. */
 	for (size_t i = 0; i < ld->n_refs; i++) {
 		const struct nx_conf_ref *r = &ld->refs[i];
 		if (r->kind == NX_CONF_REF_CLIENT_GROUP) {
 			struct nx_conf_client *cl = &c->clients[r->from];
 			cl->groups_mask_sources |= c->groups[r->target].sources_mask;
+			cl->groups_mask |= UINT64_C(1) << r->target;
 			cl->filtering |= c->groups[r->target].filtering;
+		} else if (r->kind == NX_CONF_REF_ALLOW_GROUP) {
+			c->allow_scopes[r->from].mask |= UINT64_C(1) << r->target;
+		} else if (r->kind == NX_CONF_REF_DENY_GROUP) {
+			c->deny_scopes[r->from].mask |= UINT64_C(1) << r->target;
 		}
 	}
 	return 0;
@@ -551,4 +630,11 @@ void nx_conf_client_policy_id(const struct nx_conf *c, const struct sockaddr *sa
 	if (client_idx) {
 		*client_idx = (int)best;
 	}
+}
+
+uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i)
+{
+	const struct nx_conf_rule_scope *s = list == 0 ? c->allow_scopes : c->deny_scopes;
+	size_t n = list == 0 ? c->n_allow_rules : c->n_deny_rules;
+	return s && i < n ? s[i].mask : 0;
 }

@@ -38,6 +38,8 @@ enum nx_conf_ref_kind {
 	NX_CONF_REF_GROUP_SOURCE, /* groups.<from>.sources[j] names a source */
 	NX_CONF_REF_SOURCE_GROUP, /* filter.sources[from].groups[j] names a group */
 	NX_CONF_REF_CLIENT_GROUP, /* clients[from].groups[j] names a group */
+	NX_CONF_REF_ALLOW_GROUP,  /* filter.allow[from].groups[j] names a group */
+	NX_CONF_REF_DENY_GROUP,   /* filter.deny[from].groups[j] names a group */
 };
 
 /*

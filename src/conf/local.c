@@ -17,13 +17,19 @@
 #define TXT_CHUNK 255  /* RFC 1035 3.3: one character-string holds at most 255 bytes */
 #define TTL_MAX 604800 /* one week: a local record that must live longer is a zone's job */
 #define TTL_DEFAULT 300
+/* RFC 1035 / 2782 / 8659 type codes not in dns/msg.h's list */
+#define T_SRV 33
+#define T_CAA 257
+/* RFC 8659 4.1: a CAA tag is 1..15 ASCII letters and digits */
+#define CAA_TAG_MAX 15
 
 static const struct {
 	const char *name;
 	uint16_t type;
 } rr_types[] = {
     {"A", NX_DNS_T_A},	   {"AAAA", NX_DNS_T_AAAA}, {"CNAME", NX_DNS_T_CNAME},
-    {"TXT", NX_DNS_T_TXT}, {"PTR", NX_DNS_T_PTR},
+    {"TXT", NX_DNS_T_TXT}, {"PTR", NX_DNS_T_PTR},   {"MX", NX_DNS_T_MX},
+    {"SRV", T_SRV},	   {"CAA", T_CAA},
 };
 
 static const char *type_name(uint16_t t)
@@ -54,6 +60,113 @@ static int cmp_key(const uint8_t *an, size_t al, uint32_t at, const uint8_t *bn,
 
 enum { L_NAME, L_TYPE, L_VALUE, L_TTL, L__COUNT };
 static const char *const local_fields[] = {"name", "type", "value", "ttl", NULL};
+
+/* Next space-separated field of *s (NUL-terminated into itself); NULL when none is left. */
+static char *field(char **s)
+{
+	char *p = *s;
+	while (*p == ' ' || *p == '\t') {
+		p++;
+	}
+	if (!*p) {
+		return NULL;
+	}
+	char *start = p;
+	while (*p && *p != ' ' && *p != '\t') {
+		p++;
+	}
+	if (*p) {
+		*p++ = '\0';
+	}
+	*s = p;
+	return start;
+}
+
+static bool u16_field(char **s, uint16_t *out)
+{
+	const char *f = field(s);
+	if (!f || !*f) {
+		return false;
+	}
+	unsigned long v = 0;
+	for (const char *c = f; *c; c++) {
+		if (*c < '0' || *c > '9' || v > 65535) {
+			return false;
+		}
+		v = v * 10 + (unsigned long)(*c - '0');
+	}
+	if (v > 65535) {
+		return false;
+	}
+	*out = (uint16_t)v;
+	return true;
+}
+
+/* "PREF HOST" (MX) or "PRIORITY WEIGHT PORT HOST" (SRV): n numbers, then a host name. */
+static size_t encode_numbers_host(const char *text, unsigned n, uint8_t *buf, const char **why,
+				  const char **detail)
+{
+	char tmp[NX_CONF_SCALAR_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", text);
+	char *s = tmp;
+	size_t pos = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t v;
+		if (!u16_field(&s, &v)) {
+			*why = n == 1 ? "not 'PREFERENCE HOST' (a preference of 0..65535)"
+				      : "not 'PRIORITY WEIGHT PORT HOST' (numbers of 0..65535)";
+			return 0;
+		}
+		buf[pos++] = (uint8_t)(v >> 8);
+		buf[pos++] = (uint8_t)v;
+	}
+	const char *host = field(&s);
+	uint8_t wire[NX_DNS_NAME_MAX];
+	size_t wl = host && !field(&s) ? nx_conf_host_name(host, wire, detail) : 0;
+	if (!wl) {
+		*why = n == 1 ? "not 'PREFERENCE HOST' (a host name after the preference)"
+			      : "not 'PRIORITY WEIGHT PORT HOST' (a host name at the end)";
+		return 0;
+	}
+	memcpy(buf + pos, wire, wl);
+	return pos + wl;
+}
+
+/* "FLAGS TAG VALUE" (RFC 8659 4.1; the value may be in double quotes, as zone files write it). */
+static size_t encode_caa(const char *text, uint8_t *buf, size_t cap, const char **why)
+{
+	char tmp[NX_CONF_SCALAR_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", text);
+	char *s = tmp;
+	uint16_t flags;
+	const char *tag = NULL;
+	*why = "not 'FLAGS TAG VALUE' (flags 0..255, a tag of 1..15 letters or digits, a value)";
+	if (!u16_field(&s, &flags) || flags > 255 || !(tag = field(&s))) {
+		return 0;
+	}
+	size_t tl = strlen(tag);
+	bool ok = tl >= 1 && tl <= CAA_TAG_MAX;
+	for (size_t i = 0; ok && i < tl; i++) {
+		ok = (tag[i] >= 'a' && tag[i] <= 'z') || (tag[i] >= 'A' && tag[i] <= 'Z') ||
+		     (tag[i] >= '0' && tag[i] <= '9');
+	}
+	while (*s == ' ' || *s == '\t') {
+		s++;
+	}
+	size_t vl = strlen(s);
+	if (vl >= 2 && s[0] == '"' && s[vl - 1] == '"') {
+		s++;
+		vl -= 2;
+	}
+	if (!ok || 2 + tl + vl > cap) {
+		return 0;
+	}
+	buf[0] = (uint8_t)flags;
+	buf[1] = (uint8_t)tl;
+	memcpy(buf + 2, tag, tl);
+	memcpy(buf + 2 + tl, s, vl);
+	return 2 + tl + vl;
+}
 
 /*
  * Encode `text` as rdata of type t into buf (cap bytes). Returns rdlen, or 0 with *why (what the
@@ -87,6 +200,12 @@ static size_t encode(uint16_t t, const char *text, uint8_t *buf, size_t cap, con
 		memcpy(buf, wire, wl);
 		return wl;
 	}
+	case NX_DNS_T_MX:
+		return encode_numbers_host(text, 1, buf, why, detail);
+	case T_SRV:
+		return encode_numbers_host(text, 3, buf, why, detail);
+	case T_CAA:
+		return encode_caa(text, buf, cap, why);
 	default: { /* TXT: character-strings of up to 255 bytes; "" is one empty string */
 		size_t len = strlen(text), pos = 0, off = 0;
 		do {
@@ -193,7 +312,8 @@ static int local_one(struct nx_conf_ld *ld, const char *label, struct fy_node *i
 	}
 	if (!r->type) {
 		return nx_conf_fail(ld, v[L_TYPE], k[L_TYPE],
-				    "%s: '%s' is not one of A, AAAA, CNAME, TXT, PTR", fl, buf);
+				    "%s: '%s' is not one of A, AAAA, CNAME, TXT, PTR, MX, SRV, CAA",
+				    fl, buf);
 	}
 
 	nx_conf_label(fl, sizeof(fl), "%s.value", label);

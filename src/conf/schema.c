@@ -541,7 +541,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "`/regex/` (a POSIX extended regular expression, case-insensitive, matched "
 		       "against the name in lower case without the trailing dot; an invalid one is "
 		       "an error). Names are case-insensitive and written in ASCII (punycode for "
-		       "international names).",
+		       "international names). A rule written `{rule: x.example, groups: [kids]}` "
+		       "applies only to the clients of those groups (Pi-hole's per-group domain "
+		       "lists); a plain rule applies to every client.",
 	},
 	{
 		.path = "filter.deny",
@@ -554,7 +556,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "[]",
 		.example = "[\"ads.example\", \"*.tracker.example\", '/^ad[0-9]+[.]/']",
 		.doc = "Names always blocked unless `allow` matches them; the same three forms "
-		       "as `allow`.",
+		       "as `allow`, and the same `{rule, groups}` form to limit a rule to some "
+		       "groups' clients.",
 	},
 	{
 		.path = "filter.block_mode",
@@ -677,7 +680,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "(addresses or `addr/prefix` ranges, IPv4 clients on IPv6 sockets matched "
 		       "as IPv4; or `id:<client-id>`, 1..64 of `a-z`, `0-9`, `-`, the id a DoH "
 		       "client puts in its path, `/dns-query/<client-id>`, or a DoT client in its "
-		       "SNI, `<client-id>.<tls.server_name>`) and `groups` (default `[default]`). A "
+		       "SNI, `<client-id>.<tls.server_name>`), `groups` (default `[default]`) and "
+		       "`tags` (up to 16 of `a-z`, `0-9`, `_`, 1..32 bytes, e.g. AdGuard Home's "
+		       "`device_phone`, `os_ios`, `user_child`: what `$ctag` list rules match). A "
 		       "query that carries a client id listed here belongs to that client; else "
 		       "its client is the one whose ids match its address with the longest prefix "
 		       "(ids are unique, so there is one). It uses every source of all its groups "
@@ -698,11 +703,18 @@ const struct nx_conf_key nx_conf_keys[] = {
 			   "{name: nas.lan, type: AAAA, value: \"fd00::10\", ttl: 60}, "
 			   "{name: files.lan, type: CNAME, value: nas.lan}]",
 		.doc = "Records answered authoritatively for hosts on the network, before any "
-		       "filtering: `name`, `type` (`A`, `AAAA`, `CNAME`, `TXT` or `PTR`), `value` "
-		       "(an address, a host name, or text; TXT text longer than 255 bytes is split "
-		       "into several strings) and `ttl` (seconds, default 300). A name with "
-		       "records of other types answers those types with an empty answer. A CNAME "
-		       "name has no other records; duplicate records are errors.",
+		       "filtering: `name`, `type` (`A`, `AAAA`, `CNAME`, `TXT`, `PTR`, `MX`, `SRV` "
+		       "or `CAA`), `value` (an address; a host name; text, split into several "
+		       "strings past 255 bytes; `PREFERENCE HOST` for MX; `PRIORITY WEIGHT PORT "
+		       "HOST` for SRV; `FLAGS TAG VALUE` for CAA, e.g. `0 issue \"letsencrypt.org\"`) "
+		       "and `ttl` (seconds, default 300). A name with records of other types "
+		       "answers those types with an empty answer (NODATA), never forwarded. A "
+		       "CNAME name has no other records; it answers with the CNAME and the "
+		       "target's records: the local ones when the target is local, else the "
+		       "target resolved upstream. The reverse name of a local A or AAAA record "
+		       "answers PTR with that record's name unless a PTR is given for it. Local "
+		       "names never shadow a forward zone's other names. Duplicate records are "
+		       "errors.",
 	},
 	{
 		.path = "cache.size",

@@ -269,12 +269,6 @@ static int64_t paused_until(void *ud)
 static json_t *lookup_hook(void *ud, const char *name, const char *client, const char **err)
 {
 	struct nx_daemon *d = ud;
-	uint8_t wire[NX_DNS_NAME_MAX];
-	int wl = name ? nx_dns_name_from_text(name, wire) : -1;
-	if (wl < 0) {
-		*err = "invalid name";
-		return NULL;
-	}
 	struct sockaddr_storage ss = {0};
 	ss.ss_family = AF_INET;
 	if (client && *client) {
@@ -288,25 +282,13 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 			return NULL;
 		}
 	}
-	struct nx_decide_ctx dc = {
+	struct nx_policy p = {
 		.c = d->cur->c,
 		.rules = d->cur->rules,
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
 		.paused = paused_until(d) != 0,
 	};
-	struct nx_client_policy p;
-	nx_decide_policy(&dc, (struct sockaddr *)&ss, NULL, &p);
-	struct nx_filter_result r;
-	enum nx_filter_action a = nx_decide(&dc, &p, wire, (size_t)wl, &r);
-	char matched[NX_DNS_TEXT_MAX] = "";
-	if (r.matched_len > 0) {
-		nx_dns_name_to_text(wire + r.matched_off, r.matched_len, matched, sizeof(matched));
-	}
-	const char *act = a == NX_FILTER_ACT_BLOCK ? "block" : a == NX_FILTER_ACT_LOCAL ? "local"
-											: "allow";
-	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "action", act, "reason",
-			 nx_filter_reason_name((enum nx_filter_reason)r.reason), "matched", matched,
-			 "source", nx_decide_source_name(&dc, &r));
+	return nx_policy_lookup_json(&p, name, NX_DNS_T_A, (struct sockaddr *)&ss, NULL, err);
 }
 
 static struct nx_tls_creds *tls_creds(void *ud)

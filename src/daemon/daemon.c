@@ -173,7 +173,7 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen,
 		confref_free(r);
 		return NULL;
 	}
-	if (nx_decide_rules_build(c, &r->rules) < 0) {
+	if (nx_policy_rules_build(c, &r->rules) < 0) {
 		confref_free(r);
 		return NULL;
 	}

@@ -16,7 +16,7 @@
 
 #include "cache/cache.h"
 #include "conf/conf.h"
-#include "daemon/decide.h"
+#include "policy/policy.h"
 #include "daemon/lists.h"
 #include "filter/rules.h"
 #include "guard/guard.h"

@@ -36,7 +36,9 @@ struct waiter {
 	uint16_t id;
 	uint16_t qflags;
 	uint16_t max_size;
-	struct nx_client_policy policy; /* for the CNAME-cloaking check of the answer */
+	bool check_answer;              /* the answer's CNAME/HTTPS targets go through the ladder */
+	bool chain;                     /* q is a local CNAME name; the operation resolves its target:
+					 * answer with the local chain + the target's records */
 	struct nx_filter_result fr;     /* the query's decision (e.g. an exception), for the log */
 	uint64_t t0_us;                 /* arrival, monotonic */
 	int64_t ts_ms;                  /* arrival, wall clock */
@@ -73,7 +75,10 @@ static struct pending **bucket_of(struct nx_coalesce_shard *sh, uint64_t h)
 /* A query being handled: where it came from (the handle) and what handle() found out. */
 struct origin {
 	const struct nx_reply *r;   /* borrowed for the call; copied into a waiter to answer later */
-	struct nx_client_policy policy;
+	bool check_answer;          /* the answer's targets are checked (the client is filtered and
+				     * no allow rule or exception let the name through) */
+	const struct nx_dns_question *client_q; /* borrowed: the client's question when the query
+						 * forwarded is a local CNAME's target, or NULL */
 	/* filled by handle() for the query log */
 	bool have_q;                /* the question parsed: its name is at pkt + 12 */
 	bool cached;
@@ -144,13 +149,14 @@ static void permit_release(struct nx_worker *w)
 	nx_gauge_add(NX_GAUGE_PERMITS_USED, -1);
 }
 
-static void decide_ctx(struct nx_worker *w, struct nx_decide_ctx *d)
+/* The generation this worker decides against now. */
+static void policy_of(struct nx_worker *w, struct nx_policy *p)
 {
-	d->c = w->cref->c;
-	d->rules = w->cref->rules;
-	d->snap = w->snap ? w->snap->snap : NULL;
+	p->c = w->cref->c;
+	p->rules = w->cref->rules;
+	p->snap = w->snap ? w->snap->snap : NULL;
 	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
-	d->paused = until != 0 && until > nx_now_wall_ms();
+	p->paused = until != 0 && until > nx_now_wall_ms();
 }
 
 static void count_block(const struct nx_filter_result *r, bool cname)
@@ -169,18 +175,18 @@ static void count_block(const struct nx_filter_result *r, bool cname)
 
 /* An answer whose CNAME chain reaches a blocked name is answered as blocked (CNAME cloaking).
  * Returns the block answer's length, or 0 when the answer may go out as it is. */
-static int cname_block(const struct nx_decide_ctx *d, const struct nx_client_policy *pol,
+static int cname_block(const struct nx_policy *pol, const struct nx_policy_query *q,
 		       const uint8_t *buf, const struct nx_dns_msg *m,
 		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap,
 		       struct nx_filter_result *r, uint8_t matched[NX_DNS_NAME_MAX], uint8_t *mlen)
 {
 	size_t ml = 0;
-	if (!nx_decide_cname(d, pol, buf, m, r, matched, &ml)) {
+	if (!nx_policy_check_answer(pol, q, buf, m, r, matched, &ml)) {
 		return 0;
 	}
 	*mlen = (uint8_t)ml;
 	count_block(r, true);
-	int n = nx_decide_block_answer(d, out, cap, ctx, r);
+	int n = nx_policy_block_answer(pol, out, cap, ctx, r);
 	return n > 0 ? n : 0;
 }
 
@@ -290,8 +296,8 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	} else {
 		rec.matched[0] = 0;
 	}
-	struct nx_decide_ctx d = {.c = w->cref->c, .rules = w->cref->rules};
-	copy_text(rec.source, sizeof(rec.source), nx_decide_source_name(&d, fr));
+	struct nx_policy pol = {.c = w->cref->c, .rules = w->cref->rules};
+	copy_text(rec.source, sizeof(rec.source), nx_policy_source_name(&pol, fr));
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");
 	copy_text(rec.client_id, sizeof(rec.client_id), client_id ? client_id : "");
@@ -411,8 +417,8 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 	bool stale = res != NX_UP_ANSWER && list &&
 		     nx_cache_lookup(w->cache, &key, now, NX_CACHE_LOOKUP_STALE, w->cbuf,
 				     sizeof(w->cbuf), &stale_m, &stale_hit) == 0;
-	struct nx_decide_ctx dc; /* one per completion, shared by its waiters' CNAME checks */
-	decide_ctx(w, &dc);
+	struct nx_policy pol; /* one per completion, shared by its waiters' answer checks */
+	policy_of(w, &pol);
 	int up_stats = -1;
 	if (res == NX_UP_ANSWER && server >= 0) {
 		const struct nx_up_server *sv = p->zone >= 0 ? p->cref->zone_servers[p->zone]
@@ -434,7 +440,18 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		struct nx_filter_result lfr = x->fr;
 		uint8_t cmatched[NX_DNS_NAME_MAX];
 		uint8_t cmlen = 0;
-		if (stale) {
+		/* The client is resolved again against the generation in effect now (the one it
+		 * asked under may be gone), and only when its answer is to be checked. */
+		struct nx_policy_query pq = {.filtering = false};
+		if (x->check_answer) {
+			nx_policy_query_init(&pol, &pq, x->q.name, x->q.name_len, x->q.qtype,
+					     (const struct sockaddr *)&x->to.peer, x->client_id);
+		}
+		if (x->chain && (res == NX_UP_ANSWER || stale)) {
+			rlen = nx_policy_local_splice(&pol, w->tx, sizeof(w->tx), &ctx,
+						      stale ? w->cbuf : msg, stale ? &stale_m : m);
+			nx_stat_inc(NX_STAT_R_LOCAL);
+		} else if (stale) {
 			bool trunc = false;
 			rlen = nx_dns_relay(w->tx, sizeof(w->tx), w->cbuf, &stale_m, &ctx, 0,
 					    stale_hit.stale ? NX_DNS_EDE_STALE : -1, NULL, &trunc);
@@ -443,7 +460,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			}
 			nx_stat_inc(NX_STAT_R_CACHED);
 		} else if (res == NX_UP_ANSWER &&
-			   (rlen = cname_block(&dc, &x->policy, msg, m, &ctx, w->tx, sizeof(w->tx), &lfr,
+			   (rlen = cname_block(&pol, &pq, msg, m, &ctx, w->tx, sizeof(w->tx), &lfr,
 					       cmatched, &cmlen)) > 0) {
 			/* blocked: rlen holds the block answer */
 		} else if (res == NX_UP_ANSWER) {
@@ -506,9 +523,10 @@ static void fill_waiter(struct waiter *x, const struct nx_dns_msg *m, const stru
 	x->edns = m->edns.present;
 	x->do_bit = m->edns.do_bit;
 	x->max_size = (uint16_t)NX_MIN(max_size, NX_DNS_MSG_MAX);
-	x->q = m->q;
+	x->q = o->client_q ? *o->client_q : m->q;
+	x->chain = o->client_q != NULL;
 	x->w = NULL; /* set by the caller */
-	x->policy = o->policy;
+	x->check_answer = o->check_answer;
 	x->fr = o->fr;
 	x->t0_us = o->t0_us;
 	x->ts_ms = o->ts_ms;
@@ -668,6 +686,47 @@ static int error_reply(uint8_t *out, size_t cap, const struct nx_dns_msg *m, boo
 	return n > 0 ? n : 0;
 }
 
+/*
+ * A local CNAME whose target is not local: the target is resolved as any forwarded name (cache,
+ * coalescing, upstream, serve-stale) and the client gets the local chain with the target's
+ * records after it, as a stub resolver needs (it does not chase CNAMEs itself). The target is
+ * the operator's own choice: it is not filtered. Returns what handle() returns.
+ */
+static int local_chain(struct nx_worker *w, const struct nx_policy *pol, const struct nx_dns_msg *m,
+		       struct origin *o, const uint8_t *target, size_t tl, size_t limit,
+		       uint8_t *out, size_t cap)
+{
+	struct nx_dns_msg t = *m;
+	memcpy(t.q.name, target, tl);
+	t.q.name_len = (uint8_t)tl;
+	if (w->cache) {
+		struct nx_cache_key k;
+		nx_cache_key_from_query(&t, &k);
+		struct nx_dns_msg cm;
+		struct nx_cache_hit hit;
+		if (nx_cache_lookup(w->cache, &k, uv_now(&w->loop), 0, w->cbuf, sizeof(w->cbuf), &cm,
+				    &hit) == 0) {
+			struct nx_dns_reply_ctx ctx = {
+				.id = m->id,
+				.qflags = m->flags,
+				.q = &m->q,
+				.edns = m->edns.present,
+				.do_bit = m->edns.do_bit,
+				.max_size = NX_MIN(limit, cap),
+			};
+			o->cached = true;
+			nx_stat_inc(NX_STAT_R_LOCAL);
+			int n = nx_policy_local_splice(pol, out, cap, &ctx, w->cbuf, &cm);
+			if (hit.prefetch) {
+				prefetch(w, &t);
+			}
+			return n > 0 ? n : 0;
+		}
+	}
+	o->client_q = &m->q;
+	return start_operation(w, &t, o, limit, true);
+}
+
 /* Access control. A client id (DoH path, DoT SNI) only picks a policy; it admits a query from
  * an address access.allow refuses only with access.admit_client_ids, and never past deny. */
 static bool admitted(const struct nx_conf *c, const struct origin *o)
@@ -748,11 +807,13 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 		nx_stat_inc(NX_STAT_R_ANY);
 		return n > 0 ? n : 0;
 	}
-	struct nx_decide_ctx dc;
-	decide_ctx(w, &dc);
-	nx_decide_policy(&dc, o->peer, o->r->client_id, &o->policy);
+	struct nx_policy pol;
+	policy_of(w, &pol);
+	struct nx_policy_query pq;
+	nx_policy_query_init(&pol, &pq, m.q.name, m.q.name_len, m.q.qtype, o->peer,
+			     o->r->client_id);
 	struct nx_filter_result fr;
-	enum nx_filter_action act = nx_decide(&dc, &o->policy, m.q.name, m.q.name_len, &fr);
+	enum nx_filter_action act = nx_policy_decide(&pol, &pq, &fr);
 	o->fr = fr;
 	if (act == NX_FILTER_ACT_BLOCK || act == NX_FILTER_ACT_LOCAL) {
 		struct nx_dns_reply_ctx ctx = {
@@ -765,20 +826,24 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 		};
 		int n;
 		if (act == NX_FILTER_ACT_BLOCK) {
-			n = nx_decide_block_answer(&dc, out, cap, &ctx, &fr);
+			n = nx_policy_block_answer(&pol, out, cap, &ctx, &fr);
 			count_block(&fr, false);
 		} else {
-			n = nx_decide_local_answer(&dc, out, cap, &ctx);
+			uint8_t target[NX_DNS_NAME_MAX];
+			size_t tl = 0;
+			n = nx_policy_local_answer(&pol, out, cap, &ctx, target, &tl);
+			if (tl > 0) {
+				return local_chain(w, &pol, &m, o, target, tl, limit, out, cap);
+			}
 			nx_stat_inc(NX_STAT_R_LOCAL);
 		}
 		return n > 0 ? n : 0;
 	}
-	/* Allowed by a rule or an exception: the answer's CNAMEs are not checked either. */
-	struct nx_client_policy pol = o->policy;
+	/* Allowed by a rule or an exception: the answer's targets are not checked either. */
 	if (act == NX_FILTER_ACT_ALLOW) {
-		pol.filtering = false;
-		o->policy.filtering = false;
+		pq.filtering = false;
 	}
+	o->check_answer = pq.filtering;
 	if (w->cache) {
 		struct nx_cache_key k;
 		nx_cache_key_from_query(&m, &k);
@@ -795,7 +860,7 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 				.max_size = NX_MIN(limit, cap),
 			};
 			o->cached = true;
-			int bn = cname_block(&dc, &pol, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
+			int bn = cname_block(&pol, &pq, w->cbuf, &cm, &ctx, out, cap, &o->fr, o->matched,
 					     &o->matched_len);
 			if (bn > 0) {
 				return bn;

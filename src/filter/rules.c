@@ -1,4 +1,4 @@
-/* User allow/deny rules (exact, *.x, /regex/), groups, and the decision ladder. */
+/* User allow/deny rules (exact, *.x, /regex/), each optionally limited to groups. */
 #include "filter/rules.h"
 
 #include <errno.h>
@@ -33,16 +33,8 @@ struct rule_list {
 	unsigned ntexts, cap_texts;
 };
 
-struct group {
-	char *name; /* owned */
-	uint64_t sources;
-	bool filtering;
-};
-
 struct nx_filter_rules {
 	struct rule_list lists[2];
-	struct group groups[NX_FILTER_GROUPS_MAX];
-	unsigned ngroups;
 	bool finished;
 };
 
@@ -79,10 +71,6 @@ void nx_filter_rules_free(struct nx_filter_rules *r)
 	}
 	free_list(&r->lists[0]);
 	free_list(&r->lists[1]);
-	for (unsigned i = 0; i < r->ngroups; i++) {
-		nx_mem_free(NX_OWNER_filter_rules, r->groups[i].name,
-			    strlen(r->groups[i].name) + 1);
-	}
 	nx_mem_free(NX_OWNER_filter_rules, r, sizeof(*r));
 }
 
@@ -195,34 +183,6 @@ int nx_filter_rules_add(struct nx_filter_rules *r, enum nx_filter_rule_list list
 	return index;
 }
 
-int nx_filter_rules_add_group(struct nx_filter_rules *r, const char *name, uint64_t sources,
-			      bool filtering)
-{
-	if (!name || !name[0] || nx_filter_rules_group(r, name) >= 0) {
-		return NX_ECONFIG;
-	}
-	if (r->ngroups >= NX_FILTER_GROUPS_MAX) {
-		return NX_ELIMIT;
-	}
-	char *copy = nx_mem_strdup(NX_OWNER_filter_rules, name);
-	if (!copy) {
-		return -ENOMEM;
-	}
-	r->groups[r->ngroups] =
-	    (struct group){.name = copy, .sources = sources, .filtering = filtering};
-	return (int)r->ngroups++;
-}
-
-int nx_filter_rules_group(const struct nx_filter_rules *r, const char *name)
-{
-	for (unsigned i = 0; r && i < r->ngroups; i++) {
-		if (strcmp(r->groups[i].name, name) == 0) {
-			return (int)i;
-		}
-	}
-	return NX_ENOTFOUND;
-}
-
 static int rule_cmp(const void *a, const void *b)
 {
 	const struct name_rule *x = a, *y = b;
@@ -250,33 +210,6 @@ int nx_filter_rules_finish(struct nx_filter_rules *r)
 	}
 	r->finished = true;
 	return 0;
-}
-
-uint64_t nx_filter_rules_sources(const struct nx_filter_rules *r, uint64_t groups)
-{
-	if (!r || r->ngroups == 0) {
-		return ~(uint64_t)0;
-	}
-	uint64_t m = 0;
-	for (unsigned i = 0; i < r->ngroups; i++) {
-		if ((groups >> i & 1) && r->groups[i].filtering) {
-			m |= r->groups[i].sources;
-		}
-	}
-	return m;
-}
-
-bool nx_filter_rules_filtering(const struct nx_filter_rules *r, uint64_t groups)
-{
-	if (!r || r->ngroups == 0) {
-		return true;
-	}
-	for (unsigned i = 0; i < r->ngroups; i++) {
-		if ((groups >> i & 1) && r->groups[i].filtering) {
-			return true;
-		}
-	}
-	return false;
 }
 
 unsigned nx_filter_rules_count(const struct nx_filter_rules *r, enum nx_filter_rule_list list)
@@ -374,32 +307,4 @@ enum nx_filter_action nx_filter_rules_match(const struct nx_filter_rules *r,
 	out->matched_off = (uint16_t)off;
 	out->matched_len = (uint16_t)(len - off);
 	return (enum nx_filter_action)out->action;
-}
-
-enum nx_filter_action nx_filter_decide(const struct nx_filter_ladder *l, const char *name,
-				       size_t len, uint64_t groups, struct nx_filter_result *out)
-{
-	nx_filter_result_clear(out);
-	if (len > 0 && name[len - 1] == '.') {
-		len--;
-	}
-	uint64_t active = groups & ~l->paused_groups;
-	if (l->paused || !nx_filter_rules_filtering(l->rules, active)) {
-		out->reason = NX_FILTER_R_paused;
-		return NX_FILTER_ACT_NONE;
-	}
-	if (l->local && l->local(l->local_arg, name, len)) {
-		out->action = NX_FILTER_ACT_LOCAL;
-		out->reason = NX_FILTER_R_local_record;
-		out->matched_len = (uint16_t)len;
-		return NX_FILTER_ACT_LOCAL;
-	}
-	if (nx_filter_rules_match(l->rules, NX_FILTER_RULES_ALLOW, name, len, active, out)) {
-		return (enum nx_filter_action)out->action;
-	}
-	if (nx_filter_rules_match(l->rules, NX_FILTER_RULES_DENY, name, len, active, out)) {
-		return (enum nx_filter_action)out->action;
-	}
-	return nx_filter_snap_match(l->snap, name, len, nx_filter_rules_sources(l->rules, active),
-				    out);
 }

@@ -259,7 +259,7 @@ def test_rules_add_remove_and_bad_regex(make_upstream, make_nxdns, tmp_path):
     up = make_upstream()
     nx = _nx(make_nxdns, tmp_path, up)
     api = logged_in(nx)
-    assert api.ok("GET", "/api/filter/rules") == {"allow": [], "deny": []}
+    assert api.ok("GET", "/api/filter/rules") == {"allow": [], "deny": [], "rules": []}
     assert not _blocked(nx, "deny-me.example")
     r = api.post("/api/filter/rules", {"list": "deny", "rule": "Deny-Me.Example."})
     # the view is the rule as the loader keeps it: lower case, no trailing dot
@@ -447,24 +447,35 @@ def test_lookup_matches_cli(make_upstream, make_nxdns, tmp_path):
     nx.send_signal(signal.SIGHUP)
     assert wait_until(lambda: nx.metrics().get("nxdns_config_generation") > gen, 10)
     api = logged_in(nx)
-    # the CLI on a copy of the config with its own state_dir (it compiles the sources there)
-    cli_cfg = dict(nx.config, state_dir=str(tmp_path / "cli-state"))
-    cli_path = tmp_path / "cli.yaml"
-    cli_path.write_text(yaml_text(cli_cfg))
+    # the CLI on the daemon's own config: it decides on the daemon's snapshot and pause state
     names = ["ads.example.test", "sub.ads.example.test", "track.example.test", "nas.lan",
              "ad7.rx.test", "x.denywild.test", "denywild.test", "free.example"]
-    for client in (None, "127.0.0.2"):
-        args = ["lookup", "--config", str(cli_path)] + (["--client", client] if client else [])
-        p = run_cli(args + names)
-        assert p.returncode == 0, p.stderr
-        cli = [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
-        assert len(cli) == len(names)
-        for want in cli:
-            url = "/api/lookup?name=" + urllib.parse.quote(want["name"])
-            if client:
-                url += "&client=" + client
-            got = api.ok("GET", url)
-            assert got == want, f"client {client}: API {got} != CLI {want}"
+
+    def same(paused: bool):
+        for client in (None, "127.0.0.2"):
+            args = ["lookup", "--config", str(nx.config_path)] + \
+                (["--client", client] if client else [])
+            p = run_cli(args + names)
+            assert p.returncode == 0, p.stderr
+            cli = [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
+            assert len(cli) == len(names)
+            for want in cli:
+                url = "/api/lookup?name=" + urllib.parse.quote(want["name"])
+                if client:
+                    url += "&client=" + client
+                got = api.ok("GET", url)
+                assert got == want, f"client {client}: API {got} != CLI {want}"
+                if paused and want["name"] != "nas.lan":
+                    assert (want["action"], want["reason"]) == ("allow", "paused"), want
+        return cli
+
+    rows = same(False)
+    assert rows[0]["action"] == "allow", "client 127.0.0.2's group does not filter"
+    api.ok("POST", "/api/filter/pause", {"seconds": 600})
+    rows = same(True)
+    assert rows[3]["action"] == "local", "a pause keeps the LAN's own names"
+    api.ok("POST", "/api/filter/pause", {"resume": True})
+    same(False)
     assert api.ok("GET", "/api/lookup?name=ad7.rx.test")["reason"] == "user_deny"
     assert_error(api.get("/api/lookup"), 400, "bad_request", "name")
     assert_error(api.get("/api/lookup?name=" + "a" * 70 + ".example"), 400, "bad_request",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from filterkit import lookup_cli, run_cli
+from filterkit import lookup_cli, run_cli, start_nx
 
 # Line numbers matter: the report keeps the first line numbers of each skip reason.
 QUIRKS = [
@@ -222,8 +222,11 @@ def test_update_reports_a_missing_path_source(tmp_path):
     assert s["status"] == "error" and s["error"], s
 
 
-def test_lookup_stdin_and_client(tmp_path):
-    cfg = update_config(tmp_path)
+def test_lookup_stdin_and_client(tmp_path, make_upstream, make_nxdns):
+    # `nxdns lookup` decides on a running daemon's state: start one on the same sources
+    sources = json.loads(open(update_config(tmp_path)).read())["filter"]["sources"]
+    nx = start_nx(make_nxdns, [make_upstream()], {"filter": {"sources": sources}})
+    cfg = str(nx.config_path)
     names = ["ads.example.com", "x.abp.test", "ok.abp.test", "abp.test", "nothing.test",
              "xn--bcher-kva.test",
              "sub.wild.test", "wild.test", "only.test", "a.only.test"]
@@ -249,3 +252,47 @@ def test_lookup_stdin_and_client(tmp_path):
     lines = [json.loads(x) for x in p.stdout.splitlines()]
     assert [x["action"] for x in lines] == ["block", "error", "block"], lines
     assert lines[0]["source"] == "b"
+
+
+def test_lookup_without_a_daemon_says_so(tmp_path):
+    """No daemon runs this config: `nxdns lookup` says it cannot read the daemon's state and
+    exits 1, from any working directory (it never reads a ./var of its own)."""
+    cfg = update_config(tmp_path)
+    for cwd in (tmp_path, "/"):
+        p = run_cli(["lookup", "--config", cfg, "ads.example.com"], cwd=cwd)
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+        assert p.stdout == ""
+        assert "cannot read the daemon's pause state" in p.stderr, p.stderr
+        assert "control.sock" in p.stderr and "is nxdns running" in p.stderr, p.stderr
+    assert not (tmp_path / "var").exists() and not (tmp_path / "state").exists()
+
+
+def test_lookup_refuses_a_snapshot_of_other_sources(tmp_path, make_upstream, make_nxdns):
+    """The config lists sources the running daemon did not build (edited, not reloaded): the
+    snapshot's source indexes would mean other lists, so lookup refuses instead of guessing."""
+    sources = json.loads(open(update_config(tmp_path)).read())["filter"]["sources"]
+    nx = start_nx(make_nxdns, [make_upstream()], {"filter": {"sources": sources}})
+    cfg = json.loads(nx.config_path.read_text())
+    cfg["filter"]["sources"] = list(reversed(cfg["filter"]["sources"]))
+    other = tmp_path / "edited.yaml"
+    other.write_text(json.dumps(cfg))
+    p = run_cli(["lookup", "--config", str(other), "ads.example.com"])
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "was built for other sources" in p.stderr, p.stderr
+
+
+def test_lookup_never_decides_on_a_stray_relative_state_dir(tmp_path):
+    """state_dir: ./var with compiled lists there but no daemon running: lookup refuses (it
+    used to answer from that snapshot, which need not be any daemon's), and says the relative
+    state_dir was looked for in the working directory."""
+    cfg = json.loads(open(update_config(tmp_path)).read())
+    cfg["state_dir"] = "./var"
+    path = tmp_path / "rel.yaml"
+    path.write_text(json.dumps(cfg))
+    p = run_cli(["update", "--config", str(path), "--offline"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "var" / "snapshot.nxs").exists()
+    p = run_cli(["lookup", "--config", str(path), "ads.example.com"], cwd=tmp_path)
+    assert p.returncode == 1 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert "state_dir is relative, so it was looked for in " + str(tmp_path) in p.stderr, \
+        p.stderr

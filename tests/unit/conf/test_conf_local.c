@@ -210,8 +210,30 @@ static void test_errors(void **state)
 	load_bad("local_records:\n  - {name: a.lan, type: PTR, value: \"host name\"}\n",
 		 "t.yaml:2:37: local_records[0].value: 'host name' is not a host name (type PTR): "
 		 "names may contain only letters, digits, '-', '_' and dots");
+	load_bad("local_records:\n  - {name: a.lan, type: NS, value: x}\n",
+		 "t.yaml:2:25: local_records[0].type: 'NS' is not one of A, AAAA, CNAME, TXT, PTR, "
+		 "MX, SRV, CAA");
 	load_bad("local_records:\n  - {name: a.lan, type: MX, value: x}\n",
-		 "t.yaml:2:25: local_records[0].type: 'MX' is not one of A, AAAA, CNAME, TXT, PTR");
+		 "t.yaml:2:36: local_records[0].value: 'x' is not 'PREFERENCE HOST' (a preference "
+		 "of 0..65535) (type MX)");
+	load_bad("local_records:\n  - {name: a.lan, type: MX, value: 70000 m.lan}\n",
+		 "t.yaml:2:36: local_records[0].value: '70000 m.lan' is not 'PREFERENCE HOST' (a "
+		 "preference of 0..65535) (type MX)");
+	load_bad(
+	    "local_records:\n  - {name: a.lan, type: MX, value: 10 m.lan extra}\n",
+	    "t.yaml:2:36: local_records[0].value: '10 m.lan extra' is not 'PREFERENCE HOST' (a "
+	    "host name after the preference) (type MX)");
+	load_bad("local_records:\n  - {name: _sip._udp.lan, type: SRV, value: 10 5 sip.lan}\n",
+		 "t.yaml:2:45: local_records[0].value: '10 5 sip.lan' is not 'PRIORITY WEIGHT PORT "
+		 "HOST' (numbers of 0..65535) (type SRV)");
+	load_bad(
+	    "local_records:\n  - {name: a.lan, type: CAA, value: 0 is-sue x}\n",
+	    "t.yaml:2:37: local_records[0].value: '0 is-sue x' is not 'FLAGS TAG VALUE' (flags "
+	    "0..255, a tag of 1..15 letters or digits, a value) (type CAA)");
+	load_bad(
+	    "local_records:\n  - {name: a.lan, type: CAA, value: 256 issue x}\n",
+	    "t.yaml:2:37: local_records[0].value: '256 issue x' is not 'FLAGS TAG VALUE' (flags "
+	    "0..255, a tag of 1..15 letters or digits, a value) (type CAA)");
 	load_bad("local_records:\n  - {name: \"a b.lan\", type: A, value: 1.2.3.4}\n",
 		 "t.yaml:2:12: local_records[0].name: bad name 'a b.lan': names may contain only "
 		 "letters, digits, '-', '_' and dots");
@@ -247,13 +269,43 @@ static void test_errors(void **state)
 		 "scalar");
 }
 
+/* MX, SRV and CAA values are encoded as RFC 1035, 2782 and 8659 rdata. */
+static void test_mx_srv_caa(void **state)
+{
+	(void)state;
+	struct nx_conf *c =
+	    load_ok("local_records:\n"
+		    "  - {name: lan, type: MX, value: 10 Mail.lan.}\n"
+		    "  - {name: _sip._udp.lan, type: SRV, value: \"10 5 5060 sip.lan\"}\n"
+		    "  - {name: lan, type: CAA, value: '0 issue \"letsencrypt.org\"'}\n"
+		    "  - {name: lan, type: caa, value: 128 iodef mailto:ca@lan}\n");
+	static const uint8_t lan[] = "\x03lan";
+	const struct nx_conf_local *r = find1(c, lan, sizeof(lan), NX_DNS_T_MX);
+	static const uint8_t mx[] = "\x00\x0a\x04mail\x03lan"; /* names are stored lower-cased */
+	assert_int_equal(r->rdlen, sizeof(mx));
+	assert_memory_equal(r->rdata, mx, sizeof(mx));
+	static const uint8_t sip[] = "\x04_sip\x04_udp\x03lan";
+	r = find1(c, sip, sizeof(sip), 33);
+	static const uint8_t srv[] = "\x00\x0a\x00\x05\x13\xc4\x03sip\x03lan";
+	assert_int_equal(r->rdlen, sizeof(srv));
+	assert_memory_equal(r->rdata, srv, sizeof(srv));
+	size_t first = 0, count = 0;
+	assert_int_equal(nx_conf_local_find(c, lan, sizeof(lan), 257, &first, &count), 0);
+	assert_int_equal(count, 2);
+	static const uint8_t caa0[] = "\x00\x05issueletsencrypt.org";
+	assert_int_equal(c->locals[first].rdlen, sizeof(caa0) - 1);
+	assert_memory_equal(c->locals[first].rdata, caa0, sizeof(caa0) - 1);
+	static const uint8_t caa1[] = "\x80\x05iodefmailto:ca@lan";
+	assert_int_equal(c->locals[first + 1].rdlen, sizeof(caa1) - 1);
+	assert_memory_equal(c->locals[first + 1].rdata, caa1, sizeof(caa1) - 1);
+	nx_conf_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(test_encoding),
-	    T(test_txt_exact_chunks),
-	    T(test_lookup),
-	    T(test_errors),
+	    T(test_encoding), T(test_txt_exact_chunks), T(test_lookup),
+	    T(test_errors),   T(test_mx_srv_caa),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

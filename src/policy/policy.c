@@ -1,0 +1,279 @@
+/* The decision ladder: one row per level, first match wins (README.md has the same table). */
+#include "policy/policy.h"
+
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "dns/wire.h"
+
+/* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
+#define T_SVCB 64
+
+void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q, const uint8_t *wire,
+			  size_t wlen, uint16_t qtype, const struct sockaddr *addr,
+			  const char *client_id)
+{
+	const struct nx_conf *c = p->c;
+	*q = (struct nx_policy_query){
+	    .wire = wire,
+	    .wlen = wlen,
+	    .qtype = qtype,
+	    .addr = addr,
+	    .client_id = client_id ? client_id : "",
+	};
+	nx_conf_client_policy_id(c, addr, client_id, &q->eligible, &q->filtering, &q->client);
+	if (q->client >= 0) {
+		const struct nx_conf_client *cl = &c->clients[q->client];
+		q->client_name = cl->name;
+		q->groups = cl->groups_mask;
+		q->tags = (const char *const *)cl->tags;
+		q->ntags = cl->n_tags;
+	} else {
+		q->groups = UINT64_C(1); /* groups[0] is "default" */
+	}
+	if (!c->filter_enabled || p->paused) {
+		q->filtering = false;
+	}
+}
+
+/* Wire offset of label number `label` (0 = the whole name). */
+static uint16_t wire_label_off(const uint8_t *wire, size_t wlen, unsigned label)
+{
+	size_t off = 0;
+	while (label-- > 0 && off < wlen && wire[off] != 0) {
+		off += 1u + wire[off];
+	}
+	return (uint16_t)NX_MIN(off, wlen);
+}
+
+/*
+ * A level looks at the query and either settles the verdict (fills out, returns true) or lets
+ * the next level look (returns false, out untouched). Adding a level is one function and one
+ * row of ladder[].
+ */
+typedef bool (*level_fn)(const struct nx_policy *p, const struct nx_policy_query *q,
+			 struct nx_filter_result *out);
+
+/* Local records answer whatever the filter says: pausing filtering must not make the LAN's own
+ * names disappear (upstream does not know them). */
+static bool level_local(const struct nx_policy *p, const struct nx_policy_query *q,
+			struct nx_filter_result *out)
+{
+	if (!nx_policy_local_has(p->c, q->wire, q->wlen)) {
+		return false;
+	}
+	out->action = NX_FILTER_ACT_LOCAL;
+	out->reason = NX_FILTER_R_local_record;
+	out->matched_off = 0;
+	out->matched_len = (uint16_t)q->wlen;
+	return true;
+}
+
+/* Paused, filter.enabled off, or a client whose groups filter nothing: resolve unchecked. */
+static bool level_unfiltered(const struct nx_policy *p, const struct nx_policy_query *q,
+			     struct nx_filter_result *out)
+{
+	if (q->filtering) {
+		return false;
+	}
+	out->action = NX_FILTER_ACT_NONE;
+	out->reason = p->paused ? NX_FILTER_R_paused : NX_FILTER_R_none;
+	return true;
+}
+
+static bool user_rules(const struct nx_policy *p, const struct nx_policy_query *q,
+		       enum nx_filter_rule_list list, struct nx_filter_result *out)
+{
+	if (nx_filter_rules_count(p->rules, list) == 0) {
+		return false;
+	}
+	char text[NX_DNS_TEXT_MAX];
+	int tl = nx_dns_name_to_text(q->wire, q->wlen, text, sizeof(text));
+	if (tl <= 0) {
+		return false;
+	}
+	for (int i = 0; i < tl; i++) {
+		if (text[i] >= 'A' && text[i] <= 'Z') {
+			text[i] = (char)(text[i] + 32);
+		}
+	}
+	struct nx_filter_result r;
+	if (nx_filter_rules_match(p->rules, list, text, (size_t)tl, q->groups, &r) ==
+	    NX_FILTER_ACT_NONE) {
+		return false;
+	}
+	/* The rule matched a text suffix: turn its offset into the wire name's. */
+	unsigned dots = 0;
+	for (unsigned j = 0; j < r.matched_off && j < (unsigned)tl; j++) {
+		dots += text[j] == '.';
+	}
+	r.matched_off = wire_label_off(q->wire, q->wlen, dots);
+	r.matched_len = (uint16_t)(q->wlen - r.matched_off);
+	*out = r;
+	return true;
+}
+
+static bool level_user_allow(const struct nx_policy *p, const struct nx_policy_query *q,
+			     struct nx_filter_result *out)
+{
+	return user_rules(p, q, NX_FILTER_RULES_ALLOW, out);
+}
+
+static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_query *q,
+			    struct nx_filter_result *out)
+{
+	return user_rules(p, q, NX_FILTER_RULES_DENY, out);
+}
+
+/*
+ * The list levels (exceptions, exact, parents) are ONE call into filter/: the list language's
+ * own precedence lives there, with the lists. The client's view it may need (qtype, address,
+ * name, tags) is in q.
+ */
+static bool level_lists(const struct nx_policy *p, const struct nx_policy_query *q,
+			struct nx_filter_result *out)
+{
+	return nx_filter_snap_match_wire(p->snap, q->wire, q->wlen, q->eligible, out) !=
+	       NX_FILTER_ACT_NONE;
+}
+
+static const struct level {
+	const char *name; /* as README.md's table calls it */
+	level_fn fn;
+} ladder[] = {
+    {"local records", level_local},   {"pause / unfiltered client", level_unfiltered},
+    {"user allow", level_user_allow}, {"user deny", level_user_deny},
+    {"list rules", level_lists},
+};
+
+static enum nx_filter_action decide_from(const struct nx_policy *p, const struct nx_policy_query *q,
+					 size_t first, struct nx_filter_result *out)
+{
+	nx_filter_result_clear(out);
+	for (size_t i = first; i < NX_ARRAY_LEN(ladder); i++) {
+		if (ladder[i].fn(p, q, out)) {
+			return (enum nx_filter_action)out->action;
+		}
+	}
+	nx_filter_result_clear(out);
+	return NX_FILTER_ACT_NONE;
+}
+
+enum nx_filter_action nx_policy_decide(const struct nx_policy *p, const struct nx_policy_query *q,
+				       struct nx_filter_result *out)
+{
+	return decide_from(p, q, 0, out);
+}
+
+/* Is `target` (a name from an answer) blocked for q's client? */
+static bool target_blocked(const struct nx_policy *p, const struct nx_policy_query *q,
+			   const uint8_t *target, size_t tl, struct nx_filter_result *out,
+			   uint8_t matched_wire[NX_DNS_NAME_MAX], size_t *matched_len)
+{
+	/* The whole ladder, as for a query of the same client: a local target answers locally, so
+	 * it is no reason to block; the pause level passes (q is filtered). */
+	struct nx_policy_query t = *q;
+	t.wire = target;
+	t.wlen = tl;
+	struct nx_filter_result r;
+	if (decide_from(p, &t, 0, &r) != NX_FILTER_ACT_BLOCK) {
+		return false;
+	}
+	*out = r;
+	memcpy(matched_wire, target + r.matched_off, r.matched_len);
+	*matched_len = r.matched_len;
+	out->matched_off = 0;
+	return true;
+}
+
+bool nx_policy_check_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			    const uint8_t *buf, const struct nx_dns_msg *m,
+			    struct nx_filter_result *out, uint8_t matched_wire[NX_DNS_NAME_MAX],
+			    size_t *matched_len)
+{
+	if (!q->filtering || m->ancount == 0) {
+		return false;
+	}
+	/* TTL offsets are in message order: the first ancount belong to the answer section. */
+	unsigned n = NX_MIN(m->ancount, m->ttl_count);
+	for (unsigned i = 0; i < n; i++) {
+		size_t t = m->ttl_off[i];
+		if (t < 4 || t + 6 > m->len) {
+			continue;
+		}
+		uint16_t type = (uint16_t)((buf[t - 4] << 8) | buf[t - 3]);
+		struct nx_dns_rd rd;
+		nx_dns_rd_init(&rd, buf, m->len);
+		rd.pos = t + 6;
+		if (type == T_SVCB || type == NX_DNS_T_HTTPS) {
+			/* RFC 9460 2.2: SvcPriority, then TargetName ("." = the owner itself,
+			 * already decided as the question or an earlier CNAME target). */
+			nx_dns_rd_skip(&rd, 2);
+		} else if (type != NX_DNS_T_CNAME) {
+			continue;
+		}
+		uint8_t target[NX_DNS_NAME_MAX];
+		size_t tl = nx_dns_rd_name(&rd, target);
+		if (rd.err || tl <= 1) {
+			continue;
+		}
+		if (target_blocked(p, q, target, tl, out, matched_wire, matched_len)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_filter_result *r)
+{
+	if (r->source >= 0 && (size_t)r->source < p->c->n_sources) {
+		return p->c->sources[r->source].name;
+	}
+	const char *t = NULL;
+	if (r->reason == NX_FILTER_R_user_deny && r->rule >= 0) {
+		t = nx_filter_rules_text(p->rules, NX_FILTER_RULES_DENY, (unsigned)r->rule);
+	} else if (r->reason == NX_FILTER_R_user_allow && r->rule >= 0) {
+		t = nx_filter_rules_text(p->rules, NX_FILTER_RULES_ALLOW, (unsigned)r->rule);
+	}
+	return t ? t : "";
+}
+
+const char *nx_policy_verdict(enum nx_filter_action a)
+{
+	switch (a) {
+	case NX_FILTER_ACT_BLOCK:
+		return "block";
+	case NX_FILTER_ACT_LOCAL:
+		return "local";
+	default:
+		return "allow";
+	}
+}
+
+/* filter.allow / filter.deny, compiled once per generation (the loader validated them). */
+int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
+{
+	struct nx_filter_rules *r = NULL;
+	int rc = nx_filter_rules_new(&r);
+	char err[256] = "";
+	for (size_t i = 0; rc >= 0 && i < c->n_allow_rules; i++) {
+		rc = nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, c->allow_rules[i],
+					 nx_conf_rule_groups(c, 0, i), err, sizeof(err));
+	}
+	for (size_t i = 0; rc >= 0 && i < c->n_deny_rules; i++) {
+		rc = nx_filter_rules_add(r, NX_FILTER_RULES_DENY, c->deny_rules[i],
+					 nx_conf_rule_groups(c, 1, i), err, sizeof(err));
+	}
+	if (rc >= 0) {
+		rc = nx_filter_rules_finish(r);
+	}
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "filter", "user rules: %s",
+		       rc == NX_ECONFIG ? err : nx_strerror(rc));
+		nx_filter_rules_free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}

@@ -1,0 +1,139 @@
+/*
+ * The filtering decision: one ladder for the daemon's workers, `nxdns lookup` and /api/lookup,
+ * so they can never disagree. The ladder is a table of levels (policy.c `ladder[]`, README.md),
+ * first match wins:
+ *
+ *   local records -> pause / unfiltered client -> user allow -> user deny -> list levels
+ *
+ * and, on an upstream answer, the check of its CNAME and HTTPS/SVCB targets. Also the answers a
+ * decision produces (block answer per filter.block_mode with EDE 15, local-record answer).
+ *
+ * Threading: every function is safe on any thread concurrently; inputs are borrowed and
+ * immutable for the call (a config generation, its compiled rules, a snapshot generation).
+ * Memory: nothing here allocates, except nx_policy_rules_build (control thread, at load).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "conf/conf.h"
+#include "dns/msg.h"
+#include "filter/result.h"
+#include "filter/rules.h"
+#include "filter/snapshot.h"
+
+/* What a decision is made against: one generation of the configuration and lists. */
+struct nx_policy {
+	const struct nx_conf *c;	     /* borrowed */
+	const struct nx_filter_rules *rules; /* borrowed, may be NULL: no user rules */
+	const struct nx_filter_snap *snap;   /* borrowed, may be NULL: no list entries */
+	bool paused;			     /* filtering paused now (API / control socket) */
+};
+
+/*
+ * One question from one client: everything a level may look at. A plain value on the caller's
+ * stack, filled by nx_policy_query_init(); later levels (list modifiers: $client, $ctag,
+ * $dnstype; special-use names) read it and add nothing to it.
+ */
+struct nx_policy_query {
+	const uint8_t *wire;	     /* borrowed: the query name, wire form, any case */
+	size_t wlen;		     /* bytes of wire, root label included */
+	uint16_t qtype;		     /* the question's type */
+	const struct sockaddr *addr; /* borrowed: the client's address (never NULL) */
+	const char *client_id;	     /* borrowed: DoH path / DoT SNI client id, "" when none */
+	int client;		 /* index in c->clients, -1: no client claims it (default group) */
+	const char *client_name; /* borrowed from c: clients[client].name, NULL when -1 */
+	const char *const *tags; /* borrowed from c: the client's tags (clients[].tags), NULL
+				  * when it has none */
+	size_t ntags;
+	uint64_t groups;   /* bit g = c->groups[g] is one of the client's groups */
+	uint64_t eligible; /* bit i = filter.sources[i] applies to this client */
+	bool filtering;	   /* false: never filtered (its groups filter nothing,
+			    * filter.enabled off, paused) */
+};
+
+/*
+ * Resolve the client of a question against p->c (no allocation; a scan of the clients).
+ * wire/addr/client_id are borrowed by q for as long as q is used.
+ */
+void nx_policy_query_init(const struct nx_policy *p, struct nx_policy_query *q, const uint8_t *wire,
+			  size_t wlen, uint16_t qtype, const struct sockaddr *addr,
+			  const char *client_id);
+
+/*
+ * The ladder for q. Returns out->action: LOCAL (local records), BLOCK, ALLOW (a user allow rule
+ * or a list exception), or NONE (resolve; reason `paused` when a pause let it through).
+ * out->matched_off/len address the matched name inside q->wire.
+ */
+enum nx_filter_action nx_policy_decide(const struct nx_policy *p, const struct nx_policy_query *q,
+				       struct nx_filter_result *out);
+
+/*
+ * Check an upstream answer `m` (bytes `buf`) for the question q (whose client is filtered):
+ * every CNAME target and every HTTPS/SVCB TargetName of the answer section goes through the
+ * ladder as a query of the same client would (a local target answers locally: not blocked; a
+ * user allow rule or a list exception lets it through). When one is
+ * blocked: fill out, copy that target (the matched part) into matched_wire, return true.
+ */
+bool nx_policy_check_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			    const uint8_t *buf, const struct nx_dns_msg *m,
+			    struct nx_filter_result *out, uint8_t matched_wire[NX_DNS_NAME_MAX],
+			    size_t *matched_len);
+
+/* The source or rule a result names ("" when none), for EDE text, logs and lookups. */
+const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_filter_result *r);
+
+/* "block", "local" or "allow" (NONE and ALLOW both resolve): what `nxdns lookup` prints. */
+const char *nx_policy_verdict(enum nx_filter_action a);
+
+/*
+ * Build the block answer for the query of ctx (filter.block_mode, filter.block_ttl), with EDE 15
+ * whose text names the source or rule. Returns the length or a negative code.
+ */
+int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
+			   const struct nx_dns_reply_ctx *ctx, const struct nx_filter_result *r);
+
+/*
+ * Answer from local_records (AA set) for a name that has some: the records of the question's
+ * type; a CNAME of the name followed by the target's records when the target is local too;
+ * PTR answers generated from local A/AAAA; otherwise NODATA. *cname_len (may be NULL) receives
+ * the wire length of a CNAME target that is NOT local (the caller resolves it upstream through
+ * the normal forwarding path and builds the answer with nx_policy_local_splice), 0 otherwise;
+ * the target is copied into cname_target. Returns the length or a negative code.
+ */
+int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
+			   const struct nx_dns_reply_ctx *ctx,
+			   uint8_t cname_target[NX_DNS_NAME_MAX], size_t *cname_len);
+
+/*
+ * The answer to the question of ctx (a local name whose CNAME chain leaves the local records)
+ * from the local chain followed by the answer section of `up`/`um`, the validated upstream
+ * answer for the chain's first non-local target; the rcode is upstream's (NXDOMAIN stays
+ * NXDOMAIN), AA is clear. Returns the length or a negative code.
+ */
+int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
+			   const struct nx_dns_reply_ctx *ctx, const uint8_t *up,
+			   const struct nx_dns_msg *um);
+
+/*
+ * Does the name (any case) answer from local records: it has some, or it is the reverse name of
+ * a local A/AAAA record (a generated PTR)? The ladder's first level.
+ */
+bool nx_policy_local_has(const struct nx_conf *c, const uint8_t *wire, size_t wlen);
+
+/* Compile filter.allow / filter.deny of c (validated by the loader). 0 or a negative code,
+ * logged. *out is owned by the caller (nx_filter_rules_free). */
+int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out);
+
+/*
+ * The verdict for one name as `nxdns lookup` and /api/lookup print it: {name, action, reason,
+ * matched, source} (action: nx_policy_verdict), for a question of type qtype from `client`.
+ * Returns a new JSON object (the caller's), or NULL with *err ("invalid name", out of memory).
+ */
+struct json_t;
+struct json_t *nx_policy_lookup_json(const struct nx_policy *p, const char *name, uint16_t qtype,
+				     const struct sockaddr *client, const char *client_id,
+				     const char **err);

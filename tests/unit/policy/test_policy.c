@@ -1,0 +1,743 @@
+/*
+ * The decision ladder, table-driven: every level and every tie-break between levels, sources
+ * and rules (src/policy/README.md's table), the answer-target check (CNAME, HTTPS/SVCB), and the
+ * local answers (chains, generated PTR, NODATA).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "conf/conf.h"
+#include "dns/wire.h"
+#include "filter/compile.h"
+#include "policy/policy.h"
+#include "../filter/helpers.h"
+
+/* s0 (group default), s1 (group kids). Line comments say which level each entry serves. */
+static const char S0[] = "||ads.test^\n"	 /* exact + parents */
+			 "@@||ok.ads.test^\n"	 /* exception with subdomains */
+			 "listed.test\n"	 /* exact */
+			 "both.test\n"		 /* in both sources: s0 reported */
+			 "allowed.example\n"	 /* user allow beats it */
+			 "ads.example\n"	 /* user deny '*.example' beats it */
+			 "nas.lan\n"		 /* local records beat it */
+			 "||parent.test^\n"	 /* parents */
+			 "||deep.parent.test^\n" /* the nearest parent wins */
+			 "@@|onlyself.test^\n"	 /* exception without subdomains */
+			 "||onlyself.test^\n"
+			 "tracker.cdn.net\n" /* a CNAME target */
+			 "safe.cdn.net\n";   /* a CNAME target a user allow rule lets through */
+static const char S1[] = "||games.test^\n"
+			 "both.test\n"
+			 "x.parent.test\n"     /* exact in s1 beats a parent in s0 */
+			 "@@||listed.test^\n"; /* an exception in any source beats exact */
+
+static const char YAML[] =
+    "filter:\n"
+    "  sources:\n"
+    "    - {name: s0, path: %s/s0.txt}\n"
+    "    - {name: s1, path: %s/s1.txt, groups: [kids]}\n"
+    "  allow: [allowed.example, rule.example, '*.cdn.example', '/^white[0-9]+[.]example$/',\n"
+    "          safe.cdn.net]\n"
+    "  deny: [rule.example, denied.example, '*.denied.example', nas.lan, z.ok.ads.test,\n"
+    "         '/^black[.]/', '*.example', exact.rules.example, '*.rules.example']\n"
+    "groups:\n"
+    "  kids: {}\n"
+    "  off: {filtering: false}\n"
+    "clients:\n"
+    "  - {name: kid, ids: [127.0.0.2, 'id:tablet'], groups: [default, kids],\n"
+    "     tags: [device_tablet, user_child]}\n"
+    "  - {name: onlykids, ids: [127.0.0.4], groups: [kids]}\n"
+    "  - {name: tv, ids: [127.0.0.3], groups: [off]}\n"
+    "local_records:\n"
+    "  - {name: nas.lan, type: A, value: 192.168.1.10}\n"
+    "  - {name: nas.lan, type: AAAA, value: 'fd00::10'}\n"
+    "  - {name: alias.lan, type: CNAME, value: nas.lan}\n"
+    "  - {name: chain.lan, type: CNAME, value: alias.lan}\n"
+    "  - {name: ext.lan, type: CNAME, value: www.example.net}\n"
+    "  - {name: text.lan, type: TXT, value: hello}\n"
+    "  - {name: 10.1.168.192.in-addr.arpa, type: PTR, value: given.lan}\n"
+    "  - {name: printer.lan, type: A, value: 192.168.1.20}\n";
+
+struct fixture {
+	char *dir;
+	struct nx_conf *c;
+	struct nx_filter_rules *rules;
+	struct nx_filter_snap *snap;
+	struct nx_policy p;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	f->dir = th_tmpdir();
+	th_writef(f->dir, "s0.txt", S0);
+	th_writef(f->dir, "s1.txt", S1);
+	const char *names[] = {"s0", "s1"};
+	struct nx_filter_snap_source src[2];
+	for (int i = 0; i < 2; i++) {
+		char in[4300];
+		snprintf(in, sizeof(in), "%s/%s.txt", f->dir, names[i]);
+		struct nx_filter_compile_opts o = {.name = names[i]};
+		struct nx_filter_compile_report rep;
+		assert_int_equal(nx_filter_compile_file(in, f->dir, &o, &rep), 0);
+		src[i] = (struct nx_filter_snap_source){names[i], f->dir};
+	}
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/l.nxs", f->dir);
+	assert_int_equal(nx_filter_snap_build(path, src, 2, NULL, NULL), 0);
+	assert_int_equal(nx_filter_snap_open(path, &f->snap), 0);
+	char yaml[sizeof(YAML) + 9000];
+	snprintf(yaml, sizeof(yaml), YAML, f->dir, f->dir);
+	char err[NX_CONF_ERR_MAX] = "";
+	if (nx_conf_load_string("t.yaml", yaml, strlen(yaml), &f->c, err, sizeof(err)) != 0) {
+		fail_msg("config: %s", err);
+	}
+	assert_int_equal(nx_policy_rules_build(f->c, &f->rules), 0);
+	f->p = (struct nx_policy){.c = f->c, .rules = f->rules, .snap = f->snap};
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	nx_filter_rules_free(f->rules);
+	nx_filter_snap_free(f->snap);
+	nx_conf_free(f->c);
+	th_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static void addr_of(const char *ip, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, ip, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+		ss->ss_family = AF_INET;
+	} else {
+		assert_int_equal(inet_pton(AF_INET6, ip, &((struct sockaddr_in6 *)ss)->sin6_addr),
+				 1);
+		ss->ss_family = AF_INET6;
+	}
+}
+
+struct verdict {
+	const char *name;
+	const char *client;    /* address; NULL = 192.168.1.50 (no client: default group) */
+	const char *client_id; /* DoH/DoT id or NULL */
+	bool paused;
+	enum nx_filter_action action;
+	enum nx_filter_reason reason;
+	const char *source; /* list name, rule text or "" */
+	const char *matched;
+	const char *why;
+};
+
+#define BLOCK NX_FILTER_ACT_BLOCK
+#define ALLOW NX_FILTER_ACT_ALLOW
+#define NONE NX_FILTER_ACT_NONE
+#define LOCAL NX_FILTER_ACT_LOCAL
+#define R(x) NX_FILTER_R_##x
+
+static const struct verdict cases[] = {
+    /* level: local records */
+    {"nas.lan", NULL, NULL, false, LOCAL, R(local_record), "", "nas.lan",
+     "local beats a user deny rule and a list entry"},
+    {"NAS.Lan.", NULL, NULL, false, LOCAL, R(local_record), "", "NAS.Lan", "any case"},
+    {"nas.lan", NULL, NULL, true, LOCAL, R(local_record), "", "nas.lan",
+     "local beats a pause (the LAN's names stay)"},
+    {"nas.lan", "127.0.0.3", NULL, false, LOCAL, R(local_record), "", "nas.lan",
+     "local for an unfiltered client too"},
+    {"20.1.168.192.in-addr.arpa", NULL, NULL, false, LOCAL, R(local_record), "",
+     "20.1.168.192.in-addr.arpa", "the reverse name of a local A is local (generated PTR)"},
+    {"30.1.168.192.in-addr.arpa", NULL, NULL, false, NONE, R(none), "", "",
+     "a reverse name of no local address is not"},
+    /* level: pause / unfiltered client */
+    {"ads.example", NULL, NULL, true, NONE, R(paused), "", "",
+     "a pause lets a listed name through"},
+    {"denied.example", NULL, NULL, true, NONE, R(paused), "", "", "and a user deny rule"},
+    {"ads.example", "127.0.0.3", NULL, false, NONE, R(none), "", "",
+     "a client whose groups do not filter"},
+    /* level: user allow */
+    {"allowed.example", NULL, NULL, false, ALLOW, R(user_allow), "allowed.example",
+     "allowed.example", "user allow beats a list entry"},
+    {"rule.example", NULL, NULL, false, ALLOW, R(user_allow), "rule.example", "rule.example",
+     "user allow beats user deny of the same name"},
+    {"a.b.cdn.example", NULL, NULL, false, ALLOW, R(user_allow), "*.cdn.example", "cdn.example",
+     "a wildcard allow beats the deny '*.example'"},
+    {"white7.example", NULL, NULL, false, ALLOW, R(user_allow), "/^white[0-9]+[.]example$/",
+     "white7.example", "a regex allow"},
+    /* level: user deny */
+    {"denied.example", NULL, NULL, false, BLOCK, R(user_deny), "denied.example", "denied.example",
+     "exact deny"},
+    {"x.denied.example", NULL, NULL, false, BLOCK, R(user_deny), "*.denied.example",
+     "denied.example", "the nearest wildcard deny, not '*.example'"},
+    {"z.ok.ads.test", NULL, NULL, false, BLOCK, R(user_deny), "z.ok.ads.test", "z.ok.ads.test",
+     "user deny beats a list exception (@@||ok.ads.test^)"},
+    {"black.net", NULL, NULL, false, BLOCK, R(user_deny), "/^black[.]/", "black.net",
+     "a regex deny"},
+    {"exact.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "exact.rules.example",
+     "exact.rules.example", "an exact deny beats a wildcard deny of its parent"},
+    {"y.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "*.rules.example", "rules.example",
+     "then the nearest wildcard"},
+    /* level: list rules (exceptions, exact, parents; sources by index) */
+    {"ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches"},
+    {"x.ok.ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches below either"},
+};
+
+/* The list levels, with names under .test (no user rule covers them). */
+static const struct verdict list_cases[] = {
+    {"ads.test", NULL, NULL, false, BLOCK, R(blocklist_domain), "s0", "ads.test",
+     "exact entry of ||x^"},
+    {"x.ads.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0", "ads.test",
+     "parent entry of ||x^"},
+    {"ok.ads.test", NULL, NULL, false, ALLOW, R(blocklist_exception), "s0", "ok.ads.test",
+     "an exception beats the parent"},
+    {"y.ok.ads.test", NULL, NULL, false, ALLOW, R(blocklist_exception), "s0", "ok.ads.test",
+     "an @@||x^ exception covers names below"},
+    {"onlyself.test", NULL, NULL, false, ALLOW, R(blocklist_exception), "s0", "onlyself.test",
+     "an @@|x^ exception covers the name"},
+    {"a.onlyself.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0", "onlyself.test",
+     "but not the names below"},
+    {"listed.test", NULL, NULL, false, BLOCK, R(blocklist_domain), "s0", "listed.test",
+     "s1's exception does not apply to a default client"},
+    {"listed.test", "127.0.0.2", NULL, false, ALLOW, R(blocklist_exception), "s1", "listed.test",
+     "an exception in any eligible source beats an exact entry in another"},
+    {"both.test", "127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s0", "both.test",
+     "two sources: the lowest index is reported"},
+    {"both.test", "127.0.0.4", NULL, false, BLOCK, R(blocklist_domain), "s1", "both.test",
+     "unless the client is not eligible for it"},
+    {"games.test", NULL, NULL, false, NONE, R(none), "", "", "s1 is not the default group's"},
+    {"games.test", "127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s1", "games.test",
+     "a client in kids"},
+    {"games.test", "10.9.9.9", "tablet", false, BLOCK, R(blocklist_domain), "s1", "games.test",
+     "a client id picks the client whatever the address"},
+    {"games.test", "10.9.9.9", "nobody", false, NONE, R(none), "", "",
+     "an unknown client id is the default group"},
+    {"x.parent.test", "127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s1", "x.parent.test",
+     "an exact entry (s1) beats a parent entry (s0)"},
+    {"x.parent.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0", "parent.test",
+     "without s1: the parent"},
+    {"a.deep.parent.test", NULL, NULL, false, BLOCK, R(blocklist_wildcard), "s0",
+     "deep.parent.test", "the nearest parent"},
+    {"parent.test", NULL, NULL, false, BLOCK, R(blocklist_domain), "s0", "parent.test",
+     "||x^ blocks x itself as exact"},
+    {"Ads.TEST.", NULL, NULL, false, BLOCK, R(blocklist_domain), "s0", "Ads.TEST",
+     "case and trailing dot"},
+    {"ads.test", "::ffff:127.0.0.2", NULL, false, BLOCK, R(blocklist_domain), "s0", "ads.test",
+     "an IPv4-mapped address is its IPv4 client"},
+};
+
+static void check(struct fixture *f, const struct verdict *v, const char *name)
+{
+	struct sockaddr_storage ss;
+	addr_of(v->client ? v->client : "192.168.1.50", &ss);
+	uint8_t wire[NX_DNS_NAME_MAX];
+	int wl = nx_dns_name_from_text(name, wire);
+	assert_true(wl > 0);
+	struct nx_policy p = f->p;
+	p.paused = v->paused;
+	struct nx_policy_query q;
+	nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
+			     v->client_id);
+	struct nx_filter_result r;
+	enum nx_filter_action a = nx_policy_decide(&p, &q, &r);
+	char matched[NX_DNS_TEXT_MAX] = "";
+	if (r.matched_len) {
+		nx_dns_name_to_text(wire + r.matched_off, r.matched_len, matched, sizeof(matched));
+	}
+	const char *src = nx_policy_source_name(&p, &r);
+	if (a != v->action || r.action != v->action || r.reason != v->reason ||
+	    strcmp(src, v->source) != 0 || strcmp(matched, v->matched) != 0) {
+		fail_msg("%s (client %s%s%s%s): want %s/%s/'%s'/'%s', got %s/%s/'%s'/'%s' -- %s",
+			 name, v->client ? v->client : "-", v->client_id ? " id " : "",
+			 v->client_id ? v->client_id : "", v->paused ? ", paused" : "",
+			 nx_filter_action_name(v->action), nx_filter_reason_name(v->reason),
+			 v->source, v->matched, nx_filter_action_name(a),
+			 nx_filter_reason_name(r.reason), src, matched, v->why);
+	}
+}
+
+static void test_ladder_levels(void **state)
+{
+	struct fixture *f = *state;
+	for (size_t i = 0; i < NX_ARRAY_LEN(cases); i++) {
+		check(f, &cases[i], cases[i].name);
+	}
+	for (size_t i = 0; i < NX_ARRAY_LEN(list_cases); i++) {
+		check(f, &list_cases[i], list_cases[i].name);
+	}
+}
+
+/* ads.example is listed in s0 and under the deny '*.example': the deny is the earlier level. */
+static void test_user_deny_beats_lists(void **state)
+{
+	struct fixture *f = *state;
+	const struct verdict v = {"ads.example", NULL,	    NULL,
+				  false,	 BLOCK,	    R(user_deny),
+				  "*.example",	 "example", "user deny before the lists"};
+	check(f, &v, v.name);
+}
+
+/* filter.enabled false: nothing is filtered, local records still answer. */
+static void test_filter_disabled(void **state)
+{
+	const char *yaml = "filter: {enabled: false, deny: [ads.test]}\n"
+			   "local_records: [{name: nas.lan, type: A, value: 192.168.1.10}]\n";
+	struct nx_conf *c = NULL;
+	char err[NX_CONF_ERR_MAX];
+	assert_int_equal(nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)),
+			 0);
+	struct nx_filter_rules *rules = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	struct nx_policy p = {.c = c, .rules = rules};
+	struct sockaddr_storage ss;
+	addr_of("192.168.1.50", &ss);
+	uint8_t wire[NX_DNS_NAME_MAX];
+	int wl = nx_dns_name_from_text("ads.test", wire);
+	struct nx_policy_query q;
+	nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
+	struct nx_filter_result r;
+	assert_int_equal(nx_policy_decide(&p, &q, &r), NX_FILTER_ACT_NONE);
+	assert_int_equal(r.reason, NX_FILTER_R_none);
+	wl = nx_dns_name_from_text("nas.lan", wire);
+	nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
+	assert_int_equal(nx_policy_decide(&p, &q, &r), NX_FILTER_ACT_LOCAL);
+	/* no rules object, no snapshot: the ladder copes */
+	p.rules = NULL;
+	wl = nx_dns_name_from_text("other.test", wire);
+	nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
+	assert_int_equal(nx_policy_decide(&p, &q, &r), NX_FILTER_ACT_NONE);
+	nx_filter_rules_free(rules);
+	nx_conf_free(c);
+}
+
+/* The query's context: client resolved once, its name and groups. */
+static void test_query_context(void **state)
+{
+	struct fixture *f = *state;
+	struct sockaddr_storage ss;
+	addr_of("127.0.0.2", &ss);
+	uint8_t wire[NX_DNS_NAME_MAX];
+	int wl = nx_dns_name_from_text("x.test", wire);
+	struct nx_policy_query q;
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_AAAA, (struct sockaddr *)&ss,
+			     NULL);
+	assert_int_equal(q.qtype, NX_DNS_T_AAAA);
+	assert_int_equal(q.client, 0);
+	assert_string_equal(q.client_name, "kid");
+	assert_string_equal(q.client_id, "");
+	assert_int_equal(q.groups, 0x3); /* default, kids */
+	assert_int_equal(q.eligible, 0x3);
+	assert_true(q.filtering);
+	assert_int_equal(q.ntags, 2);
+	assert_string_equal(q.tags[0], "device_tablet");
+	assert_string_equal(q.tags[1], "user_child");
+	addr_of("127.0.0.3", &ss);
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
+	assert_string_equal(q.client_name, "tv");
+	assert_int_equal(q.ntags, 0);
+	assert_null(q.tags);
+	assert_int_equal(q.groups, 0x4); /* off */
+	assert_false(q.filtering);
+	addr_of("192.168.1.50", &ss);
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
+			     "tablet");
+	assert_string_equal(q.client_name, "kid");
+	assert_string_equal(q.client_id, "tablet");
+	nx_policy_query_init(&f->p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss, NULL);
+	assert_int_equal(q.client, -1);
+	assert_null(q.client_name);
+	assert_int_equal(q.groups, 0x1);
+	assert_int_equal(q.eligible, 0x1);
+}
+
+/* User rules limited to groups apply only to the clients of those groups. */
+static void test_rules_limited_to_groups(void **state)
+{
+	struct fixture *f = *state;
+	struct nx_filter_rules *r;
+	char err[128];
+	assert_int_equal(nx_filter_rules_new(&r), 0);
+	assert_int_equal(nx_filter_rules_add(r, NX_FILTER_RULES_DENY, "homework.test", 1u << 1, err,
+					     sizeof(err)),
+			 0);
+	assert_int_equal(
+	    nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, "ads.test", 1u << 1, err, sizeof(err)),
+	    0);
+	assert_int_equal(nx_filter_rules_finish(r), 0);
+	struct nx_policy p = f->p;
+	p.rules = r;
+	static const struct {
+		const char *name, *client;
+		enum nx_filter_action action;
+		enum nx_filter_reason reason;
+	} t[] = {
+	    {"homework.test", "192.168.1.50", NONE, R(none)},
+	    {"homework.test", "127.0.0.2", BLOCK, R(user_deny)},
+	    {"homework.test", "127.0.0.4", BLOCK, R(user_deny)},
+	    {"ads.test", "192.168.1.50", BLOCK, R(blocklist_domain)},
+	    {"ads.test", "127.0.0.2", ALLOW, R(user_allow)},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		struct sockaddr_storage ss;
+		addr_of(t[i].client, &ss);
+		uint8_t wire[NX_DNS_NAME_MAX];
+		int wl = nx_dns_name_from_text(t[i].name, wire);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result res;
+		nx_policy_decide(&p, &q, &res);
+		if (res.action != t[i].action || res.reason != t[i].reason) {
+			fail_msg("%s from %s: got %s/%s", t[i].name, t[i].client,
+				 nx_filter_action_name(res.action),
+				 nx_filter_reason_name(res.reason));
+		}
+	}
+	nx_filter_rules_free(r);
+}
+
+/* The config form: `{rule: x, groups: [...]}` in filter.allow / filter.deny, its errors, and the
+ * ladder over it. */
+static void test_rules_groups_from_config(void **state)
+{
+	(void)state;
+	const char *yaml = "filter:\n"
+			   "  deny: [plain.test, {rule: homework.test, groups: [kids]},\n"
+			   "         {rule: '*.games.test', groups: [kids, guests]}]\n"
+			   "  allow: [{rule: Homework.Test., groups: [teachers]}]\n"
+			   "groups: {kids: {}, guests: {}, teachers: {}}\n"
+			   "clients:\n"
+			   "  - {name: kid, ids: [127.0.0.2], groups: [kids]}\n"
+			   "  - {name: teacher, ids: [127.0.0.5], groups: [kids, teachers]}\n"
+			   "  - {name: guest, ids: [127.0.0.6], groups: [guests]}\n";
+	struct nx_conf *c = NULL;
+	char err[NX_CONF_ERR_MAX] = "";
+	if (nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)) != 0) {
+		fail_msg("config: %s", err);
+	}
+	assert_int_equal(c->n_deny_rules, 3);
+	assert_string_equal(c->deny_rules[1], "homework.test");
+	assert_non_null(c->deny_scopes);
+	assert_int_equal(c->deny_scopes[0].n_groups, 0);
+	assert_int_equal(c->deny_scopes[1].n_groups, 1);
+	assert_string_equal(c->deny_scopes[1].groups[0], "kids");
+	assert_int_equal(nx_conf_rule_groups(c, 1, 0), 0);
+	assert_int_equal(nx_conf_rule_groups(c, 1, 1), 1u << 1);
+	assert_int_equal(nx_conf_rule_groups(c, 1, 2), 1u << 1 | 1u << 2);
+	assert_int_equal(nx_conf_rule_groups(c, 0, 0), 1u << 3);
+	assert_string_equal(c->allow_rules[0], "homework.test");
+	struct nx_filter_rules *rules = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	struct nx_policy p = {.c = c, .rules = rules};
+	static const struct {
+		const char *name, *client;
+		enum nx_filter_action action;
+		enum nx_filter_reason reason;
+	} t[] = {
+	    {"plain.test", "192.168.1.50", BLOCK, R(user_deny)},
+	    {"homework.test", "192.168.1.50", NONE, R(none)},
+	    {"homework.test", "127.0.0.2", BLOCK, R(user_deny)},
+	    {"homework.test", "127.0.0.5", ALLOW, R(user_allow)}, /* teachers' allow wins */
+	    {"homework.test", "127.0.0.6", NONE, R(none)},
+	    {"a.games.test", "127.0.0.6", BLOCK, R(user_deny)},
+	    {"a.games.test", "192.168.1.50", NONE, R(none)},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		struct sockaddr_storage ss;
+		addr_of(t[i].client, &ss);
+		uint8_t wire[NX_DNS_NAME_MAX];
+		int wl = nx_dns_name_from_text(t[i].name, wire);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result res;
+		nx_policy_decide(&p, &q, &res);
+		if (res.action != t[i].action || res.reason != t[i].reason) {
+			fail_msg("%s from %s: got %s/%s", t[i].name, t[i].client,
+				 nx_filter_action_name(res.action),
+				 nx_filter_reason_name(res.reason));
+		}
+	}
+	nx_filter_rules_free(rules);
+	nx_conf_free(c);
+
+	static const struct {
+		const char *yaml, *err;
+	} bad[] = {
+	    {"filter:\n  deny: [{rule: x.test, groups: [kid]}]\ngroups: {kids: {}}\n",
+	     "t.yaml:2:34: filter.deny[0].groups[0]: unknown group 'kid' (did you mean 'kids'?)"},
+	    {"filter:\n  allow: [{groups: [default]}]\n",
+	     "t.yaml:2:11: filter.allow[0]: missing 'rule'"},
+	    {"filter:\n  allow: [{rule: x.test, group: [default]}]\n",
+	     "t.yaml:2:26: unknown key 'filter.allow[0].group' (did you mean 'groups'?)"},
+	    {"filter:\n  deny: [{rule: 'a..b', groups: [default]}]\n",
+	     "t.yaml:2:17: filter.deny[0]: 'a..b': not a name, *.name or /regex/ (empty label, "
+	     "label longer than 63 bytes or name longer than 255)"},
+	    {"filter:\n  deny: [{rule: x.test, groups: []}]\n",
+	     "t.yaml:2:33: filter.deny[0].groups: needs 1..64 entries, got 0"},
+	    {"clients: [{name: a, ids: [10.0.0.1], tags: [Device-PC]}]\n",
+	     "t.yaml:1:45: clients[0].tags[0]: 'Device-PC': a tag is 1..32 of a-z, 0-9 and '_'"},
+	    {"clients: [{name: a, ids: [10.0.0.1], tags: [os_ios, os_ios]}]\n",
+	     "t.yaml:1:53: clients[0].tags[1]: duplicate tag 'os_ios'"},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(bad); i++) {
+		c = NULL;
+		err[0] = 0;
+		assert_int_not_equal(nx_conf_load_string("t.yaml", bad[i].yaml, strlen(bad[i].yaml),
+							 &c, err, sizeof(err)),
+				     0);
+		assert_null(c);
+		if (strcmp(err, bad[i].err) != 0) {
+			fail_msg("case %zu: got '%s', want '%s'", i, err, bad[i].err);
+		}
+	}
+}
+
+/* ---- the answer's targets ---- */
+
+/* An upstream-like answer for qname: rrs in order (owner NULL = qname). */
+static size_t make_answer(uint8_t *buf, size_t cap, const char *qname, uint16_t qtype,
+			  const struct nx_dns_rr_spec *rrs, size_t n, struct nx_dns_msg *m,
+			  struct nx_dns_question *qq)
+{
+	memset(qq, 0, sizeof(*qq));
+	int wl = nx_dns_name_from_text(qname, qq->name);
+	assert_true(wl > 0);
+	qq->name_len = (uint8_t)wl;
+	qq->qtype = qtype;
+	qq->qclass = 1;
+	struct nx_dns_reply_ctx ctx = {.id = 1, .q = qq, .max_size = cap};
+	int len =
+	    nx_dns_build_answer(buf, cap, &ctx, NX_DNS_NOERROR, false, rrs, n, NULL, 0, -1, NULL);
+	assert_true(len > 0);
+	assert_int_equal(nx_dns_msg_parse(buf, (size_t)len, m), 0);
+	return (size_t)len;
+}
+
+static void test_answer_targets(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t tracker[NX_DNS_NAME_MAX], safe[NX_DNS_NAME_MAX], nas[NX_DNS_NAME_MAX],
+	    https_rd[NX_DNS_NAME_MAX + 2], svcb_self[3] = {0, 1, 0};
+	size_t tl = (size_t)nx_dns_name_from_text("tracker.cdn.net", tracker);
+	size_t sl = (size_t)nx_dns_name_from_text("safe.cdn.net", safe);
+	size_t nl = (size_t)nx_dns_name_from_text("nas.lan", nas);
+	https_rd[0] = 0;
+	https_rd[1] = 1;
+	memcpy(https_rd + 2, tracker, tl);
+	static const uint8_t a4[4] = {192, 0, 2, 1};
+	struct {
+		const char *why;
+		struct nx_dns_rr_spec rrs[2];
+		size_t n;
+		uint16_t qtype;
+		const char *client;
+		bool blocked;
+	} t[] = {
+	    {"a CNAME to a listed name",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = tracker, .rdlen = (uint16_t)tl}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     true},
+	    {"a CNAME to a user-allowed name",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = safe, .rdlen = (uint16_t)sl}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
+	    {"a CNAME to a local name is no reason to block",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = nas, .rdlen = (uint16_t)nl}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
+	    {"an HTTPS TargetName that is listed",
+	     {{.type = NX_DNS_T_HTTPS, .ttl = 60, .rdata = https_rd, .rdlen = (uint16_t)(tl + 2)}},
+	     1,
+	     NX_DNS_T_HTTPS,
+	     NULL,
+	     true},
+	    {"an SVCB TargetName '.' (the owner itself)",
+	     {{.type = 64, .ttl = 60, .rdata = svcb_self, .rdlen = 3}},
+	     1,
+	     64,
+	     NULL,
+	     false},
+	    {"addresses only",
+	     {{.type = NX_DNS_T_A, .ttl = 60, .rdata = a4, .rdlen = 4}},
+	     1,
+	     NX_DNS_T_A,
+	     NULL,
+	     false},
+	    {"a listed CNAME target for an unfiltered client",
+	     {{.type = NX_DNS_T_CNAME, .ttl = 60, .rdata = tracker, .rdlen = (uint16_t)tl}},
+	     1,
+	     NX_DNS_T_A,
+	     "127.0.0.3",
+	     false},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		uint8_t buf[1024];
+		struct nx_dns_msg m;
+		struct nx_dns_question qq;
+		make_answer(buf, sizeof(buf), "www.shop.test", t[i].qtype, t[i].rrs, t[i].n, &m,
+			    &qq);
+		struct sockaddr_storage ss;
+		addr_of(t[i].client ? t[i].client : "192.168.1.50", &ss);
+		struct nx_policy_query q;
+		nx_policy_query_init(&f->p, &q, qq.name, qq.name_len, qq.qtype,
+				     (struct sockaddr *)&ss, NULL);
+		struct nx_filter_result r;
+		uint8_t mw[NX_DNS_NAME_MAX];
+		size_t ml = 0;
+		bool b = nx_policy_check_answer(&f->p, &q, buf, &m, &r, mw, &ml);
+		if (b != t[i].blocked) {
+			fail_msg("%s: blocked %d, want %d", t[i].why, b, t[i].blocked);
+		}
+		if (b) {
+			char text[NX_DNS_TEXT_MAX];
+			nx_dns_name_to_text(mw, ml, text, sizeof(text));
+			assert_string_equal(text, "tracker.cdn.net");
+			assert_int_equal(r.reason, NX_FILTER_R_blocklist_domain);
+			assert_string_equal(nx_policy_source_name(&f->p, &r), "s0");
+		}
+	}
+}
+
+/* ---- local answers ---- */
+
+struct rr_seen {
+	uint16_t type;
+	char owner[NX_DNS_TEXT_MAX];
+	char data[NX_DNS_TEXT_MAX]; /* names and addresses as text */
+};
+
+/* Answer section of a reply we built, as (type, owner, data). Returns the count. */
+static size_t answer_rrs(const uint8_t *buf, size_t len, int *rcode, bool *aa, struct rr_seen *out,
+			 size_t max)
+{
+	assert_true(len >= 12);
+	*rcode = buf[3] & 0xf;
+	*aa = (buf[2] & 0x04) != 0;
+	unsigned an = (unsigned)(buf[6] << 8 | buf[7]);
+	struct nx_dns_rd rd;
+	nx_dns_rd_init(&rd, buf, len);
+	rd.pos = 12;
+	nx_dns_rd_skip_name(&rd);
+	nx_dns_rd_skip(&rd, 4);
+	size_t n = 0;
+	for (unsigned i = 0; i < an && n < max; i++) {
+		uint8_t owner[NX_DNS_NAME_MAX];
+		size_t ol = nx_dns_rd_name(&rd, owner);
+		struct rr_seen *s = &out[n++];
+		s->type = nx_dns_rd_u16(&rd);
+		nx_dns_rd_skip(&rd, 6);
+		uint16_t rdlen = nx_dns_rd_u16(&rd);
+		assert_false(rd.err);
+		nx_dns_name_to_text(owner, ol, s->owner, sizeof(s->owner));
+		size_t at = rd.pos;
+		s->data[0] = 0;
+		if (s->type == NX_DNS_T_A) {
+			inet_ntop(AF_INET, buf + at, s->data, sizeof(s->data));
+		} else if (s->type == NX_DNS_T_AAAA) {
+			inet_ntop(AF_INET6, buf + at, s->data, sizeof(s->data));
+		} else if (s->type == NX_DNS_T_CNAME || s->type == NX_DNS_T_PTR) {
+			uint8_t nm[NX_DNS_NAME_MAX];
+			size_t l = nx_dns_rd_name(&rd, nm);
+			nx_dns_name_to_text(nm, l, s->data, sizeof(s->data));
+		}
+		rd.pos = at + rdlen;
+	}
+	return n;
+}
+
+static void test_local_answers(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *name;
+		uint16_t qtype;
+		const char *want; /* "TYPE owner data;" for each record */
+		const char *tail; /* a CNAME target that is not local, or "" */
+	} t[] = {
+	    {"nas.lan", NX_DNS_T_A, "1 nas.lan 192.168.1.10;", ""},
+	    {"nas.lan", NX_DNS_T_AAAA, "28 nas.lan fd00::10;", ""},
+	    {"nas.lan", NX_DNS_T_TXT, "", ""}, /* NODATA: the name has records, not this type */
+	    {"alias.lan", NX_DNS_T_A, "5 alias.lan nas.lan;1 nas.lan 192.168.1.10;", ""},
+	    {"chain.lan", NX_DNS_T_AAAA,
+	     "5 chain.lan alias.lan;5 alias.lan nas.lan;28 nas.lan fd00::10;", ""},
+	    {"alias.lan", NX_DNS_T_CNAME, "5 alias.lan nas.lan;", ""},
+	    {"alias.lan", NX_DNS_T_TXT, "5 alias.lan nas.lan;", ""}, /* target lacks the type */
+	    {"ext.lan", NX_DNS_T_A, "5 ext.lan www.example.net;", "www.example.net"},
+	    {"text.lan", NX_DNS_T_TXT, "16 text.lan ;", ""},
+	    {"20.1.168.192.in-addr.arpa", NX_DNS_T_PTR, "12 20.1.168.192.in-addr.arpa printer.lan;",
+	     ""},
+	    {"10.1.168.192.in-addr.arpa", NX_DNS_T_PTR, "12 10.1.168.192.in-addr.arpa given.lan;",
+	     ""}, /* a given PTR wins over the generated one */
+	    {"0.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa",
+	     NX_DNS_T_PTR,
+	     "12 0.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa nas.lan;",
+	     ""},
+	    {"20.1.168.192.in-addr.arpa", NX_DNS_T_A, "", ""}, /* NODATA for other types */
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		struct nx_dns_question qq = {.qtype = t[i].qtype, .qclass = 1};
+		int wl = nx_dns_name_from_text(t[i].name, qq.name);
+		assert_true(wl > 0);
+		qq.name_len = (uint8_t)wl;
+		assert_true(nx_policy_local_has(f->c, qq.name, qq.name_len));
+		struct nx_dns_reply_ctx ctx = {.id = 7, .q = &qq, .max_size = 4096};
+		uint8_t out[4096], tail[NX_DNS_NAME_MAX];
+		size_t tl = 99;
+		int n = nx_policy_local_answer(&f->p, out, sizeof(out), &ctx, tail, &tl);
+		assert_true(n > 0);
+		int rcode;
+		bool aa;
+		struct rr_seen rrs[8];
+		size_t cnt = answer_rrs(out, (size_t)n, &rcode, &aa, rrs, 8);
+		assert_int_equal(rcode, NX_DNS_NOERROR);
+		assert_true(aa);
+		char got[2048] = "";
+		for (size_t k = 0; k < cnt; k++) {
+			char one[2 * NX_DNS_TEXT_MAX + 16];
+			snprintf(one, sizeof(one), "%u %s %s;", rrs[k].type, rrs[k].owner,
+				 rrs[k].data);
+			strncat(got, one, sizeof(got) - strlen(got) - 1);
+		}
+		if (strcmp(got, t[i].want) != 0) {
+			fail_msg("%s type %u: got '%s', want '%s'", t[i].name, t[i].qtype, got,
+				 t[i].want);
+		}
+		char tails[NX_DNS_TEXT_MAX] = "";
+		if (tl) {
+			nx_dns_name_to_text(tail, tl, tails, sizeof(tails));
+		}
+		assert_string_equal(tails, t[i].tail);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_ladder_levels),
+	    cmocka_unit_test(test_user_deny_beats_lists),
+	    cmocka_unit_test(test_query_context),
+	    cmocka_unit_test(test_rules_limited_to_groups),
+	    cmocka_unit_test(test_rules_groups_from_config),
+	    cmocka_unit_test(test_answer_targets),
+	    cmocka_unit_test(test_local_answers),
+	    cmocka_unit_test(test_filter_disabled),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
