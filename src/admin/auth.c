@@ -67,11 +67,25 @@ int nx_admin_password_hash(const char *pw, size_t len, char out[NX_ADMIN_PWHASH_
 		return -ENOMEM;
 	}
 	_Static_assert(NX_ADMIN_PWHASH_MAX == crypto_pwhash_STRBYTES, "hash string size");
-	if (crypto_pwhash_str(out, pw, len, crypto_pwhash_OPSLIMIT_INTERACTIVE,
-			      crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
-		return -ENOMEM; /* the only documented failure: no memory for the 64 MiB */
+	_Static_assert(NX_ADMIN_PWHASH_MEM >= crypto_pwhash_MEMLIMIT_MIN &&
+			   NX_ADMIN_PWHASH_OPS >= crypto_pwhash_OPSLIMIT_MIN,
+		       "argon2 limits within libsodium's range");
+	if (crypto_pwhash_str_alg(out, pw, len, NX_ADMIN_PWHASH_OPS, NX_ADMIN_PWHASH_MEM,
+				  crypto_pwhash_ALG_ARGON2ID13) != 0) {
+		return -ENOMEM; /* the only documented failure: no memory for the 7 MiB */
 	}
 	return 0;
+}
+
+bool nx_admin_password_needs_rehash(const char *hash)
+{
+	/* needs_rehash compares the limits within the hash's own algorithm: an argon2i string
+	 * with our limits would pass, so the algorithm is checked first. -1 (a string libsodium
+	 * cannot read) cannot reach here after a verify that succeeded. */
+	if (strncmp(hash, "$argon2id$", 10)) {
+		return true;
+	}
+	return crypto_pwhash_str_needs_rehash(hash, NX_ADMIN_PWHASH_OPS, NX_ADMIN_PWHASH_MEM) == 1;
 }
 
 int nx_admin_password_set(const char *config_path, const char *pw, size_t len, char *err,
@@ -530,6 +544,46 @@ int nx_admin_handle_auth_status(struct nx_admin_req *req)
 	return nx_admin_reply_json(req, 200, o);
 }
 
+/*
+ * After a successful login with a hash made under other limits (the 64 MiB ones before
+ * issue 16), store the password again under ours, so the next login's peak is 7 MiB. Sessions
+ * stay: the password did not change, so the fingerprint they follow moves to the new hash
+ * without ending them. A failure is logged and the login goes on with the old hash. Returns
+ * the config in effect afterwards (NULL only if it disappeared).
+ */
+static const struct nx_conf *rehash(struct nx_admin *a, const struct nx_conf *c, const char *pw,
+				    size_t len)
+{
+	if (!nx_admin_password_needs_rehash(c->admin_password_hash) || !a->hooks.reload ||
+	    c->path[0] == '<') {
+		return c;
+	}
+	char path[4096], err[NX_CONF_ERR_MAX];
+	snprintf(path, sizeof(path), "%s", c->path);
+	int rc = nx_admin_password_set(path, pw, len, err, sizeof(err));
+	if (!rc) {
+		rc = a->hooks.reload(a->hooks.ud, err, sizeof(err));
+	}
+	if (rc) {
+		a->ctr[NX_ADMIN_CTR_REHASH_FAILED]++;
+		nx_log(NX_LOG_WARN, "admin",
+		       "login: cannot store the password under the new argon2 limits: %s", err);
+		auth_sync(a); /* a stored hash whose reload failed still moves the sessions */
+		return nx_admin_conf(a);
+	}
+	c = nx_admin_conf(a);
+	const char *h = c ? c->admin_password_hash : NULL;
+	if (h) {
+		crypto_generichash(a->auth.pw_fp, sizeof(a->auth.pw_fp), (const unsigned char *)h,
+				   strlen(h), NULL, 0);
+		a->auth.have_pw = true;
+	}
+	a->ctr[NX_ADMIN_CTR_REHASHED]++;
+	nx_log(NX_LOG_INFO, "admin", "admin password rehashed with argon2id m=%u KiB t=%u",
+	       NX_ADMIN_PWHASH_MEM / 1024, NX_ADMIN_PWHASH_OPS);
+	return c;
+}
+
 int nx_admin_handle_login(struct nx_admin_req *req)
 {
 	struct nx_admin *a = req->admin;
@@ -560,7 +614,10 @@ int nx_admin_handle_login(struct nx_admin_req *req)
 					  "wrong password");
 	} else {
 		track_success(a, req);
-		rc = reply_new_session(req, c);
+		c = rehash(a, c, json_string_value(vals[0]), json_string_length(vals[0]));
+		rc = c ? reply_new_session(req, c)
+		       : nx_admin_reply_error(req, 503, "not_configured", NULL,
+					      "the configuration went away during the login");
 	}
 	json_decref(body);
 	return rc;

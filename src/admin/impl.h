@@ -52,7 +52,10 @@
 	  "no_memory) or cut off (slow_subscriber), records dropped (handoff_full)")               \
 	X(SSE_NO_MEMORY, "nxdns_sse_dropped_total", "reason=\"no_memory\"", "")                    \
 	X(SSE_SLOW, "nxdns_sse_dropped_total", "reason=\"slow_subscriber\"", "")                   \
-	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")
+	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")           \
+	X(REHASHED, "nxdns_admin_password_rehashed_total", "result=\"ok\"",                      \
+	  "Admin password hashes rewritten at login under the current argon2 limits, by result")  \
+	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,

@@ -728,8 +728,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "lower-case hex digits) and `created` (Unix seconds). The token itself is "
 		       "shown once, when it is created, and never stored. A token is 256 random "
 		       "bits, so a fast hash is enough to make a leaked file useless; a slow "
-		       "password hash (Argon2) would only make every API call cost ~100 ms and "
-		       "64 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
+		       "password hash (Argon2) would only make every API call cost ~20 ms and "
+		       "7 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
 	},
 	{
 		.path = "state_dir",
