@@ -24,6 +24,7 @@ static const struct cmd cmds[] = {
 	{"memory", nx_cli_memory, "print a running daemon's memory ledger (its control socket, or --admin URL --token T)"},
 	{"version", nx_cli_version, "print the version"},
 	{"cert", nx_cli_cert, "write a self-signed TLS certificate and print its pin (--self-signed DIR)"},
+	{"import", nx_cli_import, "convert Pi-hole or AdGuard Home settings (pihole ZIP | adguardhome YAML [-o OUT])"},
 };
 
 static void usage(FILE *fp)
