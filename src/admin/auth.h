@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define NX_ADMIN_PASSWORD_MIN 8	   /* bytes: shorter ones are refused */
 #define NX_ADMIN_PASSWORD_MAX 1024 /* bytes: a passphrase, not a file */
@@ -43,3 +44,36 @@ int nx_admin_password_hash(const char *pw, size_t len, char out[NX_ADMIN_PWHASH_
  */
 int nx_admin_password_set(const char *config_path, const char *pw, size_t len, char *err,
 			  size_t errlen);
+
+/*
+ * The optional second factor: TOTP (RFC 6238) over HOTP (RFC 4226) with HMAC-SHA-1, 30-second
+ * steps from the Unix epoch, 6 digits: what every authenticator app defaults to (and what
+ * Pi-hole v6 offers). A code is accepted for the step before, the current one and the one
+ * after (clocks drift, typing takes time), and each step once: a code seen on the wire cannot
+ * be replayed, not even within its window. The secret lives in admin.totp_secret (base32).
+ */
+#define NX_ADMIN_TOTP_KEY_BYTES 20 /* secrets we generate: 160 bits, RFC 4226's recommendation */
+#define NX_ADMIN_TOTP_KEY_MAX 64   /* bytes of a secret read from the config (the SHA-1 block) */
+#define NX_ADMIN_TOTP_STEP_S 30	   /* seconds per step (RFC 6238's default X) */
+#define NX_ADMIN_TOTP_DIGITS 6
+#define NX_ADMIN_TOTP_SKEW 1 /* steps accepted either side of the current one */
+#define NX_ADMIN_TOTP_B32_MAX 104 /* base32 characters of NX_ADMIN_TOTP_KEY_MAX bytes, + NUL */
+
+/* HOTP value of `counter` under `key`, truncated to `digits` (6..8) decimal digits. */
+uint32_t nx_admin_hotp(const uint8_t *key, size_t len, uint64_t counter, unsigned digits);
+
+/*
+ * Check a presented code (exactly NX_ADMIN_TOTP_DIGITS ASCII digits) at Unix time `unix_s`.
+ * *last_step is one past the newest step a code was accepted for (0: none yet). 0: accepted,
+ * *last_step moved past the step it matched. NX_EMALFORMED: not a code. NX_ENOTFOUND: no
+ * step within the skew matches. -EALREADY: it matches a step before *last_step (a replay, or
+ * an older code after a newer one was used). Constant-time in the code's value.
+ */
+int nx_admin_totp_check(const uint8_t *key, size_t len, const char *code, uint64_t unix_s,
+			uint64_t *last_step);
+
+/* RFC 4648 base32 without padding; out gets the NUL. Encode returns the length written
+ * (0 when cap is too small); decode 0 or NX_EMALFORMED (a character outside A-Z2-7, or more
+ * than cap bytes). */
+size_t nx_admin_base32_encode(const uint8_t *in, size_t n, char *out, size_t cap);
+int nx_admin_base32_decode(const char *in, uint8_t *out, size_t cap, size_t *n);

@@ -55,7 +55,11 @@
 	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")           \
 	X(REHASHED, "nxdns_admin_password_rehashed_total", "result=\"ok\"",                      \
 	  "Admin password hashes rewritten at login under the current argon2 limits, by result")  \
-	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")
+	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")        \
+	X(TOTP_MISSING, "nxdns_admin_totp_refused_total", "reason=\"missing\"",                  \
+	  "Logins and second-factor changes refused for their TOTP code, by reason")             \
+	X(TOTP_INVALID, "nxdns_admin_totp_refused_total", "reason=\"invalid\"", "")              \
+	X(TOTP_REPLAYED, "nxdns_admin_totp_refused_total", "reason=\"replayed\"", "")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,
@@ -111,6 +115,10 @@ struct nx_admin_auth_state {
 	uint8_t pw_fp[32]; /* BLAKE2b of the password hash the sessions were opened under */
 	bool have_pw;	   /* the config had a password hash at the last sync */
 	bool synced;	   /* have_pw/pw_fp describe a config seen before */
+	/* TOTP: an enrolment shown once and not confirmed yet, and the replay guard */
+	uint8_t totp_pending[20];	/* NX_ADMIN_TOTP_KEY_BYTES */
+	uint64_t totp_pending_until_ms; /* 0: none pending */
+	uint64_t totp_last_step;	/* one past the newest step a code was accepted for */
 };
 
 /* How a request was authenticated (set by nx_admin_authorize). */
@@ -370,6 +378,9 @@ int nx_admin_handle_setup(struct nx_admin_req *req);
 int nx_admin_handle_tokens_list(struct nx_admin_req *req);
 int nx_admin_handle_tokens_create(struct nx_admin_req *req);
 int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
+int nx_admin_handle_totp_enrol(struct nx_admin_req *req);
+int nx_admin_handle_totp_confirm(struct nx_admin_req *req);
+int nx_admin_handle_totp_remove(struct nx_admin_req *req);
 int nx_admin_handle_settings_get(struct nx_admin_req *req);
 int nx_admin_handle_settings_put(struct nx_admin_req *req);
 int nx_admin_handle_schema(struct nx_admin_req *req); /* settings.c: GET /api/schema */
