@@ -259,7 +259,23 @@ struct nx_admin_req {
 	char set_cookie[NX_ADMIN_COOKIE_MAX]; /* added as Set-Cookie to the reply when non-empty */
 	unsigned retry_after_s;		      /* added as Retry-After to the reply when non-zero */
 	char disposition[128]; /* added as Content-Disposition to the reply when non-empty */
+	/* A body streamed to a file instead of memory (NX_ADMIN_UPLOAD_PATH only) */
+	bool upload;		 /* the body goes to upload_fd */
+	bool upload_failed;	 /* a write failed: answered 500 at the end */
+	int upload_fd;		 /* owned while upload: closed at completion */
+	char *upload_path;	 /* owned (admin_http): <state_dir>/.upload-XXXXXX, unlinked at completion */
+	uint64_t upload_len;	 /* bytes written */
 };
+
+/*
+ * The one route whose body is a file, not JSON: a backup archive for POST /api/restore. It is
+ * authorized when its headers arrive (nothing is written for a request that would be refused)
+ * and streamed to <state_dir>/.upload-XXXXXX up to NX_ADMIN_UPLOAD_MAX (413 past it): an
+ * archive with every list's download and bodies is far larger than NX_ADMIN_MAX_BODY and has
+ * no business in memory on a box with a 32 MiB budget.
+ */
+#define NX_ADMIN_UPLOAD_PATH "/api/restore"
+#define NX_ADMIN_UPLOAD_MAX (1024ull * 1024 * 1024) /* bytes: all 37 shared lists are ~0.3 GB */
 
 /* Query-string argument or request header (borrowed from MHD), NULL when absent. */
 const char *nx_admin_req_arg(const struct nx_admin_req *req, const char *key);
@@ -381,6 +397,8 @@ int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
 int nx_admin_handle_totp_enrol(struct nx_admin_req *req);
 int nx_admin_handle_totp_confirm(struct nx_admin_req *req);
 int nx_admin_handle_totp_remove(struct nx_admin_req *req);
+int nx_admin_handle_backup(struct nx_admin_req *req);
+int nx_admin_handle_restore(struct nx_admin_req *req);
 int nx_admin_handle_settings_get(struct nx_admin_req *req);
 int nx_admin_handle_settings_put(struct nx_admin_req *req);
 int nx_admin_handle_schema(struct nx_admin_req *req); /* settings.c: GET /api/schema */

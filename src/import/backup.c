@@ -506,7 +506,8 @@ int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 	archive_read_support_format_tar(a);
 	if (archive_read_open_filename(a, file, IO_CHUNK) != ARCHIVE_OK) {
 		fmt(err, errlen, "%s: %s", file, archive_error_string(a));
-		why = archive_errno(a) > 0 ? -archive_errno(a) : NX_ECORRUPT;
+		/* an unreadable file is -errno; one libarchive cannot read is a bad archive */
+		why = access(file, R_OK) != 0 ? -errno : NX_ECORRUPT;
 		goto out;
 	}
 	/* The staging directory for state is made once the config names the state_dir. */

@@ -22,7 +22,9 @@ from pathlib import Path
 import dns.rcode
 import pytest
 
-from adminkit import db_scalar, run_cli, start_nx, wait_written
+from adminkit import (Api, assert_error, db_scalar, logged_in, run_cli, start_nx,
+                      wait_written)
+from harness import wait_until
 from harness import answers, make_query
 
 
@@ -194,3 +196,69 @@ def test_restore_without_querylog_keeps_it(tmp_path, make_upstream, make_nxdns):
     assert p.returncode == 0, p.stderr
     assert "query log" not in p.stdout
     assert db_scalar(nx, "SELECT count(*) FROM queries WHERE name = 'two.example'") == 1
+
+
+@pytest.mark.nx_timeout(90)
+def test_api_backup_and_restore(tmp_path, make_upstream, make_nxdns):
+    """GET /api/backup downloads the archive; POST /api/restore (CSRF) takes it back as the
+    body, refuses a bad one or one without the admin password with nothing changed, and
+    reloads after a good one."""
+    lst = tmp_path / "household.txt"
+    lst.write_text("0.0.0.0 ads.example.com\n")
+    up = make_upstream(default_a="192.0.2.7")
+    nx = start_nx(make_nxdns, [up], config={
+        "filter": {"sources": [{"name": "household", "path": str(lst)}]},
+        "local_records": [{"name": "nas.lan", "type": "A", "value": "192.168.1.10"}],
+    })
+    state = Path(nx.config["state_dir"])
+    cfg = nx.config_path
+    assert_error(Api(nx).get("/api/backup"), 401, "unauthorized")
+    api = logged_in(nx)
+    r = api.get("/api/backup")
+    assert r.status == 200, r
+    assert r.headers["content-type"] == "application/gzip"
+    assert r.headers["content-disposition"].startswith('attachment; filename="nxdns-backup-')
+    archive = tmp_path / "api.tar.gz"
+    archive.write_bytes(r.body)
+    names = members(archive)
+    assert names[:2] == ["nxdns-backup/manifest.json", "nxdns-backup/config.yaml"]
+    assert any(n.startswith("nxdns-backup/state/lists/household/") for n in names)
+    assert "nxdns-backup/state/querylog.db" not in names
+    assert not list(state.glob(".backup-api-*"))  # the file is gone once sent
+    r = api.get("/api/backup?querylog=true")
+    assert r.status == 200 and "-querylog" in r.headers["content-disposition"]
+    assert_error(api.get("/api/backup?querylog=maybe"), 400, "bad_request", "querylog")
+
+    cfg_orig = cfg.read_bytes()
+    # the box's config changes (as an edit would)
+    cfg.write_text(cfg_orig.decode().replace("192.168.1.10", "192.168.1.99"))
+    nx.reload()
+    assert wait_until(lambda: answers(nx.udp(make_query("nas.lan"))) == ["192.168.1.99"]
+                      or None, timeout=5)
+    changed = cfg.read_bytes()
+    files = tree(state)
+
+    # the restore route: CSRF, a body, a good archive
+    nocsrf = Api(nx)
+    nocsrf.cookie = api.cookie
+    assert nocsrf.req("POST", "/api/restore", raw=archive.read_bytes()).status == 403
+    assert_error(api.req("POST", "/api/restore", raw=b"not an archive"), 400, "bad_archive")
+    assert_error(api.req("POST", "/api/restore", raw=b""), 400, "bad_archive")
+    nopw = tmp_path / "nopw.tar.gz"
+    text = "\n".join(l for l in cfg_orig.decode().splitlines() if "password_hash" not in l)
+    tar_gz(nopw, [("nxdns-backup/manifest.json", MANIFEST),
+                  ("nxdns-backup/config.yaml", text.encode() + b"\n")])
+    r = api.req("POST", "/api/restore", raw=nopw.read_bytes())
+    assert_error(r, 400, "bad_archive")
+    assert "no admin password" in r.json["message"]
+    assert cfg.read_bytes() == changed and tree(state) == files
+    assert not list(state.glob(".upload-*")) and not list(state.glob(".restore-*"))
+
+    r = api.req("POST", "/api/restore", raw=archive.read_bytes(),
+                headers={"Content-Type": "application/gzip"})
+    assert r.status == 200, r
+    assert r.json["config"] is True and r.json["lists"] is True and r.json["querylog"] is False
+    assert cfg.read_bytes() == cfg_orig
+    assert answers(nx.udp(make_query("nas.lan"))) == ["192.168.1.10"]  # reloaded
+    assert answers(nx.udp(make_query("ads.example.com"))) == ["0.0.0.0"]
+    assert not list(state.glob(".upload-*"))
