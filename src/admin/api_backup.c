@@ -73,7 +73,8 @@ int nx_admin_handle_backup(struct nx_admin_req *req)
 	struct tm tm;
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", gmtime_r(&now, &tm));
 	snprintf(req->disposition, sizeof(req->disposition),
-		 "attachment; filename=\"nxdns-backup-%s%s.tar.gz\"", stamp, qlog ? "-querylog" : "");
+		 "attachment; filename=\"nxdns-backup-%s%s.tar.gz\"", stamp,
+		 qlog ? "-querylog" : "");
 	nx_log(NX_LOG_INFO, "admin", "backup downloaded (%zu list and TLS files%s, %lld bytes)",
 	       files, qlog ? ", the query log" : "", (long long)st.st_size);
 	return nx_admin_reply_response(req, 200, r);
@@ -141,15 +142,16 @@ int nx_admin_handle_restore(struct nx_admin_req *req)
 	rc = a->hooks.reload(a->hooks.ud, rerr, sizeof(rerr));
 	if (rc) {
 		nx_log(NX_LOG_WARN, "admin", "restore: reload failed: %s", rerr);
-		return nx_admin_reply_error(req, 500, "reload_failed", NULL,
-					    "restored, but the reload failed (a restart applies it): "
-					    "%s",
-					    rerr);
+		return nx_admin_reply_error(
+		    req, 500, "reload_failed", NULL,
+		    "restored, but the reload failed (a restart applies it): "
+		    "%s",
+		    rerr);
 	}
 	/* the lists were swapped under a running server: a restart rebuilds the snapshot from
 	 * them (the reload compiled the sources whose input changed) */
-	return nx_admin_reply_json(
-	    req, 200,
-	    json_pack("{s:b, s:b, s:b, s:b, s:b}", "config", true, "lists", res.lists, "tls",
-		      res.tls, "querylog", false, "restart_recommended", res.lists || res.tls));
+	return nx_admin_reply_json(req, 200,
+				   json_pack("{s:b, s:b, s:b, s:b, s:b}", "config", true, "lists",
+					     res.lists, "tls", res.tls, "querylog", false,
+					     "restart_recommended", res.lists || res.tls));
 }

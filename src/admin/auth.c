@@ -645,9 +645,9 @@ int nx_admin_handle_auth_status(struct nx_admin_req *req)
 	    MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND, NX_ADMIN_SESSION_COOKIE);
 	bool expired;
 	int idx = cookie ? session_find(a, cookie, nx_admin_now_ms(a), &expired) : -1;
-	json_t *o = json_pack("{s:b, s:b, s:b, s:b}", "setup_required",
-			      c && !c->admin_password_hash, "authenticated", idx >= 0, "tls", a->tls,
-			      "totp", c && c->admin_totp_secret);
+	json_t *o =
+	    json_pack("{s:b, s:b, s:b, s:b}", "setup_required", c && !c->admin_password_hash,
+		      "authenticated", idx >= 0, "tls", a->tls, "totp", c && c->admin_totp_secret);
 	if (o && idx >= 0) {
 		/* A reloaded page gets its CSRF token back: the cookie is SameSite=Strict and
 		 * this answer is not readable cross-origin, so only our own pages see it. */
@@ -775,8 +775,8 @@ int nx_admin_handle_login(struct nx_admin_req *req)
 		rc = nx_admin_reply_error(req, 401, "invalid_password", "password",
 					  "wrong password");
 	} else if (c->admin_totp_secret &&
-		   refuse_totp(a, req, c->admin_totp_secret, vals[1] ? json_string_value(vals[1]) : NULL,
-			       "totp", now)) {
+		   refuse_totp(a, req, c->admin_totp_secret,
+			       vals[1] ? json_string_value(vals[1]) : NULL, "totp", now)) {
 		rc = 0; /* answered */
 	} else {
 		track_success(a, req);

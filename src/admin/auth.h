@@ -56,7 +56,7 @@ int nx_admin_password_set(const char *config_path, const char *pw, size_t len, c
 #define NX_ADMIN_TOTP_KEY_MAX 64   /* bytes of a secret read from the config (the SHA-1 block) */
 #define NX_ADMIN_TOTP_STEP_S 30	   /* seconds per step (RFC 6238's default X) */
 #define NX_ADMIN_TOTP_DIGITS 6
-#define NX_ADMIN_TOTP_SKEW 1 /* steps accepted either side of the current one */
+#define NX_ADMIN_TOTP_SKEW 1	  /* steps accepted either side of the current one */
 #define NX_ADMIN_TOTP_B32_MAX 104 /* base32 characters of NX_ADMIN_TOTP_KEY_MAX bytes, + NUL */
 
 /* HOTP value of `counter` under `key`, truncated to `digits` (6..8) decimal digits. */

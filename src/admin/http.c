@@ -349,14 +349,17 @@ static bool upload_begin(struct nx_admin_req *req)
 	const char *cl = nx_admin_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > NX_ADMIN_UPLOAD_MAX) {
 		a->ctr[NX_ADMIN_CTR_REF_BODY]++;
+		req->upload_fd = -1; /* nothing opened: dispatch only needs the upload's message */
 		req->upload = req->body_too_large = true;
 		dispatch(req);
 		return false;
 	}
 	const struct nx_conf *c = nx_admin_conf(a);
 	char path[4096];
-	if (!c || snprintf(path, sizeof(path), "%s/.upload-XXXXXX", c->state_dir) >= (int)sizeof(path)) {
-		nx_admin_reply_error(req, 503, "not_configured", NULL, "no state_dir for the upload");
+	if (!c ||
+	    snprintf(path, sizeof(path), "%s/.upload-XXXXXX", c->state_dir) >= (int)sizeof(path)) {
+		nx_admin_reply_error(req, 503, "not_configured", NULL,
+				     "no state_dir for the upload");
 		return false;
 	}
 	req->upload_path = nx_mem_strdup(NX_OWNER_admin_http, path);
@@ -496,7 +499,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	}
 	nx_mem_free(NX_OWNER_admin_http, req->body, req->body_cap);
-	if (req->upload) {
+	if (req->upload && req->upload_fd >= 0) {
 		close(req->upload_fd);
 	}
 	if (req->upload_path) {

@@ -52,13 +52,13 @@
 	  "no_memory) or cut off (slow_subscriber), records dropped (handoff_full)")               \
 	X(SSE_NO_MEMORY, "nxdns_sse_dropped_total", "reason=\"no_memory\"", "")                    \
 	X(SSE_SLOW, "nxdns_sse_dropped_total", "reason=\"slow_subscriber\"", "")                   \
-	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")           \
-	X(REHASHED, "nxdns_admin_password_rehashed_total", "result=\"ok\"",                      \
-	  "Admin password hashes rewritten at login under the current argon2 limits, by result")  \
-	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")        \
-	X(TOTP_MISSING, "nxdns_admin_totp_refused_total", "reason=\"missing\"",                  \
-	  "Logins and second-factor changes refused for their TOTP code, by reason")             \
-	X(TOTP_INVALID, "nxdns_admin_totp_refused_total", "reason=\"invalid\"", "")              \
+	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")              \
+	X(REHASHED, "nxdns_admin_password_rehashed_total", "result=\"ok\"",                        \
+	  "Admin password hashes rewritten at login under the current argon2 limits, by result")   \
+	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")           \
+	X(TOTP_MISSING, "nxdns_admin_totp_refused_total", "reason=\"missing\"",                    \
+	  "Logins and second-factor changes refused for their TOTP code, by reason")               \
+	X(TOTP_INVALID, "nxdns_admin_totp_refused_total", "reason=\"invalid\"", "")                \
 	X(TOTP_REPLAYED, "nxdns_admin_totp_refused_total", "reason=\"replayed\"", "")
 
 enum nx_admin_counter {
@@ -260,11 +260,11 @@ struct nx_admin_req {
 	unsigned retry_after_s;		      /* added as Retry-After to the reply when non-zero */
 	char disposition[128]; /* added as Content-Disposition to the reply when non-empty */
 	/* A body streamed to a file instead of memory (NX_ADMIN_UPLOAD_PATH only) */
-	bool upload;		 /* the body goes to upload_fd */
-	bool upload_failed;	 /* a write failed: answered 500 at the end */
-	int upload_fd;		 /* owned while upload: closed at completion */
-	char *upload_path;	 /* owned (admin_http): <state_dir>/.upload-XXXXXX, unlinked at completion */
-	uint64_t upload_len;	 /* bytes written */
+	bool upload;	     /* the body goes to upload_fd */
+	bool upload_failed;  /* a write failed: answered 500 at the end */
+	int upload_fd;	     /* owned while upload (>= 0): closed at completion */
+	char *upload_path;   /* owned (admin_http): state_dir/.upload-XXXXXX, unlinked */
+	uint64_t upload_len; /* bytes written */
 };
 
 /*

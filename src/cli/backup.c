@@ -20,13 +20,14 @@
 
 static void usage(FILE *fp)
 {
-	fprintf(fp,
-		"usage: nxdns backup FILE --config CONFIG [--with-querylog] [--force]\n"
-		"       nxdns restore FILE --config CONFIG [--with-querylog]\n"
-		"  backup writes the configuration, the list state, the TLS identity and with\n"
-		"  --with-querylog the query log into FILE (tar.gz, mode 0600). restore checks the\n"
-		"  whole archive first and changes nothing if it is bad; --with-querylog also\n"
-		"  replaces the query log (the server must be stopped for that).\n");
+	fprintf(
+	    fp,
+	    "usage: nxdns backup FILE --config CONFIG [--with-querylog] [--force]\n"
+	    "       nxdns restore FILE --config CONFIG [--with-querylog]\n"
+	    "  backup writes the configuration, the list state, the TLS identity and with\n"
+	    "  --with-querylog the query log into FILE (tar.gz, mode 0600). restore checks the\n"
+	    "  whole archive first and changes nothing if it is bad; --with-querylog also\n"
+	    "  replaces the query log (the server must be stopped for that).\n");
 }
 
 /* ---- commands ----------------------------------------------------------------------------- */

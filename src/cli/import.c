@@ -40,7 +40,8 @@ static int write_out(const struct nx_import *imp, const char *out, const char *i
 	struct stat so, si;
 	if (stat(out, &so) == 0) {
 		if (stat(in, &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
-			fprintf(stderr, "nxdns import: %s is the file being imported: not overwritten\n",
+			fprintf(stderr,
+				"nxdns import: %s is the file being imported: not overwritten\n",
 				out);
 			return 2;
 		}
@@ -140,8 +141,7 @@ int nx_cli_import(int argc, char **argv)
 		code = write_out(imp, out, in, force);
 		if (code == 0) {
 			nx_import_write_report(imp, stdout);
-			printf("wrote %s: check it with `nxdns check-config %s`\n", out,
-			       out);
+			printf("wrote %s: check it with `nxdns check-config %s`\n", out, out);
 		}
 	} else {
 		rc = nx_import_write_config(imp, stdout, err, sizeof(err));

@@ -131,11 +131,12 @@ static void upstream_line(struct nx_import *imp, const char *line, bool bootstra
 		p += n;
 		any = true;
 		if (domains && !strcmp(tok, "#")) {
-			nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT,
-					 "%s: \"#\" (these domains use the default upstreams) "
-					 "exempts a subdomain from a forwarded zone; nxdns forwards "
-					 "a zone with everything below it",
-					 what);
+			nx_import_report(
+			    imp, NX_IMPORT_NO_EQUIVALENT,
+			    "%s: \"#\" (these domains use the default upstreams) "
+			    "exempts a subdomain from a forwarded zone; nxdns forwards "
+			    "a zone with everything below it",
+			    what);
 			continue;
 		}
 		const char *why = NULL;
@@ -173,7 +174,8 @@ static void upstreams(struct nx_import *imp, struct fy_node *root)
 		struct fy_node *seq = at(root, keys[k]);
 		void *it = NULL;
 		struct fy_node *n;
-		while (seq && fy_node_is_sequence(seq) && (n = fy_node_sequence_iterate(seq, &it))) {
+		while (seq && fy_node_is_sequence(seq) &&
+		       (n = fy_node_sequence_iterate(seq, &it))) {
 			const char *s = text(imp, n);
 			if (s) {
 				upstream_line(imp, s, k == 0);
@@ -200,9 +202,10 @@ static void blocking(struct nx_import *imp, struct fy_node *root)
 				 "-> filter.enabled false");
 	} else if (boolean(setting(root, "filtering_enabled")) == 0) {
 		imp->filter_disabled = true;
-		nx_import_report(imp, NX_IMPORT_IMPORTED,
-				 "AdGuard Home filtering switched off (filtering_enabled: false) -> "
-				 "filter.enabled false");
+		nx_import_report(
+		    imp, NX_IMPORT_IMPORTED,
+		    "AdGuard Home filtering switched off (filtering_enabled: false) -> "
+		    "filter.enabled false");
 	}
 	const char *mode = text(imp, setting(root, "blocking_mode"));
 	if (!mode) {
@@ -360,8 +363,8 @@ static void rewrites(struct nx_import *imp, struct fy_node *root)
 			continue;
 		}
 		if (boolean(at(n, "/enabled")) == 0) {
-			nx_import_report(imp, NX_IMPORT_NOT_IMPORTED, "%s: disabled in AdGuard Home",
-					 what);
+			nx_import_report(imp, NX_IMPORT_NOT_IMPORTED,
+					 "%s: disabled in AdGuard Home", what);
 			continue;
 		}
 		if (!strcmp(ans, "A") || !strcmp(ans, "AAAA")) {
@@ -389,7 +392,8 @@ static bool is_mac(const char *s)
 	}
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+		bool hex =
+		    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 		if (i % 3 == 2 ? (c != ':' && c != '-') : !hex) {
 			return false;
 		}
@@ -397,8 +401,8 @@ static bool is_mac(const char *s)
 	return true;
 }
 
-static void no_equiv_if(struct nx_import *imp, struct fy_node *n, const char *key,
-			const char *who, const char *feature)
+static void no_equiv_if(struct nx_import *imp, struct fy_node *n, const char *key, const char *who,
+			const char *feature)
 {
 	if (boolean(at(n, key)) == 1) {
 		nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT, "%s: %s", who, feature);
@@ -423,7 +427,8 @@ static void clients(struct nx_import *imp, struct fy_node *root)
 		struct fy_node *ids = at(n, "/ids");
 		void *it2 = NULL;
 		struct fy_node *idn;
-		while (ids && fy_node_is_sequence(ids) && (idn = fy_node_sequence_iterate(ids, &it2))) {
+		while (ids && fy_node_is_sequence(ids) &&
+		       (idn = fy_node_sequence_iterate(ids, &it2))) {
 			const char *id = text(imp, idn);
 			struct nx_cidr cidr;
 			if (!id) {
@@ -432,10 +437,11 @@ static void clients(struct nx_import *imp, struct fy_node *root)
 			if (nx_cidr_parse(id, &cidr) == 0) {
 				nx_import_strv_push(imp, &c->ids, id);
 			} else if (is_mac(id)) {
-				nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT,
-						 "%s: id %s: nxdns sees clients by address or client "
-						 "id, not by MAC address",
-						 what, id);
+				nx_import_report(
+				    imp, NX_IMPORT_NO_EQUIVALENT,
+				    "%s: id %s: nxdns sees clients by address or client "
+				    "id, not by MAC address",
+				    what, id);
 			} else if (nx_conf_client_id_ok(id)) {
 				char cid[80];
 				snprintf(cid, sizeof(cid), "id:%s", id);
@@ -452,10 +458,11 @@ static void clients(struct nx_import *imp, struct fy_node *root)
 			if (!unfiltered) {
 				unfiltered = nx_import_name(imp, "unfiltered", "unfiltered", NULL);
 				nx_import_add_group(imp, unfiltered, false);
-				nx_import_report(imp, NX_IMPORT_IMPORTED,
-						 "AdGuard Home clients with filtering off -> groups "
-						 "\"%s\" (filtering: false)",
-						 unfiltered);
+				nx_import_report(
+				    imp, NX_IMPORT_IMPORTED,
+				    "AdGuard Home clients with filtering off -> groups "
+				    "\"%s\" (filtering: false)",
+				    unfiltered);
 			}
 			nx_import_strv_push(imp, &c->groups, unfiltered);
 		}
@@ -474,7 +481,8 @@ static void clients(struct nx_import *imp, struct fy_node *root)
 		struct fy_node *bs = at(n, "/blocked_services/ids");
 		if (boolean(at(n, "/use_global_blocked_services")) == 0 && bs &&
 		    fy_node_is_sequence(bs) && fy_node_sequence_item_count(bs) > 0) {
-			nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT, "%s: blocked services", what);
+			nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT, "%s: blocked services",
+					 what);
 		}
 		nx_import_add_client(imp, c, what);
 	}
@@ -512,9 +520,10 @@ static void unsupported(struct nx_import *imp, struct fy_node *root)
 				 "AdGuard Home safe search (safe_search.enabled: true)");
 	}
 	if (boolean(at(root, "/tls/enabled")) == 1) {
-		nx_import_report(imp, NX_IMPORT_NOT_IMPORTED,
-				 "AdGuard Home encryption (tls.enabled: true): certificates are not "
-				 "copied; set listener.dot, listener.doh and tls.* by hand");
+		nx_import_report(
+		    imp, NX_IMPORT_NOT_IMPORTED,
+		    "AdGuard Home encryption (tls.enabled: true): certificates are not "
+		    "copied; set listener.dot, listener.doh and tls.* by hand");
 	}
 }
 
@@ -570,8 +579,7 @@ static int read_file(const char *path, char **buf, size_t *len, char *err, size_
 	return (int)(n > (size_t)AGH_YAML_MAX ? AGH_YAML_MAX : n);
 }
 
-int nx_import_adguardhome(const char *yaml_path, struct nx_import **out, char *err,
-			  size_t errlen)
+int nx_import_adguardhome(const char *yaml_path, struct nx_import **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	char *buf = NULL;

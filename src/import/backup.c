@@ -1,8 +1,9 @@
 /*
  * Backup archives for `nxdns backup`/`restore` (src/cli/backup.c) and the admin API
- * (GET /api/backup, POST /api/restore): one archive with what a box needs to come back as it was: its configuration, its list state
- * (every source's download and compiled bodies, so it serves without downloading again), the
- * TLS identity clients may have pinned, and optionally the query log.
+ * (GET /api/backup, POST /api/restore): one archive with what a box needs to come back as it was:
+ * its configuration, its list state (every source's download and compiled bodies, so it serves
+ * without downloading again), the TLS identity clients may have pinned, and optionally the query
+ * log.
  *
  * Layout: a gzip-compressed POSIX tar (pax), members in this order, all under nxdns-backup/:
  *   manifest.json       {"format": "nxdns-backup", "version": 1, "nxdns": VERSION,
@@ -55,9 +56,9 @@
 #define PREFIX "nxdns-backup/"
 #define MANIFEST_FORMAT "nxdns-backup"
 #define MANIFEST_VERSION 1
-#define MANIFEST_MAX (16 * 1024)		/* bytes: a few fields */
-#define CONFIG_MAX (16u * 1024 * 1024)		/* bytes: the loader's own file limit is lower */
-#define MEMBERS_MAX 100000			/* 64 sources with a few files each, with room */
+#define MANIFEST_MAX (16 * 1024)       /* bytes: a few fields */
+#define CONFIG_MAX (16u * 1024 * 1024) /* bytes: the loader's own file limit is lower */
+#define MEMBERS_MAX 100000	       /* 64 sources with a few files each, with room */
 #define IO_CHUNK (64 * 1024)
 
 static unsigned char io_buf[IO_CHUNK];
@@ -108,7 +109,7 @@ static int add_file(struct bk *b, const char *path, const char *name)
 		ssize_t r = read(fd, io_buf, sizeof(io_buf));
 		if (r <= 0) {
 			fmt(b->err, sizeof(b->err), "%s: %s", path,
-				 r < 0 ? strerror(errno) : "changed while being read");
+			    r < 0 ? strerror(errno) : "changed while being read");
 			rc = -1;
 			break;
 		}
@@ -151,7 +152,8 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
 	(void)ftw;
 	struct bk *b = walk_bk;
 	if (type != FTW_F) {
-		return 0; /* directories are implied by their files; links and sockets are not state */
+		return 0; /* directories are implied by their files; links and sockets are not state
+			   */
 	}
 	char name[PATH_MAX + 64];
 	fmt(name, sizeof(name), "%s%s", b->as, path + strlen(b->root));
@@ -339,8 +341,7 @@ static bool state_name_ok(const char *rel)
 }
 
 /* Copy the current member's data into a new file at path (mode 0600, O_EXCL). */
-static int extract_to(struct archive *a, const char *path, la_int64_t max, char *err,
-		      size_t errlen)
+static int extract_to(struct archive *a, const char *path, la_int64_t max, char *err, size_t errlen)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
@@ -406,12 +407,12 @@ static int read_manifest(struct archive *a, bool *has_qlog, char *err, size_t er
 	int rc = 0;
 	if (!m || !format || strcmp(format, MANIFEST_FORMAT)) {
 		fmt(err, errlen, "not an nxdns backup (manifest.json: no format \"%s\")",
-			 MANIFEST_FORMAT);
+		    MANIFEST_FORMAT);
 		rc = -1;
 	} else if (!json_is_integer(ver) || json_integer_value(ver) != MANIFEST_VERSION) {
 		fmt(err, errlen, "backup format version %lld: this nxdns reads version %d",
-			 json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
-			 MANIFEST_VERSION);
+		    json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
+		    MANIFEST_VERSION);
 		rc = -1;
 	}
 	*has_qlog = m && json_is_true(json_object_get(m, "querylog"));
@@ -440,7 +441,8 @@ static int swap_dir(const char *staged, const char *live)
 {
 	struct stat st;
 	if (stat(live, &st) == 0) {
-		return renameat2(AT_FDCWD, staged, AT_FDCWD, live, RENAME_EXCHANGE) == 0 ? 0 : -errno;
+		return renameat2(AT_FDCWD, staged, AT_FDCWD, live, RENAME_EXCHANGE) == 0 ? 0
+											 : -errno;
 	}
 	return rename(staged, live) == 0 ? 0 : -errno;
 }
@@ -478,8 +480,8 @@ static int copy_file(const char *from, const char *to)
 }
 
 int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
-		      nx_backup_check_cb check, void *ud, struct nx_backup_restored *res,
-		      char *err, size_t errlen)
+		      nx_backup_check_cb check, void *ud, struct nx_backup_restored *res, char *err,
+		      size_t errlen)
 {
 	bool with_qlog = flags & NX_BACKUP_QUERYLOG;
 	int why = NX_ECORRUPT; /* the error returned for a bad archive */
@@ -519,7 +521,7 @@ int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 		}
 		if (r != ARCHIVE_OK) {
 			fmt(err, errlen, "%s: not a readable nxdns backup: %s", file,
-				 archive_error_string(a));
+			    archive_error_string(a));
 			goto out;
 		}
 		const char *name = archive_entry_pathname(e);
@@ -544,9 +546,9 @@ int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 		if (!have_manifest) {
 			if (strcmp(rel, "manifest.json")) {
 				fmt(err, errlen,
-					 "not an nxdns backup (its first member is '%s', not "
-					 PREFIX "manifest.json)",
-					 name);
+				    "not an nxdns backup (its first member is '%s', not " PREFIX
+				    "manifest.json)",
+				    name);
 				goto out;
 			}
 			if (read_manifest(a, &has_qlog, err, sizeof(err))) {
@@ -624,20 +626,20 @@ int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 	}
 	if (!have_manifest || !have_config) {
 		fmt(err, errlen, "not an nxdns backup (no %s)",
-			 have_manifest ? "config.yaml" : "manifest.json");
+		    have_manifest ? "config.yaml" : "manifest.json");
 		goto out;
 	}
 	if (with_qlog && !got_qlog) {
 		fmt(err, errlen, "--with-querylog: the archive has no query log%s",
-			 has_qlog ? " (the manifest says it has one: damaged?)" : "");
+		    has_qlog ? " (the manifest says it has one: damaged?)" : "");
 		goto out;
 	}
 	if (with_qlog && server_running(nc->state_dir)) {
 		why = -EBUSY;
 		fmt(err, errlen,
-			 "--with-querylog: a server is running on %s (its control socket "
-			 "answers): stop it first, its writer keeps the query log open",
-			 nc->state_dir);
+		    "--with-querylog: a server is running on %s (its control socket "
+		    "answers): stop it first, its writer keeps the query log open",
+		    nc->state_dir);
 		goto out;
 	}
 
@@ -708,4 +710,3 @@ out:
 	}
 	return rc ? -EIO : 0;
 }
-

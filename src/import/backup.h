@@ -34,8 +34,7 @@ struct nx_backup_restored {
 
 /* A last word on the staged configuration before anything is swapped in: 0 to go on, else
  * the restore stops with the reason written into err (returned as NX_ECONFIG). */
-typedef int (*nx_backup_check_cb)(void *ud, const struct nx_conf *staged, char *err,
-				  size_t errlen);
+typedef int (*nx_backup_check_cb)(void *ud, const struct nx_conf *staged, char *err, size_t errlen);
 
 /*
  * Restore `file` over `config_path` and the state_dir its configuration names. Everything is
@@ -47,5 +46,5 @@ typedef int (*nx_backup_check_cb)(void *ud, const struct nx_conf *staged, char *
  * The previous configuration is kept as config_path.bak.
  */
 int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
-		      nx_backup_check_cb check, void *ud, struct nx_backup_restored *res,
-		      char *err, size_t errlen);
+		      nx_backup_check_cb check, void *ud, struct nx_backup_restored *res, char *err,
+		      size_t errlen);

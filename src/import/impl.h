@@ -30,9 +30,9 @@ struct nx_import_strv {
 
 struct nx_import_source {
 	struct nx_import_source *next;
-	const char *name;		/* in arena */
-	const char *url;		/* in arena; NULL when path is set */
-	const char *path;		/* in arena; NULL when url is set */
+	const char *name; /* in arena */
+	const char *url;  /* in arena; NULL when path is set */
+	const char *path; /* in arena; NULL when url is set */
 	bool enabled;
 	struct nx_import_strv groups; /* nxdns group names; empty: the loader's default */
 };
@@ -45,8 +45,8 @@ struct nx_import_group {
 
 struct nx_import_client {
 	struct nx_import_client *next;
-	const char *name;		/* in arena */
-	struct nx_import_strv ids;	/* addresses, prefixes, id:<client-id> */
+	const char *name;	      /* in arena */
+	struct nx_import_strv ids;    /* addresses, prefixes, id:<client-id> */
 	struct nx_import_strv groups; /* empty: default */
 };
 
@@ -85,7 +85,7 @@ struct nx_import {
 	struct nx_import_group *groups, **groups_tail;
 	struct nx_import_client *clients, **clients_tail;
 	struct nx_import_record *records, **records_tail;
-	const char *block_mode;	       /* in arena or static; NULL: not set */
+	const char *block_mode;		   /* in arena or static; NULL: not set */
 	struct nx_import_strv block_addrs; /* with block_mode custom */
 	bool filter_disabled;		   /* the original had filtering switched off */
 	struct nx_import_line *lines, **lines_tail;
@@ -142,7 +142,7 @@ struct nx_toml_val {
 	struct nx_toml_val *next; /* in arena */
 	const char *key;	  /* full path, "dns.blocking.mode" (arena) */
 	bool is_array;
-	const char *scalar;	   /* a string's content, or a number's/boolean's text */
+	const char *scalar;	     /* a string's content, or a number's/boolean's text */
 	struct nx_import_strv elems; /* is_array: each element as scalar would be */
 	unsigned line;
 };

@@ -33,8 +33,7 @@ enum nx_import_verdict {
 int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, size_t errlen);
 
 /* Read AdGuardHome.yaml; the same contract (NX_ECORRUPT: not YAML, or not a mapping). */
-int nx_import_adguardhome(const char *yaml_path, struct nx_import **out, char *err,
-			  size_t errlen);
+int nx_import_adguardhome(const char *yaml_path, struct nx_import **out, char *err, size_t errlen);
 
 /*
  * The nxdns configuration as YAML into fp (a header comment naming the source first). 0, or

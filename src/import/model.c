@@ -358,8 +358,8 @@ static void emit_all(FILE *fp, const struct nx_import *imp)
 			}
 		}
 	}
-	bool filter = imp->filter_disabled || imp->block_mode || imp->sources || imp->allow.n ||
-		      imp->deny.n;
+	bool filter =
+	    imp->filter_disabled || imp->block_mode || imp->sources || imp->allow.n || imp->deny.n;
 	if (filter) {
 		fputs("filter:\n", fp);
 	}
@@ -534,16 +534,15 @@ bool nx_import_add_bootstrap(struct nx_import *imp, const char *server, const ch
 		return false;
 	}
 	nx_import_strv_push(imp, &imp->bootstrap, server);
-	nx_import_report(imp, NX_IMPORT_IMPORTED, "%s -> upstream.bootstrap \"%s\"", what,
-			 server);
+	nx_import_report(imp, NX_IMPORT_IMPORTED, "%s -> upstream.bootstrap \"%s\"", what, server);
 	return true;
 }
 
 bool nx_import_add_upstream(struct nx_import *imp, const char *server, const char *what)
 {
 	if (nx_import_strv_has(&imp->upstreams, server)) {
-		nx_import_report(imp, NX_IMPORT_NOT_IMPORTED, "%s: a duplicate of an earlier server",
-				 what);
+		nx_import_report(imp, NX_IMPORT_NOT_IMPORTED,
+				 "%s: a duplicate of an earlier server", what);
 		return false;
 	}
 	if (!check_item(imp, emit_upstream, server, what)) {

@@ -49,8 +49,8 @@ struct member {
 	bool present;
 };
 
-static int read_member(struct archive *a, struct member *m, size_t max, const char *name,
-		       char *err, size_t errlen)
+static int read_member(struct archive *a, struct member *m, size_t max, const char *name, char *err,
+		       size_t errlen)
 {
 	m->cap = 64 * 1024;
 	m->buf = nx_mem_alloc(NX_OWNER_import, m->cap);
@@ -147,22 +147,24 @@ static int read_groups(struct ctx *x)
 		g->enabled = sqlite3_column_int(st, 1) != 0;
 		g->orig = nx_import_strdup(x->imp, col_text(st, 2));
 		if (g->id == 0) {
-			/* Pi-hole's "Default" (id 0) holds every client not listed: nxdns's default */
+			/* Pi-hole's "Default" (id 0) holds every client not listed: nxdns's default
+			 */
 			g->name = "default";
 			if (!g->enabled) {
-				nx_import_report(x->imp, NX_IMPORT_NO_EQUIVALENT,
-						 "Pi-hole group \"%s\" is disabled: nxdns's default "
-						 "group cannot be; its lists are left off it",
-						 g->orig);
+				nx_import_report(
+				    x->imp, NX_IMPORT_NO_EQUIVALENT,
+				    "Pi-hole group \"%s\" is disabled: nxdns's default "
+				    "group cannot be; its lists are left off it",
+				    g->orig);
 			}
 			continue;
 		}
 		g->name = nx_import_name(x->imp, g->orig, "group", NULL);
 		nx_import_add_group(x->imp, g->name, true);
-		nx_import_report(x->imp, NX_IMPORT_IMPORTED,
-				 "Pi-hole group \"%s\" (id %lld) -> groups \"%s\"%s", g->orig, g->id,
-				 g->name,
-				 g->enabled ? "" : " (disabled in Pi-hole: imported without lists)");
+		nx_import_report(
+		    x->imp, NX_IMPORT_IMPORTED, "Pi-hole group \"%s\" (id %lld) -> groups \"%s\"%s",
+		    g->orig, g->id, g->name,
+		    g->enabled ? "" : " (disabled in Pi-hole: imported without lists)");
 	}
 	sqlite3_finalize(st);
 	return 0;
@@ -267,8 +269,7 @@ static int read_adlists(struct ctx *x)
 
 /* ---- domainlist --------------------------------------------------------------------------- */
 
-static const char *const type_names[] = {"exact allow", "exact deny", "regex allow",
-					 "regex deny"};
+static const char *const type_names[] = {"exact allow", "exact deny", "regex allow", "regex deny"};
 
 static int read_domainlist(struct ctx *x)
 {
@@ -285,15 +286,16 @@ static int read_domainlist(struct ctx *x)
 		bool enabled = sqlite3_column_int(st, 3) != 0;
 		char what[1400], orig[256];
 		if (type < 0 || type > 3) {
-			nx_import_report(x->imp, NX_IMPORT_NOT_IMPORTED,
-					 "Pi-hole domain \"%.400s\" (domainlist %lld): unknown type "
-					 "%d",
-					 dom, id, type);
+			nx_import_report(
+			    x->imp, NX_IMPORT_NOT_IMPORTED,
+			    "Pi-hole domain \"%.400s\" (domainlist %lld): unknown type "
+			    "%d",
+			    dom, id, type);
 			continue;
 		}
 		struct nx_import_strv gs = {0};
-		bool linked =
-		    item_groups(x, "domainlist_by_group", "domainlist_id", id, &gs, orig, sizeof(orig));
+		bool linked = item_groups(x, "domainlist_by_group", "domainlist_id", id, &gs, orig,
+					  sizeof(orig));
 		snprintf(what, sizeof(what), "Pi-hole %s \"%.1000s\" (domainlist %lld%s%s)",
 			 type_names[type], dom, id, orig[0] ? ", groups " : "", orig);
 		if (!enabled) {
@@ -321,9 +323,9 @@ static int read_domainlist(struct ctx *x)
 		/* FTL reads everything after the first ';' as its options (src/regex.c) */
 		const char *opt = strchr(dom, ';');
 		if (opt) {
-			nx_import_report(x->imp, NX_IMPORT_NOT_IMPORTED,
-					 "%s: Pi-hole's regex option \"%s\" has no nxdns equivalent",
-					 what, opt);
+			nx_import_report(
+			    x->imp, NX_IMPORT_NOT_IMPORTED,
+			    "%s: Pi-hole's regex option \"%s\" has no nxdns equivalent", what, opt);
 			continue;
 		}
 		size_t n = strlen(dom);
@@ -349,7 +351,8 @@ static bool is_mac(const char *s)
 	}
 	for (int i = 0; i < 17; i++) {
 		char c = s[i];
-		bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+		bool hex =
+		    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 		if (i % 3 == 2 ? (c != ':' && c != '-') : !hex) {
 			return false;
 		}
@@ -386,7 +389,8 @@ static int read_clients(struct ctx *x)
 		}
 		if (nx_cidr_parse(ip, &cidr) != 0) {
 			nx_import_report(x->imp, NX_IMPORT_NO_EQUIVALENT,
-					 "%s: clients by host name (list its address instead)", what);
+					 "%s: clients by host name (list its address instead)",
+					 what);
 			continue;
 		}
 		struct nx_import_client *c = nx_import_alloc(x->imp, sizeof(*c));
@@ -549,8 +553,10 @@ static void toml_revservers(struct nx_import *imp, const struct nx_toml_val *val
 	}
 	for (const struct nx_import_str *e = v->elems.head; e; e = e->next) {
 		char what[600], f[4][256] = {"", "", "", ""}, srv[300], zone[128];
-		snprintf(what, sizeof(what), "Pi-hole conditional forwarding \"%.500s\" "
-					     "(dns.revServers)", e->s);
+		snprintf(what, sizeof(what),
+			 "Pi-hole conditional forwarding \"%.500s\" "
+			 "(dns.revServers)",
+			 e->s);
 		const char *p = e->s;
 		int nf = 0;
 		while (nf < 4) {
@@ -580,11 +586,12 @@ static void toml_revservers(struct nx_import *imp, const struct nx_toml_val *val
 		if (reverse_zone(&cidr, f[1], zone, sizeof(zone))) {
 			nx_import_add_zone_server(imp, zone, srv, what);
 		} else {
-			nx_import_report(imp, NX_IMPORT_NOT_IMPORTED,
-					 "%s: reverse lookups for %s: nxdns forwards whole zones, and "
-					 "this prefix does not end on a zone boundary (/8, /16, /24 "
-					 "or a multiple of 4 for IPv6)",
-					 what, f[1]);
+			nx_import_report(
+			    imp, NX_IMPORT_NOT_IMPORTED,
+			    "%s: reverse lookups for %s: nxdns forwards whole zones, and "
+			    "this prefix does not end on a zone boundary (/8, /16, /24 "
+			    "or a multiple of 4 for IPv6)",
+			    what, f[1]);
 		}
 	}
 }
@@ -613,11 +620,12 @@ static void toml_blocking(struct nx_import *imp, const struct nx_toml_val *vals)
 	} else if (!strcmp(m->scalar, "NX")) {
 		imp->block_mode = "nxdomain";
 	} else {
-		nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT,
-				 "Pi-hole blocking mode %s (dns.blocking.mode): nxdns answers null, "
-				 "nxdomain, refused or custom addresses (filter.block_mode, "
-				 "filter.block_addresses); nxdns's default (null) applies",
-				 m->scalar);
+		nx_import_report(
+		    imp, NX_IMPORT_NO_EQUIVALENT,
+		    "Pi-hole blocking mode %s (dns.blocking.mode): nxdns answers null, "
+		    "nxdomain, refused or custom addresses (filter.block_mode, "
+		    "filter.block_addresses); nxdns's default (null) applies",
+		    m->scalar);
 		return;
 	}
 	nx_import_report(imp, NX_IMPORT_IMPORTED,
@@ -644,7 +652,8 @@ static void toml_unsupported(struct nx_import *imp, const struct nx_toml_val *va
 	const struct nx_toml_val *h = nx_toml_get(vals, "dhcp.hosts");
 	if (h && h->is_array && h->elems.n) {
 		nx_import_report(imp, NX_IMPORT_NO_EQUIVALENT,
-				 "Pi-hole DHCP static leases (dhcp.hosts, %zu entries)", h->elems.n);
+				 "Pi-hole DHCP static leases (dhcp.hosts, %zu entries)",
+				 h->elems.n);
 	}
 }
 
@@ -657,14 +666,14 @@ static int open_db(struct member *m, sqlite3 **db, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	/* read-only over our buffer: SQLite neither frees nor grows it */
-	if (sqlite3_deserialize(*db, "main", m->buf, (sqlite3_int64)m->len,
-				(sqlite3_int64)m->len, SQLITE_DESERIALIZE_READONLY) != SQLITE_OK) {
+	if (sqlite3_deserialize(*db, "main", m->buf, (sqlite3_int64)m->len, (sqlite3_int64)m->len,
+				SQLITE_DESERIALIZE_READONLY) != SQLITE_OK) {
 		snprintf(err, errlen, "etc/pihole/gravity.db: %s", sqlite3_errmsg(*db));
 		return NX_ECORRUPT;
 	}
 	sqlite3_stmt *st;
-	int rc = sqlite3_prepare_v2(*db, "SELECT count(*) FROM \"group\", adlist, domainlist, client",
-				    -1, &st, NULL);
+	int rc = sqlite3_prepare_v2(
+	    *db, "SELECT count(*) FROM \"group\", adlist, domainlist, client", -1, &st, NULL);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "etc/pihole/gravity.db: not Pi-hole's gravity tables: %s",
@@ -707,13 +716,13 @@ int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, si
 		}
 		const char *name = archive_entry_pathname(ent);
 		name = name ? name : "";
-		struct member *m = !strcmp(name, "etc/pihole/pihole.toml") ? &toml
-				   : !strcmp(name, "etc/pihole/gravity.db")    ? &db
-									       : NULL;
+		struct member *m = !strcmp(name, "etc/pihole/pihole.toml")  ? &toml
+				   : !strcmp(name, "etc/pihole/gravity.db") ? &db
+									    : NULL;
 		leases |= !strcmp(name, "etc/pihole/dhcp.leases");
 		if (m && !m->present) {
-			rc = read_member(a, m, m == &db ? PIHOLE_DB_MAX : PIHOLE_TOML_MAX, name, err,
-					 errlen);
+			rc = read_member(a, m, m == &db ? PIHOLE_DB_MAX : PIHOLE_TOML_MAX, name,
+					 err, errlen);
 			if (rc) {
 				if (rc == -ENOMEM) {
 					snprintf(err, errlen, "out of memory");

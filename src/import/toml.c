@@ -195,8 +195,8 @@ static const char *scalar(struct nx_import *imp, struct cur *c)
 		return NULL;
 	}
 	const char *start = c->p;
-	while (c->p < c->end && (bare_key_char(*c->p) || *c->p == '.' || *c->p == '+' ||
-				 *c->p == ':')) {
+	while (c->p < c->end &&
+	       (bare_key_char(*c->p) || *c->p == '.' || *c->p == '+' || *c->p == ':')) {
 		c->p++;
 	}
 	if (c->p == start) {
@@ -253,7 +253,8 @@ int nx_toml_parse(struct nx_import *imp, const char *text, size_t len, struct nx
 		if (*c.p == '[') {
 			c.p++;
 			if (c.p < c.end && *c.p == '[') {
-				return fail(&c, "arrays of tables are not read (FTL does not write them)");
+				return fail(
+				    &c, "arrays of tables are not read (FTL does not write them)");
 			}
 			const char *start = c.p;
 			while (c.p < c.end && (bare_key_char(*c.p) || *c.p == '.')) {

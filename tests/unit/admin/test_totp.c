@@ -23,7 +23,7 @@ static const struct {
 	uint64_t t;
 	uint32_t totp8;
 } vectors[] = {
-    {59, 94287082},	    {1111111109, 7081804}, {1111111111, 14050471},
+    {59, 94287082},	    {1111111109, 7081804},  {1111111111, 14050471},
     {1234567890, 89005924}, {2000000000, 69279037}, {20000000000ull, 65353130},
 };
 
@@ -102,8 +102,13 @@ static void base32(void **state)
 	(void)state;
 	static const struct {
 		const char *in, *out;
-	} v[] = {{"", ""},	   {"f", "MY"},	       {"fo", "MZXQ"},	      {"foo", "MZXW6"},
-		 {"foob", "MZXW6YQ"}, {"fooba", "MZXW6YTB"}, {"foobar", "MZXW6YTBOI"}};
+	} v[] = {{"", ""},
+		 {"f", "MY"},
+		 {"fo", "MZXQ"},
+		 {"foo", "MZXW6"},
+		 {"foob", "MZXW6YQ"},
+		 {"fooba", "MZXW6YTB"},
+		 {"foobar", "MZXW6YTBOI"}};
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
 		char out[32];
 		uint8_t back[32];
@@ -117,7 +122,8 @@ static void base32(void **state)
 		assert_memory_equal(back, v[i].in, n);
 	}
 	char small[4];
-	assert_int_equal(nx_admin_base32_encode((const uint8_t *)"foo", 3, small, sizeof(small)), 0);
+	assert_int_equal(nx_admin_base32_encode((const uint8_t *)"foo", 3, small, sizeof(small)),
+			 0);
 	uint8_t b[4];
 	size_t n;
 	assert_int_equal(nx_admin_base32_decode("MZXW1", b, sizeof(b), &n), NX_EMALFORMED);

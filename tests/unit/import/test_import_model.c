@@ -27,27 +27,26 @@ static int64_t owner_bytes(void)
 }
 
 /* The shape of FTL's test/pihole.toml. */
-static const char ftl_toml[] =
-    "# Pi-hole configuration file (v6.3.2)\n"
-    "[dns]\n"
-    "  # Upstream DNS Servers\n"
-    "  upstreams = [\n"
-    "    \"127.0.0.1#5555\",\n"
-    "    \"9.9.9.9\"\n"
-    "  ] ### CHANGED, default = []\n"
-    "  hosts = [\n"
-    "    \"1.1.1.1 abc-custom.com def-custom.de\",\n"
-    "    \"2.2.2.2 \\u00e4ste.com st\\u00e9\\\\.com\"\n"
-    "  ] ### CHANGED, default = []\n"
-    "  revServers = []\n"
-    "  port = 53\n"
-    "  [dns.blocking]\n"
-    "    active = true\n"
-    "    mode = \"NULL\"\n"
-    "    lit = 'C:\\no\\escape'\n"
-    "[dhcp]\n"
-    "  active = false # trailing comment\n"
-    "  leaseTime = \"\"\r\n";
+static const char ftl_toml[] = "# Pi-hole configuration file (v6.3.2)\n"
+			       "[dns]\n"
+			       "  # Upstream DNS Servers\n"
+			       "  upstreams = [\n"
+			       "    \"127.0.0.1#5555\",\n"
+			       "    \"9.9.9.9\"\n"
+			       "  ] ### CHANGED, default = []\n"
+			       "  hosts = [\n"
+			       "    \"1.1.1.1 abc-custom.com def-custom.de\",\n"
+			       "    \"2.2.2.2 \\u00e4ste.com st\\u00e9\\\\.com\"\n"
+			       "  ] ### CHANGED, default = []\n"
+			       "  revServers = []\n"
+			       "  port = 53\n"
+			       "  [dns.blocking]\n"
+			       "    active = true\n"
+			       "    mode = \"NULL\"\n"
+			       "    lit = 'C:\\no\\escape'\n"
+			       "[dhcp]\n"
+			       "  active = false # trailing comment\n"
+			       "  leaseTime = \"\"\r\n";
 
 static void toml_reads_ftl_forms(void **state)
 {
@@ -118,8 +117,7 @@ static void toml_refuses_with_line(void **state)
 			 NX_ECORRUPT);
 	/* an unterminated string at the very end of the input: no read past it */
 	static const char tail[] = {'a', '=', '"', 'x'};
-	assert_int_equal(nx_toml_parse(imp, tail, sizeof(tail), &v, err, sizeof(err)),
-			 NX_ECORRUPT);
+	assert_int_equal(nx_toml_parse(imp, tail, sizeof(tail), &v, err, sizeof(err)), NX_ECORRUPT);
 	nx_import_free(imp);
 	assert_int_equal(owner_bytes(), 0);
 }
