@@ -262,3 +262,31 @@ def test_api_backup_and_restore(tmp_path, make_upstream, make_nxdns):
     assert answers(nx.udp(make_query("nas.lan"))) == ["192.168.1.10"]  # reloaded
     assert answers(nx.udp(make_query("ads.example.com"))) == ["0.0.0.0"]
     assert not list(state.glob(".upload-*"))
+
+
+def _raw_upload_status(api, headers: str) -> int:
+    import socket
+    with socket.create_connection((api.host, api.port), timeout=5) as s:
+        s.sendall(f"POST /api/restore HTTP/1.1\r\nHost: nxdns\r\n{headers}\r\n".encode())
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_restore_upload_refused_from_its_headers(make_nxdns):
+    """The restore's body is refused from its headers, before any byte is stored: without
+    credentials (401) and over the upload limit (413)."""
+    nx = start_nx(make_nxdns)
+    state = Path(nx.config["state_dir"])
+    api = logged_in(nx)
+    assert _raw_upload_status(api, "Content-Length: 1000\r\n") == 401
+    auth = f"Cookie: nxdns_session={api.cookie}\r\nX-CSRF-Token: {api.csrf}\r\n"
+    assert _raw_upload_status(api, auth + "Content-Length: 5000000000\r\n") == 413
+    assert _raw_upload_status(api, f"Cookie: nxdns_session={api.cookie}\r\n"
+                              "Content-Length: 1000\r\n") == 403  # no CSRF token
+    assert not list(state.glob(".upload-*"))
+    assert nx.metrics().get("nxdns_admin_http_refused_total", reason="body_too_large") == 1
