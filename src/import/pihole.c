@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -683,6 +684,18 @@ static int open_db(struct member *m, sqlite3 **db, char *err, size_t errlen)
 	return 0;
 }
 
+/* Pi-hole v5's Teleporter wrote a tar.gz: say so rather than only "unrecognized". */
+static const char *v5_hint(const char *path)
+{
+	unsigned char magic[2] = {0};
+	FILE *fp = fopen(path, "rb");
+	bool gz = fp && fread(magic, 1, 2, fp) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+	if (fp) {
+		fclose(fp);
+	}
+	return gz ? " (a gzip file: a Pi-hole v5 Teleporter archive? nxdns reads v6's zip)" : "";
+}
+
 int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, size_t errlen)
 {
 	struct member toml = {0}, db = {0};
@@ -697,9 +710,10 @@ int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, si
 	}
 	archive_read_support_format_zip(a);
 	if (archive_read_open_filename(a, zip_path, 64 * 1024) != ARCHIVE_OK) {
-		int e = archive_errno(a);
-		snprintf(err, errlen, "%s: %s", zip_path, archive_error_string(a));
-		rc = e > 0 ? -e : NX_EFORMAT;
+		/* an unreadable file is -errno; one libarchive cannot read is not an archive */
+		rc = access(zip_path, R_OK) != 0 ? -errno : NX_EFORMAT;
+		snprintf(err, errlen, "%s: %s%s", zip_path, archive_error_string(a),
+			 v5_hint(zip_path));
 		goto out;
 	}
 	for (;;) {
@@ -709,8 +723,8 @@ int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, si
 			break;
 		}
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			snprintf(err, errlen, "%s: not a readable zip archive: %s", zip_path,
-				 archive_error_string(a));
+			snprintf(err, errlen, "%s: not a readable zip archive: %s%s", zip_path,
+				 archive_error_string(a), v5_hint(zip_path));
 			rc = NX_EFORMAT;
 			goto out;
 		}

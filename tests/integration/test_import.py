@@ -329,6 +329,10 @@ def test_pihole_dry_run_and_refusals(tmp_path):
         z.writestr("readme.txt", "hello")
     p = run_cli(["import", "pihole", str(other)])
     assert p.returncode == 1 and "not a Pi-hole v6 Teleporter archive" in p.stderr
+    v5 = tmp_path / "pi-hole-teleporter_v5.tar.gz"
+    v5.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 60)
+    p = run_cli(["import", "pihole", str(v5)])
+    assert p.returncode == 1 and "Pi-hole v5" in p.stderr, p.stderr
     junk = tmp_path / "junk.zip"
     junk.write_bytes(b"PK\x03\x04" + b"\xff" * 200)
     p = run_cli(["import", "pihole", str(junk)])
