@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <gnutls/crypto.h>
 #include <sodium.h>
 
 #include "admin/impl.h"
@@ -67,11 +68,25 @@ int nx_admin_password_hash(const char *pw, size_t len, char out[NX_ADMIN_PWHASH_
 		return -ENOMEM;
 	}
 	_Static_assert(NX_ADMIN_PWHASH_MAX == crypto_pwhash_STRBYTES, "hash string size");
-	if (crypto_pwhash_str(out, pw, len, crypto_pwhash_OPSLIMIT_INTERACTIVE,
-			      crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
-		return -ENOMEM; /* the only documented failure: no memory for the 64 MiB */
+	_Static_assert(NX_ADMIN_PWHASH_MEM >= crypto_pwhash_MEMLIMIT_MIN &&
+			   NX_ADMIN_PWHASH_OPS >= crypto_pwhash_OPSLIMIT_MIN,
+		       "argon2 limits within libsodium's range");
+	if (crypto_pwhash_str_alg(out, pw, len, NX_ADMIN_PWHASH_OPS, NX_ADMIN_PWHASH_MEM,
+				  crypto_pwhash_ALG_ARGON2ID13) != 0) {
+		return -ENOMEM; /* the only documented failure: no memory for the 7 MiB */
 	}
 	return 0;
+}
+
+bool nx_admin_password_needs_rehash(const char *hash)
+{
+	/* needs_rehash compares the limits within the hash's own algorithm: an argon2i string
+	 * with our limits would pass, so the algorithm is checked first. -1 (a string libsodium
+	 * cannot read) cannot reach here after a verify that succeeded. */
+	if (strncmp(hash, "$argon2id$", 10)) {
+		return true;
+	}
+	return crypto_pwhash_str_needs_rehash(hash, NX_ADMIN_PWHASH_OPS, NX_ADMIN_PWHASH_MEM) == 1;
 }
 
 int nx_admin_password_set(const char *config_path, const char *pw, size_t len, char *err,
@@ -94,6 +109,119 @@ int nx_admin_password_set(const char *config_path, const char *pw, size_t len, c
 	rc = nx_conf_rewrite(config_path, "admin.password_hash", yaml, err, errlen);
 	sodium_memzero(hash, sizeof(hash));
 	return rc;
+}
+
+/* ---- TOTP (RFC 6238) --------------------------------------------------------------------- */
+
+_Static_assert(sizeof(((struct nx_admin_auth_state *)0)->totp_pending) == NX_ADMIN_TOTP_KEY_BYTES,
+	       "pending TOTP secret size");
+
+uint32_t nx_admin_hotp(const uint8_t *key, size_t len, uint64_t counter, unsigned digits)
+{
+	uint8_t msg[8], mac[20];
+	for (int i = 7; i >= 0; i--) {
+		msg[i] = (uint8_t)counter;
+		counter >>= 8;
+	}
+	/* libsodium has no HMAC-SHA-1; GnuTLS (linked for TLS) does */
+	if (gnutls_hmac_fast(GNUTLS_MAC_SHA1, key, len, msg, sizeof(msg), mac) < 0) {
+		return UINT32_MAX; /* never a valid code: it has more than 8 digits */
+	}
+	/* RFC 4226 5.3: dynamic truncation */
+	unsigned off = mac[19] & 0x0f;
+	uint32_t bin = ((uint32_t)(mac[off] & 0x7f) << 24) | ((uint32_t)mac[off + 1] << 16) |
+		       ((uint32_t)mac[off + 2] << 8) | mac[off + 3];
+	uint32_t mod = 1;
+	for (unsigned i = 0; i < digits; i++) {
+		mod *= 10;
+	}
+	sodium_memzero(mac, sizeof(mac));
+	return bin % mod;
+}
+
+int nx_admin_totp_check(const uint8_t *key, size_t len, const char *code, uint64_t unix_s,
+			uint64_t *last_step)
+{
+	if (!code || strlen(code) != NX_ADMIN_TOTP_DIGITS ||
+	    strspn(code, "0123456789") != NX_ADMIN_TOTP_DIGITS) {
+		return NX_EMALFORMED;
+	}
+	uint64_t now = unix_s / NX_ADMIN_TOTP_STEP_S;
+	uint64_t matched = 0;
+	bool found = false;
+	/* every candidate is computed and compared, whatever matches first */
+	for (int d = -NX_ADMIN_TOTP_SKEW; d <= NX_ADMIN_TOTP_SKEW; d++) {
+		if (d < 0 && now < (uint64_t)-d) {
+			continue;
+		}
+		uint64_t step = now + (uint64_t)(int64_t)d;
+		char want[NX_ADMIN_TOTP_DIGITS + 1];
+		snprintf(want, sizeof(want), "%0*u", NX_ADMIN_TOTP_DIGITS,
+			 (unsigned)nx_admin_hotp(key, len, step, NX_ADMIN_TOTP_DIGITS));
+		if (sodium_memcmp(want, code, NX_ADMIN_TOTP_DIGITS) == 0) {
+			matched = step;
+			found = true;
+		}
+		sodium_memzero(want, sizeof(want));
+	}
+	if (!found) {
+		return NX_ENOTFOUND;
+	}
+	if (matched < *last_step) {
+		return -EALREADY;
+	}
+	*last_step = matched + 1;
+	return 0;
+}
+
+static const char b32_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+size_t nx_admin_base32_encode(const uint8_t *in, size_t n, char *out, size_t cap)
+{
+	size_t need = (n * 8 + 4) / 5;
+	if (cap < need + 1) {
+		return 0;
+	}
+	size_t o = 0;
+	uint32_t buf = 0;
+	int bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		buf = (buf << 8) | in[i];
+		bits += 8;
+		while (bits >= 5) {
+			out[o++] = b32_alphabet[(buf >> (bits - 5)) & 31];
+			bits -= 5;
+		}
+	}
+	if (bits > 0) {
+		out[o++] = b32_alphabet[(buf << (5 - bits)) & 31];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+int nx_admin_base32_decode(const char *in, uint8_t *out, size_t cap, size_t *n)
+{
+	uint32_t buf = 0;
+	int bits = 0;
+	size_t o = 0;
+	for (const char *p = in; *p; p++) {
+		const char *c = strchr(b32_alphabet, *p);
+		if (!c || !*p) {
+			return NX_EMALFORMED;
+		}
+		buf = (buf << 5) | (uint32_t)(c - b32_alphabet);
+		bits += 5;
+		if (bits >= 8) {
+			if (o == cap) {
+				return NX_EMALFORMED;
+			}
+			out[o++] = (uint8_t)(buf >> (bits - 8));
+			bits -= 8;
+		}
+	}
+	*n = o;
+	return 0;
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -517,8 +645,9 @@ int nx_admin_handle_auth_status(struct nx_admin_req *req)
 	    MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND, NX_ADMIN_SESSION_COOKIE);
 	bool expired;
 	int idx = cookie ? session_find(a, cookie, nx_admin_now_ms(a), &expired) : -1;
-	json_t *o = json_pack("{s:b, s:b, s:b}", "setup_required", c && !c->admin_password_hash,
-			      "authenticated", idx >= 0, "tls", a->tls);
+	json_t *o =
+	    json_pack("{s:b, s:b, s:b, s:b}", "setup_required", c && !c->admin_password_hash,
+		      "authenticated", idx >= 0, "tls", a->tls, "totp", c && c->admin_totp_secret);
 	if (o && idx >= 0) {
 		/* A reloaded page gets its CSRF token back: the cookie is SameSite=Strict and
 		 * this answer is not readable cross-origin, so only our own pages see it. */
@@ -530,6 +659,92 @@ int nx_admin_handle_auth_status(struct nx_admin_req *req)
 	return nx_admin_reply_json(req, 200, o);
 }
 
+/*
+ * Check a TOTP code against a base32 secret; on refusal answer (401 for a login, 400 for the
+ * enrolment routes' `code`), count it, and return true. A refused login code counts as a
+ * failed login for the limiter: a right password with a wrong code is still a guess.
+ */
+static bool refuse_totp(struct nx_admin *a, struct nx_admin_req *req, const char *secret_b32,
+			const char *code, const char *field, uint64_t now_ms)
+{
+	uint8_t key[NX_ADMIN_TOTP_KEY_MAX];
+	size_t n = 0;
+	bool login = !strcmp(field, "totp");
+	int st = login ? 401 : 400;
+	int rc = nx_admin_base32_decode(secret_b32, key, sizeof(key), &n);
+	if (rc) {
+		nx_admin_reply_error(req, 500, "totp_secret_invalid", NULL,
+				     "admin.totp_secret does not decode as base32");
+		return true;
+	}
+	if (!code || !*code) {
+		rc = NX_EMALFORMED;
+		a->ctr[NX_ADMIN_CTR_TOTP_MISSING]++;
+		nx_admin_reply_error(req, st, "totp_required", field,
+				     "a second factor is enrolled: send the %d-digit code from the "
+				     "authenticator as `%s`",
+				     NX_ADMIN_TOTP_DIGITS, field);
+	} else {
+		rc = nx_admin_totp_check(key, n, code, (uint64_t)time(NULL),
+					 &a->auth.totp_last_step);
+		if (rc == -EALREADY) {
+			a->ctr[NX_ADMIN_CTR_TOTP_REPLAYED]++;
+			nx_admin_reply_error(req, st, "totp_replayed", field,
+					     "this code was used already: wait for the next one");
+		} else if (rc) {
+			a->ctr[NX_ADMIN_CTR_TOTP_INVALID]++;
+			nx_admin_reply_error(req, st, "invalid_totp", field,
+					     "wrong code (is the clock of this server or of the "
+					     "authenticator off?)");
+		}
+	}
+	sodium_memzero(key, sizeof(key));
+	if (rc && login) {
+		track_failure(a, req, now_ms);
+	}
+	return rc != 0;
+}
+
+/*
+ * After a successful login with a hash made under other limits (the 64 MiB ones before
+ * issue 16), store the password again under ours, so the next login's peak is 7 MiB. Sessions
+ * stay: the password did not change, so the fingerprint they follow moves to the new hash
+ * without ending them. A failure is logged and the login goes on with the old hash. Returns
+ * the config in effect afterwards (NULL only if it disappeared).
+ */
+static const struct nx_conf *rehash(struct nx_admin *a, const struct nx_conf *c, const char *pw,
+				    size_t len)
+{
+	if (!nx_admin_password_needs_rehash(c->admin_password_hash) || !a->hooks.reload ||
+	    c->path[0] == '<') {
+		return c;
+	}
+	char path[4096], err[NX_CONF_ERR_MAX];
+	snprintf(path, sizeof(path), "%s", c->path);
+	int rc = nx_admin_password_set(path, pw, len, err, sizeof(err));
+	if (!rc) {
+		rc = a->hooks.reload(a->hooks.ud, err, sizeof(err));
+	}
+	if (rc) {
+		a->ctr[NX_ADMIN_CTR_REHASH_FAILED]++;
+		nx_log(NX_LOG_WARN, "admin",
+		       "login: cannot store the password under the new argon2 limits: %s", err);
+		auth_sync(a); /* a stored hash whose reload failed still moves the sessions */
+		return nx_admin_conf(a);
+	}
+	c = nx_admin_conf(a);
+	const char *h = c ? c->admin_password_hash : NULL;
+	if (h) {
+		crypto_generichash(a->auth.pw_fp, sizeof(a->auth.pw_fp), (const unsigned char *)h,
+				   strlen(h), NULL, 0);
+		a->auth.have_pw = true;
+	}
+	a->ctr[NX_ADMIN_CTR_REHASHED]++;
+	nx_log(NX_LOG_INFO, "admin", "admin password rehashed with argon2id m=%u KiB t=%u",
+	       NX_ADMIN_PWHASH_MEM / 1024, NX_ADMIN_PWHASH_OPS);
+	return c;
+}
+
 int nx_admin_handle_login(struct nx_admin_req *req)
 {
 	struct nx_admin *a = req->admin;
@@ -537,8 +752,9 @@ int nx_admin_handle_login(struct nx_admin_req *req)
 	if (refuse_limited(a, req, now)) {
 		return 0;
 	}
-	static const struct nx_admin_field fields[] = {{"password", JSON_STRING, true}, {NULL}};
-	json_t *vals[1];
+	static const struct nx_admin_field fields[] = {
+	    {"password", JSON_STRING, true}, {"totp", JSON_STRING, false}, {NULL}};
+	json_t *vals[2];
 	json_t *body = nx_admin_req_json(req, fields, vals);
 	if (!body) {
 		return 0;
@@ -558,9 +774,16 @@ int nx_admin_handle_login(struct nx_admin_req *req)
 		track_failure(a, req, now);
 		rc = nx_admin_reply_error(req, 401, "invalid_password", "password",
 					  "wrong password");
+	} else if (c->admin_totp_secret &&
+		   refuse_totp(a, req, c->admin_totp_secret,
+			       vals[1] ? json_string_value(vals[1]) : NULL, "totp", now)) {
+		rc = 0; /* answered */
 	} else {
 		track_success(a, req);
-		rc = reply_new_session(req, c);
+		c = rehash(a, c, json_string_value(vals[0]), json_string_length(vals[0]));
+		rc = c ? reply_new_session(req, c)
+		       : nx_admin_reply_error(req, 503, "not_configured", NULL,
+					      "the configuration went away during the login");
 	}
 	json_decref(body);
 	return rc;
@@ -813,4 +1036,128 @@ int nx_admin_handle_tokens_delete(struct nx_admin_req *req)
 	}
 	nx_log(NX_LOG_INFO, "admin", "API token '%s' revoked", keep);
 	return nx_admin_reply_json(req, 200, json_pack("{s:s}", "deleted", keep));
+}
+
+/* ---- the TOTP second factor: enrol, confirm, remove --------------------------------------- */
+
+#define TOTP_ENROL_MS (10 * 60 * 1000) /* an enrolment not confirmed within this is forgotten */
+
+int nx_admin_handle_totp_enrol(struct nx_admin_req *req)
+{
+	struct nx_admin *a = req->admin;
+	const struct nx_conf *c = nx_admin_conf(a);
+	if (!c) {
+		return nx_admin_reply_error(req, 503, "not_configured", NULL, "no configuration");
+	}
+	if (c->admin_totp_secret) {
+		return nx_admin_reply_error(req, 409, "totp_enrolled", NULL,
+					    "a second factor is enrolled: remove it first "
+					    "(DELETE /api/auth/totp with a code)");
+	}
+	struct nx_admin_auth_state *au = &a->auth;
+	randombytes_buf(au->totp_pending, sizeof(au->totp_pending));
+	au->totp_pending_until_ms = nx_admin_now_ms(a) + TOTP_ENROL_MS;
+	char b32[NX_ADMIN_TOTP_B32_MAX + 1], uri[256];
+	nx_admin_base32_encode(au->totp_pending, sizeof(au->totp_pending), b32, sizeof(b32));
+	/* Key URI Format (github.com/google/google-authenticator/wiki/Key-Uri-Format): what
+	 * authenticator apps read from a QR code */
+	snprintf(uri, sizeof(uri),
+		 "otpauth://totp/nxdns:admin?secret=%s&issuer=nxdns&algorithm=SHA1&digits=%d"
+		 "&period=%d",
+		 b32, NX_ADMIN_TOTP_DIGITS, NX_ADMIN_TOTP_STEP_S);
+	json_t *o = json_pack("{s:s, s:s, s:i}", "secret", b32, "uri", uri, "expires_in",
+			      TOTP_ENROL_MS / 1000);
+	sodium_memzero(b32, sizeof(b32));
+	sodium_memzero(uri, sizeof(uri));
+	nx_log(NX_LOG_INFO, "admin", "TOTP enrolment started (waiting for a confirming code)");
+	return nx_admin_reply_json(req, 201, o);
+}
+
+/* The body's {code}; NULL when answered (400). */
+static json_t *code_body(struct nx_admin_req *req, const char **code)
+{
+	static const struct nx_admin_field fields[] = {{"code", JSON_STRING, true}, {NULL}};
+	json_t *vals[1];
+	json_t *body = nx_admin_req_json(req, fields, vals);
+	*code = body ? json_string_value(vals[0]) : NULL;
+	return body;
+}
+
+int nx_admin_handle_totp_confirm(struct nx_admin_req *req)
+{
+	struct nx_admin *a = req->admin;
+	struct nx_admin_auth_state *au = &a->auth;
+	const char *code;
+	json_t *body = code_body(req, &code);
+	if (!body) {
+		return 0;
+	}
+	int rc = 0;
+	char b32[NX_ADMIN_TOTP_B32_MAX + 1], yaml[NX_ADMIN_TOTP_B32_MAX + 4];
+	uint64_t now = nx_admin_now_ms(a);
+	const struct nx_conf *c = nx_admin_conf(a);
+	if (c && c->admin_totp_secret) {
+		rc = nx_admin_reply_error(req, 409, "totp_enrolled", NULL,
+					  "a second factor is enrolled already");
+		goto out;
+	}
+	if (!au->totp_pending_until_ms || now >= au->totp_pending_until_ms) {
+		rc = nx_admin_reply_error(req, 409, "no_enrolment", NULL,
+					  "no enrolment is waiting: POST /api/auth/totp first (an "
+					  "enrolment lasts %d minutes)",
+					  TOTP_ENROL_MS / 60000);
+		goto out;
+	}
+	nx_admin_base32_encode(au->totp_pending, sizeof(au->totp_pending), b32, sizeof(b32));
+	if (refuse_totp(a, req, b32, code, "code", now)) {
+		goto out;
+	}
+	snprintf(yaml, sizeof(yaml), "\"%s\"", b32);
+	struct nx_conf_change ch = {"admin.totp_secret", yaml};
+	rc = nx_admin_config_apply(req, &ch, 1);
+	if (rc) {
+		rc = rc > 0 ? 0 : rc;
+		goto out;
+	}
+	sodium_memzero(au->totp_pending, sizeof(au->totp_pending));
+	au->totp_pending_until_ms = 0;
+	nx_log(NX_LOG_INFO, "admin", "TOTP second factor enrolled: logins need a code now");
+	rc = nx_admin_reply_json(req, 200, json_pack("{s:b}", "totp", true));
+out:
+	sodium_memzero(b32, sizeof(b32));
+	sodium_memzero(yaml, sizeof(yaml));
+	json_decref(body);
+	return rc;
+}
+
+int nx_admin_handle_totp_remove(struct nx_admin_req *req)
+{
+	struct nx_admin *a = req->admin;
+	const char *code;
+	json_t *body = code_body(req, &code);
+	if (!body) {
+		return 0;
+	}
+	int rc = 0;
+	const struct nx_conf *c = nx_admin_conf(a);
+	if (!c || !c->admin_totp_secret) {
+		rc = nx_admin_reply_error(req, 404, "not_enrolled", NULL,
+					  "no second factor is enrolled");
+		goto out;
+	}
+	/* a code, not only the session: a stolen session alone cannot drop the second factor */
+	if (refuse_totp(a, req, c->admin_totp_secret, code, "code", nx_admin_now_ms(a))) {
+		goto out;
+	}
+	struct nx_conf_change ch = {"admin.totp_secret", "\"off\""};
+	rc = nx_admin_config_apply(req, &ch, 1);
+	if (rc) {
+		rc = rc > 0 ? 0 : rc;
+		goto out;
+	}
+	nx_log(NX_LOG_INFO, "admin", "TOTP second factor removed");
+	rc = nx_admin_reply_json(req, 200, json_pack("{s:b}", "totp", false));
+out:
+	json_decref(body);
+	return rc;
 }

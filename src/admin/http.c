@@ -9,6 +9,7 @@
 #include "admin/admin.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -257,8 +258,33 @@ static void reply_not_allowed(struct nx_admin_req *req)
 	queue(req, 405, r);
 }
 
+static const struct nx_admin_route *find_route(const struct nx_admin_req *req, bool *path_seen)
+{
+	*path_seen = false;
+	for (size_t i = 0; i < nx_admin_n_routes; i++) {
+		const struct nx_admin_route *r = &nx_admin_routes[i];
+		if (path_matches(r, req->path)) {
+			*path_seen = true;
+			if (method_matches(r, req->method)) {
+				return r;
+			}
+		}
+	}
+	return NULL;
+}
+
 static void dispatch(struct nx_admin_req *req)
 {
+	if (req->upload && req->body_too_large) {
+		nx_admin_reply_error(req, 413, "body_too_large", NULL,
+				     "uploads are limited to %llu bytes", NX_ADMIN_UPLOAD_MAX);
+		return;
+	}
+	if (req->upload_failed) {
+		nx_admin_reply_error(req, 500, "upload_failed", NULL,
+				     "the upload could not be written to state_dir (disk full?)");
+		return;
+	}
 	if (req->body_too_large) {
 		nx_admin_reply_error(req, 413, "body_too_large", NULL,
 				     "request bodies are limited to %d bytes", NX_ADMIN_MAX_BODY);
@@ -268,17 +294,8 @@ static void dispatch(struct nx_admin_req *req)
 		nx_admin_reply_error(req, 503, "no_memory", NULL, "no memory for the request body");
 		return;
 	}
-	bool path_seen = false;
-	for (size_t i = 0; i < nx_admin_n_routes; i++) {
-		const struct nx_admin_route *r = &nx_admin_routes[i];
-		if (path_matches(r, req->path)) {
-			path_seen = true;
-			if (method_matches(r, req->method)) {
-				req->route = r;
-				break;
-			}
-		}
-	}
+	bool path_seen;
+	req->route = find_route(req, &path_seen);
 	if (!req->route) {
 		if (path_seen) {
 			reply_not_allowed(req);
@@ -314,9 +331,83 @@ static void dispatch(struct nx_admin_req *req)
 	nx_admin_reply_error(req, 500, "internal", NULL, "%s", nx_strerror(rc));
 }
 
+/*
+ * The headers of POST NX_ADMIN_UPLOAD_PATH: authorize now, then open the file the body goes
+ * to. false when answered (refused, too large, no file).
+ */
+static bool upload_begin(struct nx_admin_req *req)
+{
+	struct nx_admin *a = req->admin;
+	bool seen;
+	req->route = find_route(req, &seen);
+	if (!req->route || !nx_admin_authorize(req)) {
+		if (!req->replied) {
+			dispatch(req);
+		}
+		return false;
+	}
+	const char *cl = nx_admin_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > NX_ADMIN_UPLOAD_MAX) {
+		a->ctr[NX_ADMIN_CTR_REF_BODY]++;
+		req->upload_fd = -1; /* nothing opened: dispatch only needs the upload's message */
+		req->upload = req->body_too_large = true;
+		dispatch(req);
+		return false;
+	}
+	const struct nx_conf *c = nx_admin_conf(a);
+	char path[4096];
+	if (!c ||
+	    snprintf(path, sizeof(path), "%s/.upload-XXXXXX", c->state_dir) >= (int)sizeof(path)) {
+		nx_admin_reply_error(req, 503, "not_configured", NULL,
+				     "no state_dir for the upload");
+		return false;
+	}
+	req->upload_path = nx_mem_strdup(NX_OWNER_admin_http, path);
+	int fd = req->upload_path ? mkostemp(req->upload_path, O_CLOEXEC) : -1;
+	if (fd < 0) {
+		nx_log(NX_LOG_WARN, "admin", "%s: cannot store an upload in %s: %s", req->path,
+		       c->state_dir, strerror(errno));
+		nx_admin_reply_error(req, 500, "upload_failed", NULL,
+				     "cannot store the upload in state_dir: %s", strerror(errno));
+		return false;
+	}
+	req->upload = true;
+	req->upload_fd = fd;
+	return true;
+}
+
+static void upload_write(struct nx_admin_req *req, const char *data, size_t n)
+{
+	if (req->body_too_large || req->upload_failed) {
+		return;
+	}
+	if (n > NX_ADMIN_UPLOAD_MAX - req->upload_len) {
+		req->body_too_large = true;
+		req->admin->ctr[NX_ADMIN_CTR_REF_BODY]++;
+		return;
+	}
+	while (n) {
+		ssize_t w = write(req->upload_fd, data, n);
+		if (w < 0 && errno == EINTR) {
+			continue;
+		}
+		if (w <= 0) {
+			req->upload_failed = true;
+			return;
+		}
+		data += w;
+		n -= (size_t)w;
+		req->upload_len += (uint64_t)w;
+	}
+}
+
 /* Append upload data; past the limit remember it and drop the rest (answered 413 at the end). */
 static void collect_body(struct nx_admin_req *req, const char *data, size_t n)
 {
+	if (req->upload) {
+		upload_write(req, data, n);
+		return;
+	}
 	if (req->body_too_large || req->body_no_memory) {
 		return;
 	}
@@ -376,6 +467,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		req->method = method;
 		req->path = url;
 		*con_cls = req;
+		if (!strcmp(method, "POST") && !strcmp(url, NX_ADMIN_UPLOAD_PATH)) {
+			return upload_begin(req) || req->replied ? MHD_YES : MHD_NO;
+		}
 		/* A declared oversized body is refused before it is sent (no 100-continue). */
 		const char *cl = nx_admin_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > NX_ADMIN_MAX_BODY) {
@@ -405,6 +499,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	}
 	nx_mem_free(NX_OWNER_admin_http, req->body, req->body_cap);
+	if (req->upload && req->upload_fd >= 0) {
+		close(req->upload_fd);
+	}
+	if (req->upload_path) {
+		unlink(req->upload_path); /* a no-op once the restore consumed it */
+		nx_mem_free(NX_OWNER_admin_http, req->upload_path, strlen(req->upload_path) + 1);
+	}
 	nx_mem_free(NX_OWNER_admin_http, req, sizeof(*req));
 	*con_cls = NULL;
 }

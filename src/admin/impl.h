@@ -52,7 +52,14 @@
 	  "no_memory) or cut off (slow_subscriber), records dropped (handoff_full)")               \
 	X(SSE_NO_MEMORY, "nxdns_sse_dropped_total", "reason=\"no_memory\"", "")                    \
 	X(SSE_SLOW, "nxdns_sse_dropped_total", "reason=\"slow_subscriber\"", "")                   \
-	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")
+	X(SSE_HANDOFF_FULL, "nxdns_sse_dropped_total", "reason=\"handoff_full\"", "")              \
+	X(REHASHED, "nxdns_admin_password_rehashed_total", "result=\"ok\"",                        \
+	  "Admin password hashes rewritten at login under the current argon2 limits, by result")   \
+	X(REHASH_FAILED, "nxdns_admin_password_rehashed_total", "result=\"failed\"", "")           \
+	X(TOTP_MISSING, "nxdns_admin_totp_refused_total", "reason=\"missing\"",                    \
+	  "Logins and second-factor changes refused for their TOTP code, by reason")               \
+	X(TOTP_INVALID, "nxdns_admin_totp_refused_total", "reason=\"invalid\"", "")                \
+	X(TOTP_REPLAYED, "nxdns_admin_totp_refused_total", "reason=\"replayed\"", "")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,
@@ -108,6 +115,10 @@ struct nx_admin_auth_state {
 	uint8_t pw_fp[32]; /* BLAKE2b of the password hash the sessions were opened under */
 	bool have_pw;	   /* the config had a password hash at the last sync */
 	bool synced;	   /* have_pw/pw_fp describe a config seen before */
+	/* TOTP: an enrolment shown once and not confirmed yet, and the replay guard */
+	uint8_t totp_pending[20];	/* NX_ADMIN_TOTP_KEY_BYTES */
+	uint64_t totp_pending_until_ms; /* 0: none pending */
+	uint64_t totp_last_step;	/* one past the newest step a code was accepted for */
 };
 
 /* How a request was authenticated (set by nx_admin_authorize). */
@@ -248,7 +259,23 @@ struct nx_admin_req {
 	char set_cookie[NX_ADMIN_COOKIE_MAX]; /* added as Set-Cookie to the reply when non-empty */
 	unsigned retry_after_s;		      /* added as Retry-After to the reply when non-zero */
 	char disposition[128]; /* added as Content-Disposition to the reply when non-empty */
+	/* A body streamed to a file instead of memory (NX_ADMIN_UPLOAD_PATH only) */
+	bool upload;	     /* the body goes to upload_fd */
+	bool upload_failed;  /* a write failed: answered 500 at the end */
+	int upload_fd;	     /* owned while upload (>= 0): closed at completion */
+	char *upload_path;   /* owned (admin_http): state_dir/.upload-XXXXXX, unlinked */
+	uint64_t upload_len; /* bytes written */
 };
+
+/*
+ * The one route whose body is a file, not JSON: a backup archive for POST /api/restore. It is
+ * authorized when its headers arrive (nothing is written for a request that would be refused)
+ * and streamed to <state_dir>/.upload-XXXXXX up to NX_ADMIN_UPLOAD_MAX (413 past it): an
+ * archive with every list's download and bodies is far larger than NX_ADMIN_MAX_BODY and has
+ * no business in memory on a box with a 32 MiB budget.
+ */
+#define NX_ADMIN_UPLOAD_PATH "/api/restore"
+#define NX_ADMIN_UPLOAD_MAX (1024ull * 1024 * 1024) /* bytes: all 37 shared lists are ~0.3 GB */
 
 /* Query-string argument or request header (borrowed from MHD), NULL when absent. */
 const char *nx_admin_req_arg(const struct nx_admin_req *req, const char *key);
@@ -367,6 +394,11 @@ int nx_admin_handle_setup(struct nx_admin_req *req);
 int nx_admin_handle_tokens_list(struct nx_admin_req *req);
 int nx_admin_handle_tokens_create(struct nx_admin_req *req);
 int nx_admin_handle_tokens_delete(struct nx_admin_req *req);
+int nx_admin_handle_totp_enrol(struct nx_admin_req *req);
+int nx_admin_handle_totp_confirm(struct nx_admin_req *req);
+int nx_admin_handle_totp_remove(struct nx_admin_req *req);
+int nx_admin_handle_backup(struct nx_admin_req *req);
+int nx_admin_handle_restore(struct nx_admin_req *req);
 int nx_admin_handle_settings_get(struct nx_admin_req *req);
 int nx_admin_handle_settings_put(struct nx_admin_req *req);
 int nx_admin_handle_schema(struct nx_admin_req *req); /* settings.c: GET /api/schema */

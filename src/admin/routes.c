@@ -17,6 +17,14 @@ const struct nx_admin_route nx_admin_routes[] = {
     {"POST", "/api/auth/tokens", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_tokens_create},
     {"DELETE", "/api/auth/tokens/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_CSRF,
      nx_admin_handle_tokens_delete},
+    /* the TOTP second factor (auth.c) */
+    {"POST", "/api/auth/totp", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_totp_enrol},
+    {"POST", "/api/auth/totp/confirm", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF,
+     nx_admin_handle_totp_confirm},
+    {"DELETE", "/api/auth/totp", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_totp_remove},
+    /* backup archives (api_backup.c); the restore's body is streamed to a file (http.c) */
+    {"GET", "/api/backup", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_backup},
+    {"POST", NX_ADMIN_UPLOAD_PATH, NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_restore},
     {"GET", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_settings_get},
     {"PUT", "/api/settings", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_settings_put},
     {"GET", "/api/schema", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_schema},

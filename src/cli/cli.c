@@ -24,6 +24,9 @@ static const struct cmd cmds[] = {
 	{"memory", nx_cli_memory, "print a running daemon's memory ledger (its control socket, or --admin URL --token T)"},
 	{"version", nx_cli_version, "print the version"},
 	{"cert", nx_cli_cert, "write a self-signed TLS certificate and print its pin (--self-signed DIR)"},
+	{"backup", nx_cli_backup, "write config, list state and optionally the query log to an archive (FILE --config CONFIG)"},
+	{"restore", nx_cli_restore, "restore a backup archive, changing nothing if it is bad (FILE --config CONFIG)"},
+	{"import", nx_cli_import, "convert Pi-hole or AdGuard Home settings (pihole ZIP | adguardhome YAML [-o OUT])"},
 };
 
 static void usage(FILE *fp)

@@ -17,3 +17,6 @@ int nx_cli_compile(int argc, char **argv);
 int nx_cli_snapshot_build(int argc, char **argv);
 int nx_cli_lookup_snapshot(int argc, char **argv);
 int nx_cli_cert(int argc, char **argv);
+int nx_cli_import(int argc, char **argv);
+int nx_cli_backup(int argc, char **argv);
+int nx_cli_restore(int argc, char **argv);

@@ -213,3 +213,42 @@ const struct nx_conf_type nx_conf_t_tokens = {
     .release = tokens_release,
     .range = tokens_range,
 };
+
+/* ---- admin.totp_secret: "" (not enrolled), "off" (removed on purpose) or base32 ---------- */
+
+#define TOTP_B32_MIN 26	 /* characters: 128 bits, RFC 4226's minimum secret length */
+#define TOTP_B32_MAX 104 /* characters: 64 bytes, the HMAC-SHA-1 block */
+
+static int totp_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+		      struct fy_node *key)
+{
+	char buf[TOTP_B32_MAX + 2];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "a base32 secret", false, buf, sizeof(buf));
+	if (rc || !buf[0]) {
+		return rc;
+	}
+	if (!strcmp(buf, "off")) {
+		ld->c->admin_totp_off = true;
+		return 0;
+	}
+	size_t n = strlen(buf);
+	if (n < TOTP_B32_MIN || n > TOTP_B32_MAX ||
+	    strspn(buf, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != n) {
+		return nx_conf_fail(ld, val, key,
+				    "%s: not a TOTP secret (%d..%d base32 characters A-Z, 2-7; "
+				    "enrol through POST /api/auth/totp rather than by hand)",
+				    k->path, TOTP_B32_MIN, TOTP_B32_MAX);
+	}
+	char **f = NX_CONF_FIELD(ld->c, k, char *);
+	*f = nx_mem_strdup(NX_OWNER_config, buf);
+	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+}
+
+const struct nx_conf_type nx_conf_t_totp = {
+    .name = "TOTP secret (base32)",
+    .parse = totp_parse,
+    .release = str_release,
+};

@@ -273,6 +273,10 @@ struct nx_conf {
 	/* top level */
 	char *state_dir; /* owned */
 	char *log_level; /* owned: error|warn|info|debug */
+
+	/* admin.totp_secret: the TOTP second factor (RFC 6238), base32 as written */
+	char *admin_totp_secret; /* owned, or NULL: not enrolled ("" or "off") */
+	bool admin_totp_off;	 /* written "off": removed on purpose (a reload may drop it) */
 };
 
 /*

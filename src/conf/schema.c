@@ -24,6 +24,7 @@
 
 /* Value types of the admin.* keys (admin.c). Declared here until conf/impl.h lists them. */
 extern const struct nx_conf_type nx_conf_t_pwhash;   /* "" or an argon2 string */
+extern const struct nx_conf_type nx_conf_t_totp;     /* "", "off" or a base32 secret */
 extern const struct nx_conf_type nx_conf_t_opt_path; /* "" or a path, made absolute */
 extern const struct nx_conf_type nx_conf_t_tokens;   /* admin.tokens */
 
@@ -873,9 +874,24 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "lower-case hex digits) and `created` (Unix seconds). The token itself is "
 		       "shown once, when it is created, and never stored. A token is 256 random "
 		       "bits, so a fast hash is enough to make a leaked file useless; a slow "
-		       "password hash (Argon2) would only make every API call cost ~100 ms and "
-		       "64 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
+		       "password hash (Argon2) would only make every API call cost ~20 ms and "
+		       "7 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
+	},	{
+		.path = "admin.totp_secret",
+		.type = &nx_conf_t_totp,
+		.apply = NX_CONF_APPLY_LIVE,
+		.off = F(admin_totp_secret),
+		.def = "\"\"",
+		.doc = "The secret of the optional second login factor (TOTP, RFC 6238: "
+		       "SHA-1, 30-second steps, 6 digits, the step before and after accepted, "
+		       "each code once), base32. Written by the API: `POST /api/auth/totp` "
+		       "shows a new secret once, `POST /api/auth/totp/confirm` with a code from "
+		       "the authenticator stores it here, `DELETE /api/auth/totp` with a code "
+		       "writes `off`. Empty: no second factor. A reload never drops a secret "
+		       "the running server has unless the file says `off`, so a config rewrite "
+		       "or an old copy cannot remove the second factor.",
 	},
+
 	{
 		.path = "state_dir",
 		.type = &nx_conf_t_string,

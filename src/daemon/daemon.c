@@ -329,6 +329,15 @@ static int check_credentials_kept(const struct nx_conf *o, const struct nx_conf 
 			 c->path);
 		return NX_ECONFIG;
 	}
+	/* The second factor likewise: only an explicit "off" (DELETE /api/auth/totp) ends it. */
+	if (o->admin_totp_secret && !c->admin_totp_secret && !c->admin_totp_off) {
+		snprintf(err, errlen,
+			 "%s: admin.totp_secret is gone while the running config has one; a "
+			 "reload removes the second factor only when the file says `off` "
+			 "(DELETE /api/auth/totp writes it)",
+			 c->path);
+		return NX_ECONFIG;
+	}
 	return 0;
 }
 

@@ -117,7 +117,8 @@ def test_login_ok_wrong_and_cookie_attributes(make_nxdns):
     nx = start_nx(make_nxdns, config={"admin": {"session_ttl": "1h"}})
     api = Api(nx)
     st = api.get("/api/auth/status").json
-    assert st == {"setup_required": False, "authenticated": False, "tls": False}
+    assert st == {"setup_required": False, "authenticated": False, "tls": False,
+                  "totp": False}
 
     assert_error(api.post("/api/auth/login", {"password": "wrong password"}), 401,
                  "invalid_password", "password")

@@ -479,6 +479,69 @@ static void password_change_ends_sessions(void **state)
 	fx_resp_free(&r);
 }
 
+/* ---- a hash under other argon2 limits is rewritten at the next login ---- */
+
+static void login_rehashes_old_limits(void **state)
+{
+	(void)state;
+	char hash[crypto_pwhash_STRBYTES], cfg[1024];
+	/* an argon2id string under limits that are not ours (as the 64 MiB ones were) */
+	assert_int_equal(crypto_pwhash_str_alg(hash, FX_PASSWORD, strlen(FX_PASSWORD),
+					       crypto_pwhash_OPSLIMIT_MIN,
+					       crypto_pwhash_MEMLIMIT_MIN,
+					       crypto_pwhash_ALG_ARGON2ID13),
+			 0);
+	assert_true(nx_admin_password_needs_rehash(hash));
+	snprintf(cfg, sizeof(cfg), "# old hash\nadmin:\n  password_hash: \"%s\"\n", hash);
+	struct fx *f = fx_start(cfg);
+	struct fx_resp r;
+	fx_http(f, &r, "POST", "/api/auth/login", NULL, "{\"password\": \"wrong password!\"}");
+	fx_expect(&r, 401, "invalid_password");
+	fx_resp_free(&r);
+	assert_int_equal(f->reloads, 0); /* a failed login rewrites nothing */
+
+	struct fx_session s1, s2;
+	fx_login(f, &s1);
+	assert_int_equal(f->reloads, 1);
+	assert_int_equal(f->admin->ctr[NX_ADMIN_CTR_REHASHED], 1);
+	char *text = fx_read(f->path);
+	assert_non_null(strstr(text, "# old hash\nadmin:\n  password_hash: "
+				     "\"$argon2id$v=19$m=7168,t=5,p=1$"));
+	assert_null(strstr(text, hash));
+	free(text);
+	assert_false(nx_admin_password_needs_rehash(f->conf->admin_password_hash));
+	assert_int_equal(crypto_pwhash_str_verify(f->conf->admin_password_hash, FX_PASSWORD,
+						  strlen(FX_PASSWORD)),
+			 0);
+	/* the same password: the session opened by this login keeps working */
+	fx_http(f, &r, "GET", "/api/memory", s1.cookie, NULL);
+	fx_expect(&r, 200, NULL);
+	fx_resp_free(&r);
+	/* the next login verifies the new hash and rewrites nothing */
+	fx_login(f, &s2);
+	assert_int_equal(f->reloads, 1);
+	assert_int_equal(f->admin->ctr[NX_ADMIN_CTR_REHASHED], 1);
+	fx_http(f, &r, "GET", "/api/memory", s1.cookie, NULL);
+	fx_expect(&r, 200, NULL);
+	fx_resp_free(&r);
+	fx_stop(f);
+}
+
+static void rehash_decision(void **state)
+{
+	(void)state;
+	char hash[crypto_pwhash_STRBYTES];
+	assert_int_equal(nx_admin_password_hash("a long family password", 22, hash), 0);
+	assert_false(nx_admin_password_needs_rehash(hash));
+	assert_int_equal(strncmp(hash, "$argon2id$v=19$m=7168,t=5,p=1$", 30), 0);
+	/* argon2i under our very limits still moves to argon2id */
+	assert_int_equal(crypto_pwhash_str_alg(hash, "a long family password", 22,
+					       NX_ADMIN_PWHASH_OPS, NX_ADMIN_PWHASH_MEM,
+					       crypto_pwhash_ALG_ARGON2I13),
+			 0);
+	assert_true(nx_admin_password_needs_rehash(hash));
+}
+
 /* ---- first run ---- */
 
 static void setup_token_flow(void **state)
@@ -530,10 +593,10 @@ static void setup_token_flow(void **state)
 	assert_int_equal(f->reloads, 1);
 	assert_int_equal(f->admin->auth.setup_token[0], '\0');
 
-	/* the file: an argon2id hash with libsodium's INTERACTIVE limits, comments kept */
+	/* the file: an argon2id hash with our limits (7 MiB, 5 passes), comments kept */
 	char *text = fx_read(f->path);
 	assert_non_null(strstr(text, "# first run\nadmin:\n  session_ttl: 2h\n  password_hash: "
-				     "\"$argon2id$v=19$m=65536,t=2,p=1$"));
+				     "\"$argon2id$v=19$m=7168,t=5,p=1$"));
 	assert_null(strstr(text, "our family password"));
 	free(text);
 	assert_int_equal(
@@ -634,6 +697,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(tokens_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(password_change_ends_sessions, setup, teardown),
 	    cmocka_unit_test(setup_token_flow),
+	    cmocka_unit_test(login_rehashes_old_limits),
+	    cmocka_unit_test(rehash_decision),
 	    cmocka_unit_test(setup_without_reload_hook),
 	    cmocka_unit_test(no_config_hook),
 	    cmocka_unit_test(metrics_need_credentials),

@@ -112,7 +112,7 @@ static void sets_the_hash(void **state)
 	assert_int_equal(run("a long family password\n", 23, 3, argv), 0);
 	char *text = slurp(path);
 	assert_non_null(strstr(text, "# my resolver\nadmin:\n  listen: 127.0.0.1:8080 # loopback "
-				     "only\n  password_hash: \"$argon2id$v=19$m=65536,t=2,p=1$"));
+				     "only\n  password_hash: \"$argon2id$v=19$m=7168,t=5,p=1$"));
 	assert_null(strstr(text, "family"));
 	free(text);
 	text = slurp(bak);
