@@ -132,7 +132,11 @@
 	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
 	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
 	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
-	  "Upstream UDP queries refused because the server's socket bound was reached")
+	  "Upstream UDP queries refused because the server's socket bound was reached") \
+	X(NOTIFY_FAILED, "nxdns_service_notify_failures_total", "",                             \
+	  "Service manager notifications (sd_notify datagrams) that could not be sent")          \
+	X(JOURNAL_FAILED, "nxdns_journal_send_failures_total", "",                              \
+	  "Log lines the journal socket refused (written to stderr instead)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

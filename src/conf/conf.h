@@ -245,6 +245,10 @@ struct nx_conf {
 	/* top level */
 	char *state_dir; /* owned */
 	char *log_level; /* owned: error|warn|info|debug */
+
+	/* run_as.* (daemon/privdrop.c) */
+	char *run_as_user;  /* owned: "" = `nxdns` when that user exists */
+	char *run_as_group; /* owned: "" = the user's primary group */
 };
 
 /*

@@ -128,6 +128,8 @@ struct nx_daemon {
 	int refresh_only;           /* -1: all URL sources, else one index */
 	unsigned refresh_downloaded;
 	const char *config_path;    /* borrowed (argv) */
+	atomic_bool serving;        /* DNS listeners answer (false during the first list load) */
+	uv_timer_t watchdog;        /* WATCHDOG=1 to the service manager, when it asked */
 };
 
 /* worker.c */
@@ -148,6 +150,8 @@ int nx_daemon_load_creds(const struct nx_conf *c, struct nx_tls_creds *prev,
 
 /* daemon.c, refresh.c (control thread) */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
+/* admin_glue.c: the control socket and the live tap, after the privilege drop */
+void nx_daemon_control_start(struct nx_daemon *d);
 int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
