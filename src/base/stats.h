@@ -144,7 +144,13 @@
 	X(TCP_CONNS, "nxdns_tcp_server_connections", "Open TCP client connections")            \
 	X(DOT_CONNS, "nxdns_dot_server_connections", "Open DNS-over-TLS client connections")   \
 	X(DOH_CONNS, "nxdns_doh_server_connections", "Open DNS-over-HTTPS client connections") \
-	X(PERMITS_USED, "nxdns_query_permits_in_use", "Query permits held by upstream work")
+	X(PERMITS_USED, "nxdns_query_permits_in_use", "Query permits held by upstream work") \
+	X(LISTS_LOADING, "nxdns_lists_first_load", "1 while the first list load runs (DNS "     \
+	  "answers only after it), else 0")                                                      \
+	X(LISTS_LOAD_STEP, "nxdns_lists_first_load_step", "Where the first list load is: "      \
+	  "source N of nxdns_lists_first_load_steps, the last step being the snapshot build")  \
+	X(LISTS_LOAD_STEPS, "nxdns_lists_first_load_steps", "Steps of the first list load: "    \
+	  "one per enabled source and the snapshot build")
 
 enum nx_stat {
 #define NX_STAT_ENUM(id, fam, labels, help) NX_STAT_##id,

@@ -482,6 +482,10 @@ static void on_boot_progress(void *arg, unsigned i, unsigned n, const char *name
 		t0 = nx_now_mono_ms();
 	}
 	unsigned long long ms = (unsigned long long)(nx_now_mono_ms() - t0);
+	/* /metrics: where the load is (the admin answers during it; DNS does not) */
+	int64_t step = (int64_t)i + 1, steps = (int64_t)n + 1;
+	nx_gauge_add(NX_GAUGE_LISTS_LOAD_STEP, step - nx_gauge_read(NX_GAUGE_LISTS_LOAD_STEP));
+	nx_gauge_add(NX_GAUGE_LISTS_LOAD_STEPS, steps - nx_gauge_read(NX_GAUGE_LISTS_LOAD_STEPS));
 	if (name) {
 		nx_log(NX_LOG_INFO, "filter", "loading lists: source %u of %u (%s), %llu ms so far",
 		       i + 1, n, name, ms);
@@ -612,10 +616,18 @@ int nx_daemon_run(const char *config_path)
 	nx_daemon_control_start(d);
 	d->lists.on_progress = on_boot_progress;
 	nx_notify_status("loading lists");
+	nx_gauge_add(NX_GAUGE_LISTS_LOADING, 1);
+	uint64_t load_t0 = nx_now_mono_ms();
 	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
 		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
 	}
+	nx_gauge_add(NX_GAUGE_LISTS_LOADING, -1);
 	d->lists.on_progress = NULL;
+	if (d->cur->c->n_sources > 0) {
+		nx_log(NX_LOG_INFO, "filter", "lists loaded in %llu ms: %llu entries",
+		       (unsigned long long)(nx_now_mono_ms() - load_t0),
+		       (unsigned long long)d->lists.entries);
+	}
 	unsigned started = 0;
 	for (; started < nw; started++) {
 		if (nx_worker_start(&d->workers[started]) < 0) {

@@ -7,6 +7,7 @@ systemd-resolved's stub listener, a privileged port without the capability)."""
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -376,11 +377,17 @@ def test_first_boot_admin_loading_while_lists_compile(tmp_path, upstream):
             pytest.fail("the list load ended before /healthz could be read: make the list "
                         "bigger\n" + nx.log())
         assert (code, body) == (503, "loading\n")
+        # /metrics answers meanwhile and says where the load is
+        m = nx.metrics()
+        assert m.get("nxdns_lists_first_load") == 1
+        assert m.get("nxdns_lists_first_load_steps") == 3  # two sources + the snapshot
+        assert 1 <= m.get("nxdns_lists_first_load_step") <= 3
         # DNS is bound but silent: no answer, and never an unfiltered one
         with pytest.raises(dns.exception.Timeout):
             nx.udp(make_query("host5.big-list.example"), timeout=0.3)
         nx.wait_ready(60)
         assert nx.http_get("/healthz") == (200, "ok\n")
+        assert nx.metrics().get("nxdns_lists_first_load") == 0
         r = nx.udp(make_query("host5.big-list.example"))
         assert r.answer and "0.0.0.0" in r.answer[0].to_text()
         log = nx.log()
@@ -388,6 +395,7 @@ def test_first_boot_admin_loading_while_lists_compile(tmp_path, upstream):
         assert "loading lists: source 2 of 2 (small)" in log
         assert "loading lists: building the snapshot of 2 sources" in log
         assert log.index("loading lists: source 1 of 2") < log.index("serving DNS on")
+        assert re.search(r"lists loaded in \d+ ms: \d+ entries", log)
     finally:
         nx.stop()
 
