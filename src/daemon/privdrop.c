@@ -341,10 +341,24 @@ int nx_privdrop_apply(const struct nx_privdrop *p)
 		return rc;
 	}
 	rc = caps_clear();
-	if (rc < 0) {
+	bool kept = false;
+	if (rc == -EPERM && !p->drop) {
+		/* Not root: a sandbox that filters capset (a unit's SystemCallFilter=~@privileged)
+		 * already bounds what we hold; keeping it beats refusing to serve. */
+		nx_log(NX_LOG_WARN, "daemon", "capabilities kept: capset is not permitted here "
+		       "(a SystemCallFilter without capset?); the service's bounding set applies");
+		kept = true;
+	} else if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot drop capabilities: %s", nx_strerror(rc));
 		return rc;
 	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* The uid change made us non-dumpable, and LeakSanitizer's exit check ptraces our own
+	 * threads, which that forbids; sanitizer builds (tests only) stay dumpable. */
+	if (p->drop) {
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	}
+#endif
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		nx_log(NX_LOG_WARN, "daemon", "cannot set no_new_privs: %s", strerror(errno));
 	}
@@ -359,7 +373,7 @@ int nx_privdrop_apply(const struct nx_privdrop *p)
 		       "capabilities",
 		       p->user, p->group, (unsigned long)p->uid, (unsigned long)p->gid);
 	}
-	if (!caps_empty()) {
+	if (!kept && !caps_empty()) {
 		nx_log(NX_LOG_ERR, "daemon", "capabilities still held after the drop");
 		return -EPERM;
 	}
