@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -466,6 +467,9 @@ def base_config(workdir: Path, upstreams: List[str], port: Optional[int] = None,
         "cache": {"size": 0},
         "state_dir": str(Path(workdir) / "state"),
         "log": {"level": "debug"},
+        # Whoever runs the tests stays the daemon's user: on a machine with an `nxdns` user
+        # a root start would otherwise switch to it, and pytest's 0700 tmp dirs are root's.
+        "run_as": {"user": pwd.getpwuid(os.geteuid()).pw_name},
     }
 
 

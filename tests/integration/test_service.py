@@ -260,7 +260,7 @@ def test_root_without_the_default_user_keeps_running_with_a_warning(tmp_path, up
         pytest.skip("a user nxdns exists here")
     except KeyError:
         pass
-    nx = _daemon(tmp_path, upstream)
+    nx = _daemon(tmp_path, upstream, config={"run_as": {"user": ""}})  # the default
     try:
         nx.start()
         assert "running as root: no user 'nxdns' to switch to" in nx.log()
@@ -274,7 +274,7 @@ def test_root_without_the_default_user_keeps_running_with_a_warning(tmp_path, up
 def test_non_root_start_drops_the_bind_capability(open_dir, upstream):
     """The systemd shape: started as the user with CAP_NET_BIND_SERVICE ambient; the capability
     is gone once the sockets are bound."""
-    nx = _daemon(open_dir, upstream, name="nxdns")
+    nx = _daemon(open_dir, upstream, name="nxdns", config={"run_as": {"user": ""}})
     Path(nx.config["state_dir"]).mkdir(parents=True)
     shutil.chown(nx.config["state_dir"], "nobody", "nogroup")
     prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
