@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "daemon/impl.h"
+#include "daemon/privdrop.h"
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
@@ -389,8 +390,10 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 	}
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
-		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
-		       c->admin_listen.text, nx_strerror(rc));
+		char hint[512];
+		nx_privdrop_bind_hint(&c->admin_listen, rc, hint, sizeof(hint));
+		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s%s%s",
+		       c->admin_listen.text, nx_strerror(rc), hint[0] ? ": " : "", hint);
 		return rc;
 	}
 	return 0;

@@ -313,6 +313,21 @@ def test_port_taken_names_the_holder(tmp_path, upstream):
     assert f"port {port} is held by {me} (pid {os.getpid()})" in log
 
 
+def test_admin_port_taken_names_the_holder(tmp_path, upstream):
+    nx = _daemon(tmp_path, upstream)
+    port = int(nx.admin.rsplit(":", 1)[1])
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", port))
+    holder.listen(1)
+    try:
+        log = _start_fails(nx)
+    finally:
+        holder.close()
+    me = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    assert f"cannot start the admin listener on 127.0.0.1:{port}" in log
+    assert f"port {port} is held by {me} (pid {os.getpid()})" in log
+
+
 @pytest.mark.skipif(not ROOT, reason="another user's sockets are visible to root only")
 def test_port_taken_by_systemd_resolved_gets_its_advice(tmp_path, upstream):
     # A stand-in named like systemd-resolved (its comm is cut to "systemd-resolve").
