@@ -549,6 +549,11 @@ int nx_daemon_run(const char *config_path)
 	}
 	nx_notify_init();
 	signal(SIGPIPE, SIG_IGN);
+	/* Until the control loop's handlers are installed (after the first list load, which may
+	 * take minutes on a Pi while the admin already answers), a reload or refresh signal has
+	 * nothing to act on yet and must not kill the daemon by the default action. */
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR1, SIG_IGN);
 	mallopt(M_ARENA_MAX, NX_ARENA_MAX);
 	raise_fd_limit();
 

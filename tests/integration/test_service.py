@@ -392,6 +392,9 @@ def test_first_boot_admin_loading_while_lists_compile(tmp_path, upstream):
             pytest.fail("the list load ended before /healthz could be read: make the list "
                         "bigger\n" + nx.log())
         assert (code, body) == (503, "loading\n")
+        # a reload or refresh signal during the load neither kills it nor is needed
+        nx.send_signal(signal.SIGHUP)
+        nx.send_signal(signal.SIGUSR1)
         # /metrics answers meanwhile and says where the load is
         m = nx.metrics()
         assert m.get("nxdns_lists_first_load") == 1
