@@ -18,3 +18,11 @@ def build_dir() -> Path:
     if not (d / "nxdns").exists() or not (d / "dist" / "nxdns.service").exists():
         pytest.fail(f"{d} has no built nxdns and dist/nxdns.service: run ninja -C {d}")
     return d
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The integration suite's pytest.ini collects from the repository root; this suite (a
+    package build, an install) runs only on its own, through scripts/test-package."""
+    if config.inipath is None or config.inipath.resolve() != Path(__file__).parent / "pytest.ini":
+        return True
+    return None
