@@ -345,7 +345,8 @@ int nx_privdrop_apply(const struct nx_privdrop *p)
 	if (rc == -EPERM && !p->drop) {
 		/* Not root: a sandbox that filters capset (a unit's SystemCallFilter=~@privileged)
 		 * already bounds what we hold; keeping it beats refusing to serve. */
-		nx_log(NX_LOG_WARN, "daemon", "capabilities kept: capset is not permitted here "
+		nx_log(NX_LOG_WARN, "daemon",
+		       "capabilities kept: capset is not permitted here "
 		       "(a SystemCallFilter without capset?); the service's bounding set applies");
 		kept = true;
 	} else if (rc < 0) {
