@@ -5,7 +5,7 @@ FUZZ_BUILD ?= build-fuzz
 CONFIG     ?= etc/nxdns-dev.yaml
 FUZZ_SECONDS ?= 60
 
-.PHONY: all build run test test-unit test-integration bootstrap bench bench-memory fuzz clean format
+.PHONY: all build run test test-unit test-integration bootstrap bench bench-memory fuzz clean format deb install
 
 all: build
 
@@ -36,6 +36,24 @@ bench-memory: bootstrap build
 
 fuzz: bootstrap
 	scripts/fuzz $(FUZZ_SECONDS)
+
+# The Debian package, built with debhelper in a copy under $(BUILD): $(BUILD)/nxdns_VERSION_ARCH.deb
+deb: bootstrap
+	scripts/make-deb $(BUILD)
+
+# Other distributions: binary, nxdns(8), the systemd unit (paths of PREFIX) and the seed config
+# into DESTDIR; the config is copied to SYSCONFDIR/nxdns/nxdns.yaml only when none is there.
+# The service user is the system's business: `useradd --system --user-group nxdns`, then give
+# it SYSCONFDIR/nxdns and /var/lib/nxdns (or let `nxdns serve` do it when started as root).
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+install: build
+	meson configure $(BUILD) -Dprefix=$(PREFIX) -Dsysconfdir=$(SYSCONFDIR)
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(DESTDIR))
+	install -d -m 0750 $(DESTDIR)$(SYSCONFDIR)/nxdns
+	[ -e $(DESTDIR)$(SYSCONFDIR)/nxdns/nxdns.yaml ] || install -m 0640 dist/nxdns.yaml \
+		$(DESTDIR)$(SYSCONFDIR)/nxdns/nxdns.yaml
 
 format:
 	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h')

@@ -182,7 +182,7 @@ static unsigned route_healthz(struct conn *cn)
 {
 	const struct nx_admin_hooks *h = &cn->ctl->hooks;
 	bool ready = !h->ready || h->ready(h->ud);
-	cn->body = (struct body){.data = ready ? "ok\n" : "starting\n", .len = ready ? 3 : 9};
+	cn->body = (struct body){.data = ready ? "ok\n" : "loading\n", .len = ready ? 3 : 8};
 	return ready ? 200 : 503;
 }
 

@@ -92,7 +92,7 @@ int nx_admin_handle_healthz(struct nx_admin_req *req)
 {
 	const struct nx_admin_hooks *h = &req->admin->hooks;
 	if (h->ready && !h->ready(h->ud)) {
-		return nx_admin_reply(req, 503, "text/plain; charset=utf-8", "starting\n", 9);
+		return nx_admin_reply(req, 503, "text/plain; charset=utf-8", "loading\n", 8);
 	}
 	return nx_admin_reply(req, 200, "text/plain; charset=utf-8", "ok\n", 3);
 }

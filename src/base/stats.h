@@ -147,7 +147,11 @@
 	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
 	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)") \
 	X(RL_LOG_SUPPRESSED, "nxdns_rate_limit_log_suppressed_total", "",                      \
-	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")
+	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)") \
+	X(NOTIFY_FAILED, "nxdns_service_notify_failures_total", "",                             \
+	  "Service manager notifications (sd_notify datagrams) that could not be sent")          \
+	X(JOURNAL_FAILED, "nxdns_journal_send_failures_total", "",                              \
+	  "Log lines the journal socket refused (written to stderr instead)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \
@@ -155,7 +159,13 @@
 	X(TCP_CONNS, "nxdns_tcp_server_connections", "Open TCP client connections")            \
 	X(DOT_CONNS, "nxdns_dot_server_connections", "Open DNS-over-TLS client connections")   \
 	X(DOH_CONNS, "nxdns_doh_server_connections", "Open DNS-over-HTTPS client connections") \
-	X(PERMITS_USED, "nxdns_query_permits_in_use", "Query permits held by upstream work")
+	X(PERMITS_USED, "nxdns_query_permits_in_use", "Query permits held by upstream work") \
+	X(LISTS_LOADING, "nxdns_lists_first_load", "1 while the first list load runs (DNS "     \
+	  "answers only after it), else 0")                                                      \
+	X(LISTS_LOAD_STEP, "nxdns_lists_first_load_step", "Where the first list load is: "      \
+	  "source N of nxdns_lists_first_load_steps, the last step being the snapshot build")  \
+	X(LISTS_LOAD_STEPS, "nxdns_lists_first_load_steps", "Steps of the first list load: "    \
+	  "one per enabled source and the snapshot build")
 
 enum nx_stat {
 #define NX_STAT_ENUM(id, fam, labels, help) NX_STAT_##id,

@@ -277,6 +277,9 @@ struct nx_conf {
 	/* admin.totp_secret: the TOTP second factor (RFC 6238), base32 as written */
 	char *admin_totp_secret; /* owned, or NULL: not enrolled ("" or "off") */
 	bool admin_totp_off;	 /* written "off": removed on purpose (a reload may drop it) */
+	/* run_as.* (daemon/privdrop.c) */
+	char *run_as_user;  /* owned: "" = `nxdns` when that user exists */
+	char *run_as_group; /* owned: "" = the user's primary group */
 };
 
 /*

@@ -976,6 +976,30 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "subscriber's buffer is allocated when it connects. `0` turns the live "
 		       "stream off.",
 	},
+	{
+		.path = "run_as.user",
+		.type = &nx_conf_t_opt_account,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(run_as_user),
+		.def = "\"\"",
+		.doc = "User that `nxdns serve` switches to when started as root, once its "
+		       "sockets are bound (no capability is kept: listener changes need a "
+		       "restart anyway). Empty means `nxdns` when that user exists; without it "
+		       "the daemon keeps running as root with a warning (a development machine). "
+		       "Before switching it gives the user `state_dir` and, when the config file "
+		       "lives in a directory named `nxdns`, that directory and the file, so the "
+		       "admin API can save edits. A named user that does not exist is an error. "
+		       "Under systemd the unit's `User=` decides and this key is not needed.",
+	},
+	{
+		.path = "run_as.group",
+		.type = &nx_conf_t_opt_account,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(run_as_group),
+		.def = "\"\"",
+		.doc = "Group to switch to with `run_as.user`; empty means the user's primary "
+		       "group. Supplementary groups are dropped.",
+	},
 };
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);
@@ -1098,6 +1122,7 @@ static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
 		{&nx_conf_t_rules, NX_CONF_KIND_STRINGS},
 		{&nx_conf_t_block_addrs, NX_CONF_KIND_BLOCK_ADDRS},
 		{&nx_conf_t_domains, NX_CONF_KIND_STRINGS},
+		{&nx_conf_t_opt_account, NX_CONF_KIND_STRING},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(kinds); i++) {
 		if (kinds[i].type == t) {

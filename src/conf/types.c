@@ -765,3 +765,43 @@ int nx_conf_parse_items(struct nx_conf_ld *ld, const struct nx_conf_key *k, stru
 	}
 	return 0;
 }
+
+/* ---- optional account name: "" or a user/group name (run_as.*) ---- */
+
+#define NX_CONF_ACCOUNT_MAX 32 /* useradd's limit on Linux */
+
+static int opt_account_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k,
+			     struct fy_node *val, struct fy_node *key)
+{
+	char buf[NX_CONF_ACCOUNT_MAX + 2];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "a user or group name", false, buf,
+				sizeof(buf));
+	if (rc) {
+		return rc;
+	}
+	/* Debian's adduser rule (NAME_REGEX), which also keeps a number from passing for a uid */
+	bool ok = strlen(buf) <= NX_CONF_ACCOUNT_MAX;
+	for (size_t i = 0; ok && buf[i]; i++) {
+		char ch = buf[i];
+		ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
+		     (i > 0 && ((ch >= '0' && ch <= '9') || ch == '-' || ch == '.'));
+	}
+	if (!ok) {
+		return nx_conf_fail(ld, val, key,
+				    "%s: '%s' is not a user or group name (lower-case letters, "
+				    "digits, '_', '-', '.', at most %d, not starting with a digit)",
+				    k->path, buf, NX_CONF_ACCOUNT_MAX);
+	}
+	char **f = NX_CONF_FIELD(ld->c, k, char *);
+	*f = dup_text(buf);
+	return *f ? 0 : nx_conf_fail(ld, val, key, "%s: out of memory", k->path);
+}
+
+const struct nx_conf_type nx_conf_t_opt_account = {
+	.name = "string",
+	.parse = opt_account_parse,
+	.release = string_release,
+};

@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "daemon/impl.h"
+#include "daemon/privdrop.h"
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
@@ -325,12 +326,18 @@ static void control_start(struct nx_daemon *d, const struct nx_admin_hooks *hook
 	}
 }
 
-int nx_daemon_admin_start(struct nx_daemon *d)
+/* /healthz: 200 once the DNS listeners serve; until then (the first list load) 503 "loading". */
+static bool ready_hook(void *ud)
 {
-	const struct nx_conf *c = d->cur->c;
-	struct nx_admin_hooks hooks = {
+	const struct nx_daemon *d = ud;
+	return atomic_load_explicit(&d->serving, memory_order_relaxed);
+}
+
+static struct nx_admin_hooks daemon_hooks(struct nx_daemon *d)
+{
+	return (struct nx_admin_hooks){
 		.metrics_extra = metrics_extra,
-		/* no .ready: listeners and admin start only once the first snapshot is mapped */
+		.ready = ready_hook,
 		.conf = current_conf,
 		.reload = reload_hook,
 		.sources_status = sources_status,
@@ -341,24 +348,38 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.tls_creds = tls_creds,
 		.ud = d,
 	};
+}
+
+/* The control socket and the live stream's tap, once the daemon runs as its final user (the
+ * socket file is its, and the control socket admits root and that uid). */
+void nx_daemon_control_start(struct nx_daemon *d)
+{
+	struct nx_admin_hooks hooks = daemon_hooks(d);
+	/* The live stream: the query-log writer hands each drained batch to the admin hub. */
+	if (d->qlog && d->admin) {
+		nx_qlog_set_tap(d->qlog, live_tap, d->admin);
+	}
+	control_start(d, &hooks);
+}
+
+/* The admin HTTP listener (it may bind a privileged port, so before the privilege drop). */
+int nx_daemon_admin_start(struct nx_daemon *d)
+{
+	const struct nx_conf *c = d->cur->c;
+	struct nx_admin_hooks hooks = daemon_hooks(d);
 	if (!c->admin_enabled) {
-		control_start(d, &hooks);
 		return 0;
 	}
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
-		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
-		       c->admin_listen.text, nx_strerror(rc));
+		char hint[512];
+		nx_privdrop_bind_hint(&c->admin_listen, rc, hint, sizeof(hint));
+		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s%s%s",
+		       c->admin_listen.text, nx_strerror(rc), hint[0] ? ": " : "", hint);
 		return rc;
 	}
-	/* The live stream: the query-log writer hands each drained batch to the admin hub. */
-	if (d->qlog) {
-		nx_qlog_set_tap(d->qlog, live_tap, d->admin);
-	}
-	control_start(d, &hooks);
 	return 0;
 }
-
 void nx_daemon_admin_stop(struct nx_daemon *d)
 {
 	/* The tap must be gone before the hub it publishes into (set_tap waits for it). */

@@ -13,12 +13,15 @@
 #include <unistd.h>
 
 #include "admin/admin.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
 #include "base/rand.h"
 #include "base/stats.h"
 #include "daemon/impl.h"
+#include "daemon/notify.h"
+#include "daemon/privdrop.h"
 #include "net/sockopt.h"
 #include "net/tls.h"
 #include "cache/cache.h"
@@ -225,6 +228,7 @@ static void sync_step(void *arg)
 {
 	struct nx_daemon *d = arg;
 	nx_admin_service(d->admin);
+	nx_notify_watchdog_tick(); /* a long compile holds the control loop: still alive */
 }
 
 /* Bring the lists up to date with the current config; publish a new snapshot generation when
@@ -429,7 +433,10 @@ static void on_signal(uv_signal_t *s, int signum)
 	struct nx_daemon *d = s->data;
 	if (signum == SIGHUP) {
 		char err[NX_CONF_ERR_MAX];
-		nx_daemon_reload(d, err, sizeof(err));
+		nx_notify_reloading();
+		int rc = nx_daemon_reload(d, err, sizeof(err));
+		/* the reload is over either way; a failed one keeps serving the running config */
+		nx_notify_ready(rc == 0 ? "serving (reloaded)" : "serving (reload failed, see log)");
 		return;
 	}
 	if (signum == SIGUSR1) {
@@ -440,6 +447,7 @@ static void on_signal(uv_signal_t *s, int signum)
 		return;
 	}
 	nx_log(NX_LOG_INFO, "daemon", "signal %d: shutting down", signum);
+	nx_notify_stopping();
 	uv_stop(&d->loop);
 }
 
@@ -490,6 +498,56 @@ static void on_close_noop(uv_handle_t *h)
 {
 }
 
+static void on_watchdog(uv_timer_t *t)
+{
+	nx_notify_watchdog_tick();
+}
+
+/* The first boot's list load, per source: how far it is, in the log and the service status
+ * (the admin's /healthz says "loading" meanwhile). */
+static void on_boot_progress(void *arg, unsigned i, unsigned n, const char *name)
+{
+	static uint64_t t0;
+	if (t0 == 0) {
+		t0 = nx_now_mono_ms();
+	}
+	unsigned long long ms = (unsigned long long)(nx_now_mono_ms() - t0);
+	/* /metrics: where the load is (the admin answers during it; DNS does not) */
+	int64_t step = (int64_t)i + 1, steps = (int64_t)n + 1;
+	nx_gauge_add(NX_GAUGE_LISTS_LOAD_STEP, step - nx_gauge_read(NX_GAUGE_LISTS_LOAD_STEP));
+	nx_gauge_add(NX_GAUGE_LISTS_LOAD_STEPS, steps - nx_gauge_read(NX_GAUGE_LISTS_LOAD_STEPS));
+	if (name) {
+		nx_log(NX_LOG_INFO, "filter", "loading lists: source %u of %u (%s), %llu ms so far",
+		       i + 1, n, name, ms);
+		nx_notify_status("loading lists: source %u of %u (%s)", i + 1, n, name);
+	} else {
+		nx_log(NX_LOG_INFO, "filter", "loading lists: building the snapshot of %u sources, "
+		       "%llu ms so far", n, ms);
+		nx_notify_status("loading lists: building the snapshot of %u sources", n);
+	}
+}
+
+/* Every listener address must be free before any worker opens its sockets, so a start that
+ * cannot bind says which address, why, and how to fix it. */
+static int probe_listeners(const struct nx_conf *lc)
+{
+	for (size_t i = 0; i < lc->n_listen_dns + lc->n_listen_dot + lc->n_listen_doh; i++) {
+		const struct nx_addr *a = i < lc->n_listen_dns ? &lc->listen_dns[i]
+				       : i < lc->n_listen_dns + lc->n_listen_dot
+					   ? &lc->listen_dot[i - lc->n_listen_dns]
+					   : &lc->listen_doh[i - lc->n_listen_dns - lc->n_listen_dot];
+		int prc = nx_sock_probe_free(a);
+		if (prc < 0) {
+			char hint[512];
+			nx_privdrop_bind_hint(a, prc, hint, sizeof(hint));
+			nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s: %s%s%s", a->text,
+			       nx_strerror(prc), hint[0] ? ": " : "", hint);
+			return prc;
+		}
+	}
+	return 0;
+}
+
 int nx_daemon_run(const char *config_path)
 {
 	int exit_code = 1;
@@ -513,7 +571,19 @@ int nx_daemon_run(const char *config_path)
 		nx_conf_free(c);
 		return 2;
 	}
+	struct nx_privdrop priv;
+	if (nx_privdrop_plan(c, &priv, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		nx_conf_free(c);
+		return 2;
+	}
+	nx_notify_init();
 	signal(SIGPIPE, SIG_IGN);
+	/* Until the control loop's handlers are installed (after the first list load, which may
+	 * take minutes on a Pi while the admin already answers), a reload or refresh signal has
+	 * nothing to act on yet and must not kill the daemon by the default action. */
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR1, SIG_IGN);
 	mallopt(M_ARENA_MAX, NX_ARENA_MAX);
 	raise_fd_limit();
 
@@ -545,13 +615,15 @@ int nx_daemon_run(const char *config_path)
 		goto out_cref;
 	}
 	guard_prepare(d, d->cur->c);
-	/* Listeners never start before the first snapshot (or an empty one) is in place; boot
-	 * uses the bodies on disk and never waits on the network. */
+	/*
+	 * Start-up order. As root: bind every socket (DNS listeners, admin), give the service
+	 * user its files, switch to it with no capability left; only then start threads (the
+	 * query-log writer) and write files (lists, snapshot, control socket). Listeners never
+	 * answer before the first snapshot (or an empty one) is in place: the workers start
+	 * after the load, while the admin already answers (/healthz "loading"). Boot uses the
+	 * bodies on disk and never waits on the network.
+	 */
 	nx_lists_init(&d->lists, d->cur->c->state_dir);
-	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
-		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
-	}
-	nx_daemon_qlog_start(d);
 	unsigned nw = d->cur->c->workers;
 	d->workers = nx_mem_calloc(NX_OWNER_misc, nw, sizeof(*d->workers));
 	if (!d->workers) {
@@ -559,18 +631,8 @@ int nx_daemon_run(const char *config_path)
 	}
 	d->n_workers = nw;
 	const struct nx_conf *lc = d->cur->c;
-	for (size_t i = 0; i < lc->n_listen_dns + lc->n_listen_dot + lc->n_listen_doh; i++) {
-		const struct nx_addr *a = i < lc->n_listen_dns ? &lc->listen_dns[i]
-				       : i < lc->n_listen_dns + lc->n_listen_dot
-					   ? &lc->listen_dot[i - lc->n_listen_dns]
-					   : &lc->listen_doh[i - lc->n_listen_dns - lc->n_listen_dot];
-		int prc = nx_sock_probe_free(a);
-		if (prc < 0) {
-			nx_log(NX_LOG_ERR, "daemon", "cannot listen on %s: %s%s", a->text,
-			       nx_strerror(prc),
-			       prc == -EADDRINUSE ? " (another DNS server or nxdns instance?)" : "");
-			goto out_workers;
-		}
+	if (probe_listeners(lc) < 0) {
+		goto out_workers;
 	}
 	for (unsigned i = 0; i < nw; i++) {
 		if (nx_worker_init(&d->workers[i], d, i) < 0) {
@@ -579,6 +641,28 @@ int nx_daemon_run(const char *config_path)
 	}
 	if (nx_daemon_admin_start(d) < 0) {
 		goto out_workers;
+	}
+	if (nx_privdrop_fix_ownership(&priv, lc, config_path) < 0 || nx_privdrop_apply(&priv) < 0) {
+		goto out_admin;
+	}
+	nx_daemon_qlog_start(d);
+	for (unsigned i = 0; i < nw; i++) {
+		d->workers[i].qlog = d->qlog; /* not running yet: a plain store */
+	}
+	nx_daemon_control_start(d);
+	d->lists.on_progress = on_boot_progress;
+	nx_notify_status("loading lists");
+	nx_gauge_add(NX_GAUGE_LISTS_LOADING, 1);
+	uint64_t load_t0 = nx_now_mono_ms();
+	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
+		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
+	}
+	nx_gauge_add(NX_GAUGE_LISTS_LOADING, -1);
+	d->lists.on_progress = NULL;
+	if (d->cur->c->n_sources > 0) {
+		nx_log(NX_LOG_INFO, "filter", "lists loaded in %llu ms: %llu entries",
+		       (unsigned long long)(nx_now_mono_ms() - load_t0),
+		       (unsigned long long)d->lists.entries);
 	}
 	unsigned started = 0;
 	for (; started < nw; started++) {
@@ -613,6 +697,14 @@ int nx_daemon_run(const char *config_path)
 		}
 		nx_log(NX_LOG_INFO, "daemon", "serving DNS on %s (udp+tcp), %u workers, %zu upstreams",
 		       addrs, nw, d->cur->n_servers);
+		atomic_store(&d->serving, true);
+		nx_notify_ready("serving");
+		uv_timer_init(&d->loop, &d->watchdog);
+		if (nx_notify_watchdog_usec() > 0) {
+			uint64_t every = NX_MAX(nx_notify_watchdog_usec() / 4000, 1);
+			uv_timer_start(&d->watchdog, on_watchdog, every, every);
+		}
+		uv_unref((uv_handle_t *)&d->watchdog);
 		for (size_t i = 0; i < lc->n_listen_dot; i++) {
 			nx_log(NX_LOG_INFO, "daemon", "serving DNS-over-TLS on %s",
 			       lc->listen_dot[i].text);
@@ -628,6 +720,7 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_usr1, on_close_noop);
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
+		uv_close((uv_handle_t *)&d->watchdog, on_close_noop);
 		nx_refresh_stop(d);
 	}
 	if (started > 0) {
@@ -643,6 +736,7 @@ int nx_daemon_run(const char *config_path)
 	if (started > 0) {
 		uv_barrier_destroy(&d->stop_barrier);
 	}
+out_admin:
 	nx_daemon_admin_stop(d);
 out_workers:
 	/* after the workers: they push into the query log until they stop */
@@ -668,6 +762,7 @@ out_loop:
 		pthread_mutex_destroy(&d->coalesce[i].lock);
 	}
 	nx_mem_free(NX_OWNER_misc, d, sizeof(*d));
+	nx_notify_deinit();
 	if (exit_code == 0) {
 		nx_log(NX_LOG_INFO, "daemon", "stopped");
 	}

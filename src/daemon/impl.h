@@ -132,6 +132,8 @@ struct nx_daemon {
 	/* owned: the rate-limit table, created by the control thread the first time a config
 	 * turns access.rate_limit on and kept until exit (workers load it acquire; NULL = none) */
 	struct nx_guard_rl *_Atomic rate_limit;
+	atomic_bool serving;        /* DNS listeners answer (false during the first list load) */
+	uv_timer_t watchdog;        /* WATCHDOG=1 to the service manager, when it asked */
 };
 
 /* worker.c */
@@ -152,6 +154,8 @@ int nx_daemon_load_creds(const struct nx_conf *c, struct nx_tls_creds *prev,
 
 /* daemon.c, refresh.c (control thread) */
 int nx_daemon_sync_lists(struct nx_daemon *d, unsigned flags);
+/* admin_glue.c: the control socket and the live tap, after the privilege drop */
+void nx_daemon_control_start(struct nx_daemon *d);
 int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);

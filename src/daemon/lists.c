@@ -276,6 +276,9 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 		names[i] = s->name;
 		srcs[i].name = s->name;
 		srcs[i].dir = dirs[i];
+		if (st->enabled && l->on_progress) {
+			l->on_progress(l->step_arg, i, n, s->name);
+		}
 		if (st->enabled) {
 			rc = nx_mkdir_p(dirs[i]);
 			if (rc < 0) {
@@ -355,6 +358,9 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 
 	struct nx_filter_snap_build_report rep;
 	memset(&rep, 0, sizeof(rep));
+	if (l->on_progress) {
+		l->on_progress(l->step_arg, n, n, NULL);
+	}
 	struct nx_filter_snap_build_opts bopts = {.on_step = l->on_step, .arg = l->step_arg};
 	rc = nx_filter_snap_build(snap_path, srcs, n, &bopts, &rep);
 	if (rc < 0) {

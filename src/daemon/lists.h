@@ -62,6 +62,10 @@ struct nx_lists {
 	 * there, so the control loop's HTTP side does not stall for a whole rebuild. */
 	void (*on_step)(void *arg);
 	void *step_arg;
+	/* Progress by source (NULL: none), called with step_arg before source i of n is looked
+	 * at, and with i == n, name NULL before the snapshot build: the first boot's log and
+	 * service status say how far the load is. */
+	void (*on_progress)(void *arg, unsigned i, unsigned n, const char *name);
 };
 
 /* Sync options. */

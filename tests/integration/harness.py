@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -327,14 +328,20 @@ class Nxdns:
         tmp.write_text(text)
         os.replace(tmp, self.config_path)
 
-    def start(self, wait: bool = True, timeout: float = 20.0) -> "Nxdns":
+    def start(self, wait: bool = True, timeout: float = 20.0, env: Optional[dict] = None,
+              prefix: Optional[List[str]] = None) -> "Nxdns":
+        """env: extra environment variables; prefix: a command the binary runs under
+        (e.g. setpriv to start it as another user)."""
         binary = nxdns_bin()
         if not binary.exists():
             raise RuntimeError(f"nxdns binary not found: {binary} (set NXDNS_BIN)")
         self._logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(binary), "serve", "--config", str(self.config_path)],
+        full_env = dict(os.environ, **env) if env else None
+        self.proc = subprocess.Popen(list(prefix or []) +
+                                     [str(binary.resolve()), "serve", "--config",
+                                      str(self.config_path)],
                                      stdin=subprocess.DEVNULL, stdout=self._logf,
-                                     stderr=self._logf, cwd=self.workdir)
+                                     stderr=self._logf, cwd=self.workdir, env=full_env)
         if wait:
             self.wait_ready(timeout)
         return self
@@ -464,6 +471,9 @@ def base_config(workdir: Path, upstreams: List[str], port: Optional[int] = None,
         "access": {"rate_limit": {"qps": 0}},
         "state_dir": str(Path(workdir) / "state"),
         "log": {"level": "debug"},
+        # Whoever runs the tests stays the daemon's user: on a machine with an `nxdns` user
+        # a root start would otherwise switch to it, and pytest's 0700 tmp dirs are root's.
+        "run_as": {"user": pwd.getpwuid(os.geteuid()).pw_name},
     }
 
 

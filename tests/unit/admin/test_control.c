@@ -167,7 +167,7 @@ static void test_routes(void **state)
 
 	assert_int_equal(c->ans[0].rc, 0);
 	assert_int_equal(c->ans[0].status, 503);
-	assert_string_equal(c->ans[0].body, "starting\n");
+	assert_string_equal(c->ans[0].body, "loading\n");
 
 	assert_int_equal(c->ans[1].rc, 0);
 	assert_int_equal(c->ans[1].status, 200);
