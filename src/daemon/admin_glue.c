@@ -192,6 +192,12 @@ static const struct nx_conf *current_conf(void *ud)
 	return d->cur->c; /* control thread: d->cur changes only here */
 }
 
+static const struct nx_conf *boot_conf(void *ud)
+{
+	struct nx_daemon *d = ud;
+	return d->boot ? d->boot->c : NULL;
+}
+
 static int reload_hook(void *ud, char *err, size_t errlen)
 {
 	return nx_daemon_reload(ud, err, errlen);
@@ -357,6 +363,7 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.paused_until = paused_until,
 		.lookup = lookup_hook,
 		.tls_creds = tls_creds,
+		.boot_conf = boot_conf,
 		.ud = d,
 	};
 	if (!c->admin_enabled) {
