@@ -294,8 +294,10 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 	static const struct nx_admin_field fields[] = {{"key", JSON_STRING, false},
 						       {"value", NX_ADMIN_JSON_ANY, false},
 						       {"settings", JSON_OBJECT, false},
+						       /* GET's, sent back with the form: ignored */
+						       {"restart_pending", JSON_ARRAY, false},
 						       {NULL}};
-	json_t *vals[3];
+	json_t *vals[4];
 	json_t *body = nx_admin_req_json(req, fields, vals);
 	if (!body) {
 		return 0;
