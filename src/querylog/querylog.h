@@ -410,6 +410,12 @@ struct nx_qlog_filter {
 	unsigned limit;		    /* 1..NX_QLOG_QUERY_LIMIT_MAX; 0 = NX_QLOG_QUERY_LIMIT_DEFAULT */
 	unsigned protos; /* bit 1u << enum nx_qlog_proto per protocol shown; 0 = any (so a
 			  * zeroed filter, as every older caller builds, still means any) */
+	/* Rows whose client (text, client id or "") this accepts; NULL = any. The admin's client
+	 * by name. A block whose client list has no accepted client is skipped undecoded, unless
+	 * client_match_ids (it may accept a row by its client id, which the list lacks). */
+	bool (*client_match)(const char *client, const char *client_id, void *ud);
+	void *client_match_ud; /* borrowed */
+	bool client_match_ids;
 };
 
 /*

@@ -256,6 +256,10 @@ static bool item_matches(const struct nx_qlog_item *it, const struct nx_qlog_fil
 	if (f->name && f->name[0] && !strstr(it->name, f->name)) {
 		return false;
 	}
+	if (f->client_match &&
+	    !f->client_match(it->client, or_empty(it->client_id), f->client_match_ud)) {
+		return false;
+	}
 	if ((f->from_ms && it->ts < f->from_ms) || (f->to_ms && it->ts >= f->to_ms)) {
 		return false;
 	}
@@ -293,6 +297,26 @@ static bool json_verbatim(const char *s)
 	return true;
 }
 
+/* Does f->client_match accept a client of a block's list (a JSON array of address texts,
+ * written by block.c without escapes)? A list it cannot read counts as a match. */
+static bool any_client_matches(const char *list, const struct nx_qlog_filter *f)
+{
+	char one[NX_QLOG_CLIENT_TEXT_MAX];
+	for (const char *p = list ? strchr(list, '"') : NULL; p; p = strchr(p, '"')) {
+		const char *e = strchr(p + 1, '"');
+		if (!e || (size_t)(e - p - 1) >= sizeof(one) || memchr(p + 1, '\\', (size_t)(e - p - 1))) {
+			return true;
+		}
+		memcpy(one, p + 1, (size_t)(e - p - 1));
+		one[e - p - 1] = '\0';
+		if (f->client_match(one, "", f->client_match_ud)) {
+			return true;
+		}
+		p = e + 1;
+	}
+	return list == NULL;
+}
+
 /* Could a block hold a matching record? Decided from its columns and raw text alone. */
 static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, bool name_raw,
 			    const char *quoted_client)
@@ -305,6 +329,10 @@ static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, boo
 		if (c && !strstr(c, quoted_client)) {
 			return false;
 		}
+	}
+	if (f->client_match && !f->client_match_ids && sqlite3_column_type(s, 5) != SQLITE_NULL &&
+	    !any_client_matches((const char *)sqlite3_column_text(s, 5), f)) {
+		return false;
 	}
 	if (name_raw) {
 		const char *t = sqlite3_column_blob(s, 6);
