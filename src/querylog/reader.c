@@ -1012,17 +1012,20 @@ static int top_from_roll(struct nx_qlog_reader *r, int kind, int64_t fm, int64_t
 	struct top_delta dl = {0};
 	int64_t max_pos = 0;
 	sqlite3_stmt *s = NULL;
+	/* two ranges of the primary key, not an OR (which SQLite answers with a scan of the
+	 * kind): [a0, a1) is the window's before the roll (+) or the roll's before the window
+	 * (-); minutes >= tm are the roll's after the window (-) */
 	int rc = sqlite3_prepare_v2(
 		r->db,
-		"SELECT key, SUM(CASE WHEN minute >= ?3 AND minute < ?4 THEN n ELSE -n END)"
-		" FROM agg_top WHERE kind = ?1 AND ((minute >= ?5 AND minute < ?6) OR minute >= ?4)"
-		" GROUP BY key ORDER BY key",
+		"SELECT key, SUM(v) FROM (SELECT key, n * ?3 AS v FROM agg_top WHERE kind = ?1 AND"
+		" minute >= ?5 AND minute < ?6 UNION ALL SELECT key, -n FROM agg_top"
+		" WHERE kind = ?1 AND minute >= ?4) GROUP BY key ORDER BY key",
 		-1, &s, NULL);
 	if (rc != SQLITE_OK) {
 		return 1;
 	}
 	sqlite3_bind_int(s, 1, kind);
-	sqlite3_bind_int64(s, 3, fm);
+	sqlite3_bind_int(s, 3, fm < lo ? 1 : -1);
 	sqlite3_bind_int64(s, 4, tm);
 	sqlite3_bind_int64(s, 5, a0);
 	sqlite3_bind_int64(s, 6, a1);
