@@ -247,7 +247,7 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 	struct nx_admin_client_match by_name = {.admin = req->admin, .name = f.client};
 	if (f.client && !nx_admin_client_is_addr(f.client) && strcmp(f.client, "hidden") != 0) {
 		int idx = nx_admin_client_index(req->admin, f.client);
-		if (idx < 0) {
+		if (idx < 0 && !nx_admin_client_ptr_named(req->admin, f.client)) {
 			/* no client has that name: no row can be theirs (no scan to find out) */
 			return nx_admin_reply_json(req, 200,
 						   json_pack("{s:[], s:n}", "items", "next_cursor"));
@@ -255,7 +255,8 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 		f.client = NULL;
 		f.client_match = nx_admin_client_named;
 		f.client_match_ud = &by_name;
-		f.client_match_ids = nx_admin_conf(req->admin)->clients[idx].n_client_ids > 0;
+		f.client_match_ids =
+		    idx >= 0 && nx_admin_conf(req->admin)->clients[idx].n_client_ids > 0;
 	}
 	struct nx_qlog_reader *r = reader(req);
 	if (!r) {

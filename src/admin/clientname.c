@@ -3,10 +3,11 @@
  * (`client_name`), and the rows a `client=` filter that is not an address selects.
  *
  * A client's name is the config's client that claims the row's client id or address (the same
- * longest-prefix rule as its policy: conf nx_conf_client_policy_id), read from the config in
- * effect when the API answers: joined at read time, not stored with the record, so the writer
- * pays nothing and a renamed client shows under its new name in old rows too. An address no
- * client claims has none (null).
+ * longest-prefix rule as its policy: conf nx_conf_client_policy_id), else the PTR name of its
+ * address from the forward zones (hooks.client_ptr: daemon/names.h, cached, looked up off the
+ * DNS path; the first read of a new address may show none yet). Joined when the API answers,
+ * not stored with the record, so the writer pays nothing and a renamed client shows under its
+ * new name in old rows too. An address with neither has none (null).
  *
  * Threading: control thread (the config in effect is borrowed until the next reload).
  */
@@ -39,8 +40,9 @@ bool nx_admin_client_is_addr(const char *text)
 	return text_addr(text, &ss);
 }
 
-const char *nx_admin_client_name(const struct nx_admin *a, const char *client,
-				 const char *client_id)
+/* The config's client that claims the row, or NULL. */
+static const char *config_name(const struct nx_admin *a, const char *client,
+			       const char *client_id)
 {
 	const struct nx_conf *c = nx_admin_conf(a);
 	if (!c || !c->n_clients) {
@@ -55,6 +57,21 @@ const char *nx_admin_client_name(const struct nx_admin *a, const char *client,
 	nx_conf_client_policy_id(c, addr ? (const struct sockaddr *)&ss : NULL, client_id, NULL, NULL,
 				 &idx);
 	return idx >= 0 ? c->clients[idx].name : NULL;
+}
+
+const char *nx_admin_client_name(const struct nx_admin *a, const char *client,
+				 const char *client_id)
+{
+	const char *n = config_name(a, client, client_id);
+	if (!n && a->hooks.client_ptr && nx_admin_client_is_addr(client)) {
+		n = a->hooks.client_ptr(a->hooks.ud, client);
+	}
+	return n;
+}
+
+bool nx_admin_client_ptr_named(const struct nx_admin *a, const char *name)
+{
+	return a->hooks.client_ptr_named && a->hooks.client_ptr_named(a->hooks.ud, name);
 }
 
 int nx_admin_client_index(const struct nx_admin *a, const char *name)

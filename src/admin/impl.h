@@ -433,9 +433,12 @@ void nx_metrics_sample_raw(struct nx_metrics_buf *mb, const char *name, const ch
 /* ---- clients by name (clientname.c): control thread ---- */
 
 /* The config's client that claims client id `client_id` (may be NULL/"") or the address text
- * `client` (longest prefix, as its policy), or NULL: borrowed until the next reload. */
+ * `client` (longest prefix, as its policy), else the address's PTR name (hooks.client_ptr),
+ * or NULL: valid until the next call or reload. */
 const char *nx_admin_client_name(const struct nx_admin *a, const char *client,
 				 const char *client_id);
+/* Does some client address have this PTR name (hooks.client_ptr_named)? */
+bool nx_admin_client_ptr_named(const struct nx_admin *a, const char *name);
 /* Index of the config's client named `name` (exact), or -1. */
 int nx_admin_client_index(const struct nx_admin *a, const char *name);
 /* Is text an IPv4 or IPv6 address (what a row's client is unless hidden)? */

@@ -132,7 +132,17 @@
 	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
 	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
 	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
-	  "Upstream UDP queries refused because the server's socket bound was reached")
+	  "Upstream UDP queries refused because the server's socket bound was reached")        \
+	X(NAMES_FOUND, "nxdns_client_names_lookups_total", "result=\"name\"",                    \
+	  "Client-name PTR lookups through the forward zones, by result")                     \
+	X(NAMES_NONE, "nxdns_client_names_lookups_total", "result=\"none\"", "")                 \
+	X(NAMES_TIMEOUT, "nxdns_client_names_lookups_total", "result=\"timeout\"", "")           \
+	X(NAMES_REJECTED, "nxdns_client_names_rejected_total", "",                              \
+	  "Replies to client-name lookups ignored: wrong id, question or not a reply")          \
+	X(NAMES_EVICTED, "nxdns_client_names_evicted_total", "",                                \
+	  "Cached client names evicted (the least recently read) to make room")               \
+	X(NAMES_DROPPED, "nxdns_client_names_dropped_total", "",                                \
+	  "Client-name lookups not queued: the queue or the table was full")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

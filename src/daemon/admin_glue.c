@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "daemon/impl.h"
+#include "daemon/names.h"
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
@@ -198,6 +199,18 @@ static const struct nx_conf *boot_conf(void *ud)
 	return d->boot ? d->boot->c : NULL;
 }
 
+static const char *client_ptr(void *ud, const char *addr)
+{
+	struct nx_daemon *d = ud;
+	return nx_names_get(d->names, addr);
+}
+
+static bool client_ptr_named(void *ud, const char *name)
+{
+	struct nx_daemon *d = ud;
+	return nx_names_known(d->names, name);
+}
+
 static int reload_hook(void *ud, char *err, size_t errlen)
 {
 	return nx_daemon_reload(ud, err, errlen);
@@ -364,11 +377,18 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.lookup = lookup_hook,
 		.tls_creds = tls_creds,
 		.boot_conf = boot_conf,
+		.client_ptr = client_ptr,
+		.client_ptr_named = client_ptr_named,
 		.ud = d,
 	};
 	if (!c->admin_enabled) {
 		control_start(d, &hooks);
 		return 0;
+	}
+	/* names for the API's rows; without it they are shown by address (said, not fatal) */
+	if (nx_names_new(&d->loop, current_conf, d, &d->names) < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "client names from PTR lookups are off: out of memory");
+		d->names = NULL;
 	}
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
@@ -395,4 +415,6 @@ void nx_daemon_admin_stop(struct nx_daemon *d)
 	g_control = NULL;
 	nx_admin_stop(d->admin);
 	d->admin = NULL;
+	nx_names_close(d->names); /* freed as its handles close */
+	d->names = NULL;
 }

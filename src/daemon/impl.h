@@ -128,6 +128,7 @@ struct nx_daemon {
 	int refresh_only;           /* -1: all URL sources, else one index */
 	unsigned refresh_downloaded;
 	const char *config_path;    /* borrowed (argv) */
+	struct nx_names *names;     /* owned: client names from PTR lookups (control loop) */
 	struct nx_confref *boot;    /* held reference: the generation the process started with
 				     * (restart keys keep its values until a restart) */
 };
