@@ -394,6 +394,8 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s",
 		       c->admin_listen.text, nx_strerror(rc));
+		nx_names_close(d->names); /* its handles close with the loop's last run */
+		d->names = NULL;
 		return rc;
 	}
 	/* The live stream: the query-log writer hands each drained batch to the admin hub. */
