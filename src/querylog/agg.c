@@ -278,9 +278,6 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 		}
 		dirty--;
 	}
-	if (rc == SQLITE_OK) {
-		rc = nx_qlog_agg_names_write(q, false);
-	}
 	return rc;
 }
 

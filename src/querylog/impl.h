@@ -371,7 +371,8 @@ void nx_qlog_agg_clear(struct nx_qlog_agg *a);
 /*
  * Append to agg_names the names the table holds (of every minute in it) that are not there
  * yet (names[names_next..]), in the open transaction. close: the minutes' keys leave
- * the table (their rows become trusted: open = 0). SQLite code. nx_qlog_agg_write calls it;
+ * the table (their rows become trusted: open = 0). SQLite code. Called when the table is
+ * cleared and in the aggregates-only transaction that precedes a clearing batch (writer.c);
  * the transaction's end moves names_mark (commit) or names_next (rollback).
  */
 int nx_qlog_agg_names_write(struct nx_qlog *q, bool close);

@@ -451,13 +451,17 @@ static int end_txn(struct nx_qlog *q, int rc)
 	return rc;
 }
 
-/* A transaction of the held aggregate counts alone, on the connection attempt() opened.
- * SQLite code; on failure they stay held. */
+/* A transaction of the held aggregate counts alone, on the connection attempt() opened, with
+ * the names that entered the table since the last such write. SQLite code; on failure they
+ * stay held. */
 static int write_aggregates(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = step_done(q->st.begin);
 	if (rc == SQLITE_OK) {
 		rc = nx_qlog_agg_write(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_names_write(q, false);
 	}
 	rc = end_txn(q, rc);
 	if (rc == SQLITE_OK) {
@@ -490,7 +494,11 @@ static bool batch_clears_agg(const struct nx_qlog *q)
 static int write_batch(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = SQLITE_OK;
-	if (!w->counted && q->agg.pending && batch_clears_agg(q)) {
+	/* ... and so are the names in the table: agg_names is appended when a minute's keys leave
+	 * the table and here, not in every aggregate write (each append rewrites the minute's
+	 * row), and a clearing batch that fails must not lose the names it cleared */
+	bool names_held = q->agg.names_next < q->agg.n_names;
+	if (!w->counted && (q->agg.pending || names_held) && batch_clears_agg(q)) {
 		rc = write_aggregates(q, w);
 		if (rc != SQLITE_OK) {
 			return rc;
