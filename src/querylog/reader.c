@@ -464,6 +464,12 @@ static int offer(struct hit *h, size_t *n, size_t cap, const struct nx_qlog_item
 	return 0;
 }
 
+/* Minutes of agg_names a name filter reads at a time: an hour of a household's names is
+ * ~1 MB, so a common name's first page reads about that, not the whole day's ~20 MB. */
+#define NAME_CHUNK_MINUTES 60
+
+static int64_t one_int(sqlite3 *db, const char *sql, bool *ok);
+
 /*
  * Minutes a name filter can skip: agg_names rows (db.c migration 6) that are complete (not
  * folded, no longer open in the writer) and whose names lack the text, within [lo, hi] (minutes),
@@ -572,13 +578,17 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	 * the text out (name_skips): their blocks are never read, not even their rows. */
 	int64_t *skip = NULL;
 	size_t n_skip = 0, next_skip = 0;
+	bool by_names = false;
+	/* minutes: the oldest with names in range, and how far down the names were read */
+	int64_t names_lo = 0, cov_lo = 0;
 	if (f->name && f->name[0]) {
-		int64_t lo_min = f->from_ms ? f->from_ms / 60000 : INT64_MIN;
-		int64_t hi_min = hi == INT64_MAX ? INT64_MAX : hi / 60000;
-		int e = name_skips(r, f->name, lo_min, hi_min, &skip, &n_skip);
-		if (e) {
-			sqlite3_finalize(s);
-			return e;
+		bool ok_lo, ok_hi;
+		int64_t nmin = one_int(r->db, "SELECT MIN(minute) FROM agg_names", &ok_lo);
+		int64_t nmax = one_int(r->db, "SELECT MAX(minute) FROM agg_names", &ok_hi);
+		if (ok_lo && ok_hi) {
+			by_names = true;
+			names_lo = f->from_ms ? NX_MAX(nmin, f->from_ms / 60000) : nmin;
+			cov_lo = NX_MIN(nmax, hi == INT64_MAX ? INT64_MAX - 1 : hi / 60000) + 1;
 		}
 	}
 
@@ -599,17 +609,37 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	bool page_done = false;
 	rc = SQLITE_DONE;
 	while (!err && !page_done && seg_hi > INT64_MIN) {
-		/* the next segment: [seg_lo, seg_hi) of ts_max, below the next skipped minute */
-		int64_t seg_lo = INT64_MIN;
-		while (next_skip < n_skip && seg_lo == INT64_MIN) {
+		/* the names of the next NAME_CHUNK_MINUTES, newest first: a page that fills early
+		 * reads only the names of the minutes it needed */
+		if (by_names && next_skip == n_skip && cov_lo > names_lo) {
+			int64_t lo = NX_MAX(names_lo, cov_lo - NAME_CHUNK_MINUTES);
+			free(skip);
+			skip = NULL;
+			n_skip = next_skip = 0;
+			err = name_skips(r, f->name, lo, cov_lo - 1, &skip, &n_skip);
+			if (err) {
+				break;
+			}
+			cov_lo = lo;
+		}
+		/* the next segment: [seg_lo, seg_hi) of ts_max, below the next skipped minute, or
+		 * down to the minutes whose names are not read yet */
+		int64_t seg_lo = by_names && cov_lo > names_lo ? cov_lo * 60000 : INT64_MIN;
+		bool below_skip = false;
+		while (next_skip < n_skip && !below_skip) {
 			int64_t m = skip[next_skip];
 			int64_t top = m < INT64_MAX / 60000 ? (m + 1) * 60000 : INT64_MAX;
 			if (top < seg_hi) {
 				seg_lo = top;
+				below_skip = true;
 			} else {
 				seg_hi = NX_MIN(seg_hi, m * 60000);
 				next_skip++;
 			}
+		}
+		if (seg_lo >= seg_hi) {
+			seg_hi = seg_lo;
+			continue;
 		}
 		sqlite3_reset(s);
 		bind_i64(s, ":hi", seg_hi);

@@ -963,13 +963,26 @@ static void test_name_skip(void **state)
 	sql_exec(t.db, sql);
 	assert_int_equal(name_rows(t.db, "zzzz"), 1);
 
+	/* names read an hour at a time, newest first: a name three hours back is still found,
+	 * past minutes that rule it out, and one in no minute is not */
+	g_now = T0 + 200 * MIN_MS;
+	for (int m = -150; m <= 0; m += 10) {
+		struct nx_qlog_rec old = mkrec(T0 + 200 * MIN_MS + m * MIN_MS, 2,
+					       m == -150 ? "needle.example" : "hay.example");
+		nx_qlog_push(q, 0, &old);
+		assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	}
+	assert_int_equal(name_rows(t.db, "needle"), 1);
+	assert_int_equal(name_rows(t.db, "hay"), 15);
+	assert_int_equal(name_rows(t.db, "nothing-like-it"), 0);
+
 	/* privacy 1 (names hidden) leaves its minute folded: "hidden" is found */
 	assert_int_equal(nx_qlog_set_privacy(q, 1), 0);
-	g_now = T0 + 2 * MIN_MS;
-	struct nx_qlog_rec r = mkrec(T0 + MIN_MS + 1, 1, "secret.example");
+	g_now = T0 + 202 * MIN_MS;
+	struct nx_qlog_rec r = mkrec(T0 + 201 * MIN_MS + 1, 1, "secret.example");
 	nx_qlog_push(q, 0, &r);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
-	r = mkrec(T0 + 2 * MIN_MS + 1, 1, "secret.example");
+	r = mkrec(T0 + 202 * MIN_MS + 1, 1, "secret.example");
 	nx_qlog_push(q, 0, &r);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
 	assert_int_equal(sql_int(t.db, "SELECT folded FROM agg_names WHERE minute = (SELECT "
