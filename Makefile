@@ -2,7 +2,10 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
-CONFIG     ?= etc/nxdns-dev.yaml
+# `make run` serves var/nxdns.yaml, a copy of the tracked template made when absent: the web
+# admin and the API rewrite the file they serve, and that must not be a tracked one.
+DEV_CONFIG ?= etc/nxdns-dev.yaml
+CONFIG     ?= var/nxdns.yaml
 FUZZ_SECONDS ?= 60
 
 .PHONY: all build run test test-unit test-integration bootstrap bench bench-memory fuzz clean format deb install
@@ -20,9 +23,11 @@ build: $(BUILD)/build.ninja
 
 run: bootstrap build
 	mkdir -p var
+	[ -f $(CONFIG) ] || cp $(DEV_CONFIG) $(CONFIG)
 	[ -f var/tls/cert.pem ] || ./$(BUILD)/nxdns cert --self-signed var/tls
 	@echo "nxdns web admin: http://$$(awk '/^admin:/ {a = 1; next} /^[^ #]/ {a = 0} \
 		a && $$1 == "listen:" {gsub(/"/, "", $$2); print $$2; exit}' $(CONFIG))/"
+	@echo "config: $(CONFIG) (what the web admin edits; delete it to start again from $(DEV_CONFIG))"
 	./$(BUILD)/nxdns serve --config $(CONFIG)
 
 test: bootstrap

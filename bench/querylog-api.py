@@ -146,6 +146,9 @@ def main():
     q = urllib.parse.quote
     out = []
     out.append(measure(cl, "first page (limit=100)", "/api/queries?limit=100", a)[0])
+    _, raw, _ = cl.req("GET", "/api/queries?limit=100")
+    p2 = json.loads(raw)["next_cursor"]
+    out.append(measure(cl, "page 2 (cursor)", f"/api/queries?limit=100&cursor={p2}", a)[0])
     # walk 10 pages, then time the 11th
     cur = None
     for _ in range(10):
@@ -168,6 +171,7 @@ def main():
                        f"{counts.get(2, 0) * 100.0 / rows:.1f}% of rows")[0])
     out.append(measure(cl, "status=local", "/api/queries?limit=100&status=local", a,
                        f"{counts.get(3, 0) * 100.0 / rows:.1f}% of rows")[0])
+    out.append(measure(cl, "proto=tcp", "/api/queries?limit=100&proto=tcp", a)[0])
     h1_to = last_ts - 12 * 3600000
     out.append(measure(cl, "1-hour window 12 h ago (from, to)",
                        f"/api/queries?limit=100&from={h1_to - 3600000}&to={h1_to}", a)[0])

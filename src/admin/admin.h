@@ -93,6 +93,16 @@ struct nx_admin_hooks {
 	/* The DoT/DoH listeners' certificate in effect (borrowed until the next reload), NULL
 	 * without those listeners. The Apple profiles embed it when it is the self-signed one. */
 	struct nx_tls_creds *(*tls_creds)(void *ud);
+	/* The configuration the process started with, borrowed for the server's lifetime: the
+	 * settings API compares restart keys with it (a running value is the boot one until a
+	 * restart, however many reloads came since). NULL: compared with the config in effect
+	 * before the change. */
+	const struct nx_conf *(*boot_conf)(void *ud);
+	/* The cached PTR name of a client address text (from the forward zones), or NULL (none,
+	 * not known yet: a lookup may start, never waited for). Valid until the next call. */
+	const char *(*client_ptr)(void *ud, const char *addr);
+	/* Does some client address have this PTR name (for client=<name>)? */
+	bool (*client_ptr_named)(void *ud, const char *name);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 

@@ -171,6 +171,18 @@ int nx_admin_handle_stats_top(struct nx_admin_req *req)
 	json_t *out = NULL;
 	const char *bad = NULL;
 	int rc = nx_qlog_top(r, kind, from, to, (unsigned)limit, &out, &bad);
+	if (rc == 0 && kind == NX_QLOG_TOP_CLIENTS) {
+		size_t i;
+		json_t *it;
+		json_array_foreach(json_object_get(out, "items"), i, it)
+		{
+			const char *n = nx_admin_client_name(
+			    req->admin, json_string_value(json_object_get(it, "key")), NULL);
+			if (json_object_set_new(it, "client_name", n ? json_string(n) : json_null())) {
+				rc = -ENOMEM;
+			}
+		}
+	}
 	return answer(req, rc, out, bad);
 }
 
@@ -230,6 +242,22 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 	f.from_ms = from;
 	f.to_ms = to;
 	f.limit = (unsigned)limit;
+	/* client= is an address, "hidden" (privacy 2), or a client's name: the rows that
+	 * nx_admin_client_name attributes to it, whatever their address or client id */
+	struct nx_admin_client_match by_name = {.admin = req->admin, .name = f.client};
+	if (f.client && !nx_admin_client_is_addr(f.client) && strcmp(f.client, "hidden") != 0) {
+		int idx = nx_admin_client_index(req->admin, f.client);
+		if (idx < 0 && !nx_admin_client_ptr_named(req->admin, f.client)) {
+			/* no client has that name: no row can be theirs (no scan to find out) */
+			return nx_admin_reply_json(req, 200,
+						   json_pack("{s:[], s:n}", "items", "next_cursor"));
+		}
+		f.client = NULL;
+		f.client_match = nx_admin_client_named;
+		f.client_match_ud = &by_name;
+		f.client_match_ids =
+		    idx >= 0 && nx_admin_conf(req->admin)->clients[idx].n_client_ids > 0;
+	}
 	struct nx_qlog_reader *r = reader(req);
 	if (!r) {
 		return 0;
@@ -237,5 +265,13 @@ int nx_admin_handle_queries(struct nx_admin_req *req)
 	json_t *out = NULL;
 	const char *bad = NULL;
 	int rc = nx_qlog_query(r, &f, &out, &bad);
+	size_t i;
+	json_t *it;
+	json_array_foreach(rc ? NULL : json_object_get(out, "items"), i, it)
+	{
+		if (nx_admin_client_name_set(req->admin, it)) {
+			rc = -ENOMEM;
+		}
+	}
 	return answer(req, rc, out, bad);
 }

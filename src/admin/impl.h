@@ -461,3 +461,27 @@ struct nx_metrics_buf *nx_metrics_buf_create(size_t initial, size_t max);
  * `k="v",...`, as in the NX_COUNTERS table). */
 void nx_metrics_sample_raw(struct nx_metrics_buf *mb, const char *name, const char *labels,
 			   const char *value);
+
+/* ---- clients by name (clientname.c): control thread ---- */
+
+/* The config's client that claims client id `client_id` (may be NULL/"") or the address text
+ * `client` (longest prefix, as its policy), else the address's PTR name (hooks.client_ptr),
+ * or NULL: valid until the next call or reload. */
+const char *nx_admin_client_name(const struct nx_admin *a, const char *client,
+				 const char *client_id);
+/* Does some client address have this PTR name (hooks.client_ptr_named)? */
+bool nx_admin_client_ptr_named(const struct nx_admin *a, const char *name);
+/* Index of the config's client named `name` (exact), or -1. */
+int nx_admin_client_index(const struct nx_admin *a, const char *name);
+/* Is text an IPv4 or IPv6 address (what a row's client is unless hidden)? */
+bool nx_admin_client_is_addr(const char *text);
+/* A `client=` filter by name: the rows nx_admin_client_name gives `name` (querylog's
+ * client_match callback; ud = this). */
+struct nx_admin_client_match {
+	const struct nx_admin *admin; /* borrowed */
+	const char *name;	      /* borrowed */
+};
+bool nx_admin_client_named(const char *client, const char *client_id, void *ud);
+/* Set o's "client_name" from its "client" and "client_id" (null when no client claims it).
+ * 0 or -1 (no memory). */
+int nx_admin_client_name_set(const struct nx_admin *a, json_t *o);

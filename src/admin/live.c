@@ -260,7 +260,8 @@ static void broadcast_rec(struct nx_admin *a, const struct nx_qlog_rec *rec)
 		snprintf(up, sizeof(up), "#%d", rec->upstream);
 	}
 	json_t *j = nx_qlog_rec_to_json(rec, up[0] ? up : NULL);
-	if (!j) {
+	if (!j || nx_admin_client_name_set(a, j)) {
+		json_decref(j);
 		return; /* no memory: this record is not shown */
 	}
 	char buf[NX_ADMIN_LIVE_EVENT_MAX];

@@ -9,8 +9,10 @@
  * so the loader's own type checks apply (1500 is a number, "1500" a string and refused where a
  * number belongs). Only the schema rows marked editable may be changed here (admin.* (passwords,
  * tokens, listener) has its own routes or needs the file); the answer names in
- * "restart_required" the changed keys that apply only after a restart. GET /api/schema serves
- * the rows themselves, for the settings page.
+ * "restart_required" the changed keys that apply only after a restart, compared with the
+ * values the process started with (a restart key keeps its boot value across reloads), and
+ * GET names in "restart_pending" every restart key whose value in effect is not the running
+ * one. GET /api/schema serves the rows themselves, for the settings page.
  *
  * Threading: control thread. The reload runs inside the request (the config is small).
  */
@@ -170,9 +172,30 @@ static json_t *settings_object(const struct nx_conf *c)
 	return o;
 }
 
-static json_t *settings_view(const struct nx_conf *c)
+static const struct nx_conf *boot_conf(const struct nx_admin *a)
 {
-	return json_pack("{s:o}", "settings", settings_object(c));
+	return a->hooks.boot_conf ? a->hooks.boot_conf(a->hooks.ud) : NULL;
+}
+
+/* Every restart key (editable or not: a hand edit counts too) whose value in effect differs
+ * from the one the process started with: what a restart would change. [] without boot_conf. */
+static json_t *restart_pending(const struct nx_conf *c, const struct nx_conf *boot)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && boot && i < nx_conf_key_count(); i++) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(i, &k);
+		if (k.apply == NX_CONF_APPLY_RESTART && !nx_conf_key_equal(boot, c, i)) {
+			json_array_append_new(a, json_string(k.path));
+		}
+	}
+	return a;
+}
+
+static json_t *settings_view(const struct nx_conf *c, const struct nx_conf *boot)
+{
+	return json_pack("{s:o, s:o}", "settings", settings_object(c), "restart_pending",
+			 restart_pending(c, boot));
 }
 
 int nx_admin_handle_settings_get(struct nx_admin_req *req)
@@ -181,7 +204,7 @@ int nx_admin_handle_settings_get(struct nx_admin_req *req)
 	if (!c) {
 		return nx_admin_reply_error(req, 503, "not_configured", NULL, "no configuration");
 	}
-	return nx_admin_reply_json(req, 200, settings_view(c));
+	return nx_admin_reply_json(req, 200, settings_view(c, boot_conf(req->admin)));
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -239,12 +262,14 @@ static char *yaml_of(const json_t *v)
 }
 
 /*
- * The keys of a change that only a restart applies, and that it altered: before[i] is key
- * idx[i]'s value before the change, compared with the config now in effect. A restart key is
- * named only when its value moved, so sending back what GET showed asks for no restart.
+ * The keys of a change that only a restart applies, and whose new value differs from the one
+ * running: the value the process started with (boot, from hooks.boot_conf), since a restart key
+ * keeps that value across every reload; before[i] (key idx[i]'s value before the change) only
+ * without that hook. So two edits in a row both say a restart is needed, and an edit back to
+ * the boot value says none is.
  */
-static json_t *restart_required(const struct nx_conf *c, const size_t *idx, json_t *const *before,
-				size_t n)
+static json_t *restart_required(const struct nx_conf *c, const struct nx_conf *boot,
+				const size_t *idx, json_t *const *before, size_t n)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++) {
@@ -254,10 +279,12 @@ static json_t *restart_required(const struct nx_conf *c, const size_t *idx, json
 			continue;
 		}
 		json_t *now = value_json(c, idx[i]);
-		if (!now || !before[i] || !json_equal(now, before[i])) {
+		json_t *running = boot ? value_json(boot, idx[i]) : json_incref(before[i]);
+		if (!now || !running || !json_equal(now, running)) {
 			json_array_append_new(a, json_string(k.path));
 		}
 		json_decref(now);
+		json_decref(running);
 	}
 	return a;
 }
@@ -267,8 +294,10 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 	static const struct nx_admin_field fields[] = {{"key", JSON_STRING, false},
 						       {"value", NX_ADMIN_JSON_ANY, false},
 						       {"settings", JSON_OBJECT, false},
+						       /* GET's, sent back with the form: ignored */
+						       {"restart_pending", JSON_ARRAY, false},
 						       {NULL}};
-	json_t *vals[3];
+	json_t *vals[4];
 	json_t *body = nx_admin_req_json(req, fields, vals);
 	if (!body) {
 		return 0;
@@ -328,7 +357,8 @@ int nx_admin_handle_settings_put(struct nx_admin_req *req)
 	rc = nx_admin_config_apply(req, ch, n);
 	if (rc == 0) {
 		c = nx_admin_conf(req->admin);
-		json_t *restart = c ? restart_required(c, idx, before, n) : NULL;
+		const struct nx_conf *boot = boot_conf(req->admin);
+		json_t *restart = c ? restart_required(c, boot, idx, before, n) : NULL;
 		nx_log(NX_LOG_INFO, "admin", "settings changed through the API (%zu key%s%s)", n,
 		       n == 1 ? "" : "s",
 		       json_array_size(restart) ? "; some apply after a restart" : "");

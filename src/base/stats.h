@@ -151,7 +151,17 @@
 	X(NOTIFY_FAILED, "nxdns_service_notify_failures_total", "",                             \
 	  "Service manager notifications (sd_notify datagrams) that could not be sent")          \
 	X(JOURNAL_FAILED, "nxdns_journal_send_failures_total", "",                              \
-	  "Log lines the journal socket refused (written to stderr instead)")
+	  "Log lines the journal socket refused (written to stderr instead)") \
+	X(NAMES_FOUND, "nxdns_client_names_lookups_total", "result=\"name\"",                    \
+	  "Client-name PTR lookups through the forward zones, by result")                     \
+	X(NAMES_NONE, "nxdns_client_names_lookups_total", "result=\"none\"", "")                 \
+	X(NAMES_TIMEOUT, "nxdns_client_names_lookups_total", "result=\"timeout\"", "")           \
+	X(NAMES_REJECTED, "nxdns_client_names_rejected_total", "",                              \
+	  "Replies to client-name lookups ignored: wrong id, question or not a reply")          \
+	X(NAMES_EVICTED, "nxdns_client_names_evicted_total", "",                                \
+	  "Cached client names evicted (the least recently read) to make room")               \
+	X(NAMES_DROPPED, "nxdns_client_names_dropped_total", "",                                \
+	  "Client-name lookups not queued: the queue or the table was full")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

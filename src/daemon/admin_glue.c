@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "daemon/impl.h"
 #include "daemon/privdrop.h"
+#include "daemon/names.h"
 
 int nx_daemon_admin_start(struct nx_daemon *d);
 void nx_daemon_admin_stop(struct nx_daemon *d);
@@ -193,6 +194,24 @@ static const struct nx_conf *current_conf(void *ud)
 	return d->cur->c; /* control thread: d->cur changes only here */
 }
 
+static const struct nx_conf *boot_conf(void *ud)
+{
+	struct nx_daemon *d = ud;
+	return d->boot ? d->boot->c : NULL;
+}
+
+static const char *client_ptr(void *ud, const char *addr)
+{
+	struct nx_daemon *d = ud;
+	return nx_names_get(d->names, addr);
+}
+
+static bool client_ptr_named(void *ud, const char *name)
+{
+	struct nx_daemon *d = ud;
+	return nx_names_known(d->names, name);
+}
+
 static int reload_hook(void *ud, char *err, size_t errlen)
 {
 	return nx_daemon_reload(ud, err, errlen);
@@ -346,6 +365,9 @@ static struct nx_admin_hooks daemon_hooks(struct nx_daemon *d)
 		.paused_until = paused_until,
 		.lookup = lookup_hook,
 		.tls_creds = tls_creds,
+		.boot_conf = boot_conf,
+		.client_ptr = client_ptr,
+		.client_ptr_named = client_ptr_named,
 		.ud = d,
 	};
 }
@@ -370,12 +392,19 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 	if (!c->admin_enabled) {
 		return 0;
 	}
+	/* names for the API's rows; without it they are shown by address (said, not fatal) */
+	if (nx_names_new(&d->loop, current_conf, d, &d->names) < 0) {
+		nx_log(NX_LOG_WARN, "daemon", "client names from PTR lookups are off: out of memory");
+		d->names = NULL;
+	}
 	int rc = nx_admin_start(&d->loop, &c->admin_listen, &hooks, &d->admin);
 	if (rc < 0) {
 		char hint[512];
 		nx_privdrop_bind_hint(&c->admin_listen, rc, hint, sizeof(hint));
 		nx_log(NX_LOG_ERR, "daemon", "cannot start the admin listener on %s: %s%s%s",
 		       c->admin_listen.text, nx_strerror(rc), hint[0] ? ": " : "", hint);
+		nx_names_close(d->names); /* its handles close with the loop's last run */
+		d->names = NULL;
 		return rc;
 	}
 	return 0;
@@ -391,4 +420,6 @@ void nx_daemon_admin_stop(struct nx_daemon *d)
 	g_control = NULL;
 	nx_admin_stop(d->admin);
 	d->admin = NULL;
+	nx_names_close(d->names); /* freed as its handles close */
+	d->names = NULL;
 }

@@ -389,7 +389,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 		nx_log(NX_LOG_ERR, "daemon", "reload failed, keeping the running config: %s", err);
 		return rc;
 	}
-	log_restart_keys(d->cur->c, c);
+	log_restart_keys(d->boot->c, c); /* what runs is what the process started with */
 	struct nx_confref *r = confref_new(c, ++d->gen, d->cur);
 	if (!r) {
 		nx_stat_inc(NX_STAT_RELOADS_FAILED);
@@ -603,6 +603,8 @@ int nx_daemon_run(const char *config_path)
 	if (!d->cur) {
 		goto out_loop;
 	}
+	nx_confref_acquire(d->cur);
+	d->boot = d->cur;
 	if (d->cur->c->n_listen_dns > NX_MAX_LISTENERS || d->cur->c->n_listen_dot > NX_MAX_LISTENERS ||
 	    d->cur->c->n_listen_doh > NX_MAX_LISTENERS) {
 		nx_log(NX_LOG_ERR, "daemon", "at most %d listener.dns, .dot and .doh addresses each",
@@ -750,6 +752,7 @@ out_cref:
 	nx_cache_free(d->cache);
 	nx_guard_rl_free(atomic_load(&d->rate_limit));
 	nx_confref_release(d->cur);
+	nx_confref_release(d->boot);
 out_loop:
 	nx_tls_creds_unref(g_system_ca);
 	g_system_ca = NULL;

@@ -134,6 +134,9 @@ struct nx_daemon {
 	struct nx_guard_rl *_Atomic rate_limit;
 	atomic_bool serving;        /* DNS listeners answer (false during the first list load) */
 	uv_timer_t watchdog;        /* WATCHDOG=1 to the service manager, when it asked */
+	struct nx_names *names;     /* owned: client names from PTR lookups (control loop) */
+	struct nx_confref *boot;    /* held reference: the generation the process started with
+				     * (restart keys keep its values until a restart) */
 };
 
 /* worker.c */

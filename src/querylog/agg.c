@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "querylog/impl.h"
@@ -31,7 +32,8 @@ int nx_qlog_agg_init(struct nx_qlog_agg *a)
 	memset(a, 0, sizeof(*a));
 	a->keys = nx_mem_calloc(NX_OWNER_querylog_queue, NX_QLOG_AGG_SLOTS, sizeof(*a->keys));
 	a->pool = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_AGG_POOL_BYTES);
-	if (!a->keys || !a->pool) {
+	a->names = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_AGG_NAMES_BYTES);
+	if (!a->keys || !a->pool || !a->names) {
 		nx_qlog_agg_deinit(a);
 		return -ENOMEM;
 	}
@@ -44,8 +46,10 @@ void nx_qlog_agg_deinit(struct nx_qlog_agg *a)
 	nx_mem_free(NX_OWNER_querylog_queue, a->keys,
 		    a->keys ? NX_QLOG_AGG_SLOTS * sizeof(*a->keys) : 0);
 	nx_mem_free(NX_OWNER_querylog_queue, a->pool, a->pool ? NX_QLOG_AGG_POOL_BYTES : 0);
+	nx_mem_free(NX_OWNER_querylog_queue, a->names, a->names ? NX_QLOG_AGG_NAMES_BYTES : 0);
 	a->keys = NULL;
 	a->pool = NULL;
+	a->names = NULL;
 }
 
 void nx_qlog_agg_clear(struct nx_qlog_agg *a)
@@ -56,6 +60,7 @@ void nx_qlog_agg_clear(struct nx_qlog_agg *a)
 	a->pool_used = 1;
 	a->live = 0;
 	a->dirty = 0;
+	a->n_names = a->names_mark = a->names_next = 0;
 }
 
 static int64_t minute_of(int64_t ts_ms)
@@ -129,11 +134,15 @@ static uint32_t count_key(struct nx_qlog_agg *a, unsigned mi, unsigned kind, con
 		a->pool_used += 1 + len;
 	}
 	*e = (struct nx_qlog_agg_key){.hash = h, .n = 1, .ref = off << 4 | tag};
+	if (kind == AGG_NAME) {
+		a->names[a->n_names++] = off << 2 | mi; /* n_names < live <= LIVE_MAX */
+	}
 	a->live++;
 	a->dirty++;
 	m->keys[kind]++;
 	return off;
 fold:
+	m->names_folded |= kind == AGG_NAME;
 	m->other[kind]++;
 	a->folded++;
 	return 0;
@@ -167,11 +176,77 @@ static int upsert_key(sqlite3_stmt *s, unsigned kind, int64_t minute, const char
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* agg_top += n for (kind, minute, key), and agg_roll too when the roll covers the minute. */
+static int count_top(struct nx_qlog *q, int64_t roll_lo, unsigned kind, int64_t minute,
+		     const char *key, int len, uint32_t n)
+{
+	int rc = upsert_key(q->st.top_upsert, kind, minute, key, len, n);
+	if (rc != SQLITE_OK || minute < roll_lo) {
+		return rc;
+	}
+	sqlite3_stmt *s = q->st.roll_upsert;
+	sqlite3_bind_int(s, 1, (int)kind);
+	sqlite3_bind_text(s, 2, key, len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, n);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int64_t now_minute(const struct nx_qlog *q)
+{
+	return minute_of(q->now_ms ? q->now_ms(q->now_ud) : nx_now_wall_ms());
+}
+
+static int step_reset(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+int nx_qlog_roll_advance(struct nx_qlog *q, int64_t min_lo, int64_t *lo)
+{
+	sqlite3_stmt *s = q->st.roll_lo_get;
+	int rc = sqlite3_step(s);
+	*lo = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : INT64_MAX;
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		return rc;
+	}
+	if (*lo != INT64_MAX && *lo >= min_lo) {
+		return SQLITE_OK;
+	}
+	if (*lo == INT64_MAX || min_lo - *lo > NX_QLOG_ROLL_REBUILD_MINUTES) {
+		rc = step_reset(q->st.roll_clear);
+		if (rc == SQLITE_OK) {
+			sqlite3_bind_int64(q->st.roll_build, 1, min_lo);
+			rc = step_reset(q->st.roll_build);
+		}
+	} else {
+		sqlite3_bind_int64(q->st.roll_sub, 1, *lo);
+		sqlite3_bind_int64(q->st.roll_sub, 2, min_lo);
+		rc = step_reset(q->st.roll_sub);
+		if (rc == SQLITE_OK) {
+			rc = step_reset(q->st.roll_zero);
+		}
+	}
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(q->st.roll_lo_set, 1, min_lo);
+		rc = step_reset(q->st.roll_lo_set);
+	}
+	if (rc == SQLITE_OK) {
+		*lo = min_lo;
+	}
+	return rc;
+}
+
 int nx_qlog_agg_write(struct nx_qlog *q)
 {
 	struct nx_qlog_agg *a = &q->agg;
-	sqlite3_stmt *top = q->st.top_upsert;
-	int rc = SQLITE_OK;
+	int64_t lo;
+	/* the roll covers the last NX_QLOG_ROLL_MINUTES minutes (and what comes after) */
+	int rc = nx_qlog_roll_advance(q, now_minute(q) - NX_QLOG_ROLL_MINUTES + 1, &lo);
 	uint32_t dirty = a->dirty;
 	for (unsigned i = 0; i < a->n_min && rc == SQLITE_OK; i++) {
 		struct nx_qlog_agg_minute *m = &a->min[i];
@@ -180,8 +255,8 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 		}
 		for (unsigned k = 0; k < AGG__KINDS && rc == SQLITE_OK; k++) {
 			if (m->other[k]) {
-				rc = upsert_key(top, k, m->minute, NX_QLOG_AGG_OTHER, -1,
-						m->other[k]);
+				rc = count_top(q, lo, k, m->minute, NX_QLOG_AGG_OTHER, -1,
+					       m->other[k]);
 			}
 		}
 	}
@@ -196,10 +271,10 @@ int nx_qlog_agg_write(struct nx_qlog *q)
 		if (kind == AGG_CLIENT) {
 			/* key bytes: family, then 4 or 16 address bytes */
 			int len = nx_qlog_addr_text(k[1], k + 2, client, sizeof(client));
-			rc = upsert_key(top, kind, a->min[mi].minute, client, len, e->n);
+			rc = count_top(q, lo, kind, a->min[mi].minute, client, len, e->n);
 		} else {
-			rc = upsert_key(top, kind, a->min[mi].minute, (const char *)k + 1, k[0],
-					e->n);
+			rc = count_top(q, lo, kind, a->min[mi].minute, (const char *)k + 1, k[0],
+				       e->n);
 		}
 		dirty--;
 	}
@@ -239,6 +314,49 @@ bool nx_qlog_agg_would_clear(const struct nx_qlog_agg *a, int64_t ts_ms)
 	return minute > a->newest || a->n_min == NX_QLOG_AGG_MINUTES;
 }
 
+static int names_put(struct nx_qlog *q, int64_t minute, bool folded, bool open, sqlite3_str *names)
+{
+	sqlite3_stmt *s = q->st.names_put;
+	sqlite3_bind_int64(s, 1, minute);
+	sqlite3_bind_int(s, 2, folded);
+	sqlite3_bind_int(s, 3, open);
+	int len = names ? sqlite3_str_length(names) : 0;
+	if (names && sqlite3_str_errcode(names) != SQLITE_OK) {
+		return SQLITE_NOMEM;
+	}
+	sqlite3_bind_text(s, 4, len ? sqlite3_str_value(names) : "", len, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int nx_qlog_agg_names_write(struct nx_qlog *q, bool close)
+{
+	struct nx_qlog_agg *a = &q->agg;
+	int rc = SQLITE_OK;
+	if (a->names_next == a->n_names && !close) {
+		return SQLITE_OK; /* nothing new; the rows say open since the minutes began */
+	}
+	for (unsigned i = 0; i < a->n_min && rc == SQLITE_OK; i++) {
+		sqlite3_str *names = sqlite3_str_new(q->db);
+		for (uint32_t j = a->names_next; j < a->n_names; j++) {
+			uint32_t off = a->names[j] >> 2;
+			if ((a->names[j] & 3) == i) {
+				sqlite3_str_append(names, (const char *)a->pool + off + 1,
+						   a->pool[off]);
+				sqlite3_str_appendchar(names, 1, '\n');
+			}
+		}
+		rc = names_put(q, a->min[i].minute, a->min[i].names_folded, !close, names);
+		sqlite3_free(sqlite3_str_finish(names));
+	}
+	if (rc == SQLITE_OK) {
+		a->names_next = a->n_names;
+	}
+	return rc;
+}
+
 /* Index of the minute's counters; a newer minute (or no free entry) writes and clears first. */
 static int minute_index(struct nx_qlog *q, int64_t minute, unsigned *mi)
 {
@@ -253,10 +371,19 @@ static int minute_index(struct nx_qlog *q, int64_t minute, unsigned *mi)
 	}
 	if (a->n_min && (minute > a->newest || a->n_min == NX_QLOG_AGG_MINUTES)) {
 		int rc = nx_qlog_agg_write(q);
+		if (rc == SQLITE_OK) {
+			rc = nx_qlog_agg_names_write(q, true);
+		}
 		if (rc != SQLITE_OK) {
 			return rc;
 		}
 		nx_qlog_agg_clear(a); /* folded stays: counted in agg_other at the commit */
+	}
+	/* the minute's names row says "open" until its keys leave the table: a crash before
+	 * that leaves it untrusted, not missing the names of blocks already committed */
+	int rc = names_put(q, minute, false, true, NULL);
+	if (rc != SQLITE_OK) {
+		return rc;
 	}
 	if (!a->n_min || minute > a->newest) {
 		a->newest = minute;
@@ -291,6 +418,7 @@ int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned pr
 		m->proto[r->proto]++;
 	}
 
+	m->names_folded |= privacy >= 1;
 	if (privacy < 1) {
 		unsigned len = v->pk->name_len;
 		uint32_t bh = bytes_hash(v->name, len);

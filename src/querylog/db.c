@@ -147,6 +147,31 @@ static const char *const migrations[] = {
 	"ALTER TABLE agg_minute ADD COLUMN tcp INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE agg_minute ADD COLUMN dot INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE agg_minute ADD COLUMN doh INTEGER NOT NULL DEFAULT 0;",
+
+	/* 6: what the web admin reads without scanning a day (agg.c, reader.c). agg_roll is
+	 * agg_top summed over every minute >= agg_roll_lo.lo, one row per (kind, key), kept by the
+	 * writer in the transactions that write agg_top (it adds what it upserts there and
+	 * subtracts the minute that falls out of the last 24 h), so a top-N over "the last 24 h"
+	 * reads the first rows of agg_roll_n and corrects a few edge minutes from agg_top instead
+	 * of summing 1440 minutes of keys. No agg_roll_lo row: not built yet (the writer builds it
+	 * at its next aggregate write; readers sum agg_top meanwhile). agg_names holds each
+	 * minute's distinct query names ("name\n" each), written when the minute's keys leave the
+	 * writer's table, so a name filter skips the minutes whose names lack the text without
+	 * reading their blocks; a minute is trusted only when complete: `open` = its keys are
+	 * still in the writer's table (set when they enter it), `folded` = some name was not
+	 * kept (over NX_QLOG_AGG_KEYS_MAX, or privacy >= 1). */
+	"CREATE TABLE agg_roll ("
+	" kind INTEGER NOT NULL,"
+	" key TEXT NOT NULL,"
+	" n INTEGER NOT NULL,"
+	" PRIMARY KEY (kind, key)) WITHOUT ROWID;"
+	"CREATE INDEX agg_roll_n ON agg_roll(kind, n);"
+	"CREATE TABLE agg_roll_lo (id INTEGER PRIMARY KEY CHECK (id = 0), lo INTEGER NOT NULL);"
+	"CREATE TABLE agg_names ("
+	" minute INTEGER PRIMARY KEY,"
+	" folded INTEGER NOT NULL,"
+	" open INTEGER NOT NULL,"
+	" names TEXT NOT NULL);",
 };
 /* Migration 5 names the protocols' columns: a new protocol needs a migration adding its own. */
 static_assert(NX_QLOG_PROTO__COUNT == 4, "a new NX_QLOG_PROTOS entry needs an agg_minute column");

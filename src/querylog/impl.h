@@ -151,6 +151,7 @@ struct nx_qlog_agg_minute {
 	uint32_t proto[NX_QLOG_PROTO__COUNT]; /* queries by enum nx_qlog_proto */
 	uint32_t keys[AGG__KINDS];  /* keys admitted for this minute, <= NX_QLOG_AGG_KEYS_MAX */
 	uint32_t other[AGG__KINDS]; /* counts folded into "(other)" in the open transaction */
+	bool names_folded; /* some record's name was not kept (fold, privacy): agg_names.folded */
 };
 
 /* One key: its bytes live in the pool; n counts the open transaction. 12 bytes. */
@@ -161,7 +162,8 @@ struct nx_qlog_agg_key {
 };
 static_assert(sizeof(struct nx_qlog_agg_key) == 12, "aggregate slot size");
 static_assert(NX_QLOG_AGG_BYTES ==
-		  NX_QLOG_AGG_SLOTS * sizeof(struct nx_qlog_agg_key) + NX_QLOG_AGG_POOL_BYTES,
+		  NX_QLOG_AGG_SLOTS * sizeof(struct nx_qlog_agg_key) + NX_QLOG_AGG_POOL_BYTES +
+			  NX_QLOG_AGG_NAMES_BYTES,
 	      "aggregate memory as documented");
 
 /*
@@ -183,7 +185,26 @@ struct nx_qlog_agg {
 	uint32_t dirty;		      /* keys with n > 0 */
 	uint64_t folded;	      /* counts folded into "(other)" not yet committed */
 	bool pending;		      /* some count is not yet committed */
+	/* The name keys in the order they entered the table (pool offset << 2 | minute index), so
+	 * agg_names gets the new ones without a scan of the slots: names[0, names_mark) are in
+	 * agg_names (committed); names_next is the same in the open transaction (back to
+	 * names_mark when it rolls back). */
+	uint32_t *names; /* owned (querylog_queue), NX_QLOG_AGG_LIVE_MAX */
+	uint32_t n_names, names_mark, names_next;
 };
+static_assert(NX_QLOG_AGG_NAMES_BYTES == NX_QLOG_AGG_LIVE_MAX * 4, "a names entry per live key");
+
+/*
+ * agg_roll (db.c migration 6) covers the minutes >= lo; the writer keeps lo within a minute of
+ * NX_QLOG_ROLL_MINUTES before now, so "the last 24 h" differs from it by a few edge minutes.
+ * Further behind than NX_QLOG_ROLL_REBUILD_MINUTES (a stopped daemon, a clock jump) it is built
+ * again from agg_top: one GROUP BY over a day, on the writer thread, instead of subtracting
+ * minute by minute. A reader corrects at most NX_QLOG_ROLL_EDGE_MINUTES edge minutes from
+ * agg_top; a window further from the roll (an old day, a short window) sums agg_top as before.
+ */
+#define NX_QLOG_ROLL_MINUTES 1440
+#define NX_QLOG_ROLL_REBUILD_MINUTES 60
+#define NX_QLOG_ROLL_EDGE_MINUTES 120
 
 /* ---- database (db.c) ---- */
 
@@ -229,6 +250,15 @@ struct nx_qlog_stmts {
 	sqlite3_stmt *ret_blocks;
 	sqlite3_stmt *ret_minute;
 	sqlite3_stmt *ret_top;
+	sqlite3_stmt *roll_upsert; /* agg_roll += n for (kind, key) */
+	sqlite3_stmt *roll_lo_get;
+	sqlite3_stmt *roll_lo_set;
+	sqlite3_stmt *roll_sub;	   /* agg_roll -= agg_top over minutes [?1, ?2) */
+	sqlite3_stmt *roll_zero;   /* rows that reached 0 */
+	sqlite3_stmt *roll_clear;
+	sqlite3_stmt *roll_build;  /* agg_roll = agg_top summed over minutes >= ?1 */
+	sqlite3_stmt *names_put;   /* agg_names: append names, set open, OR folded */
+	sqlite3_stmt *ret_names;
 };
 
 struct nx_qlog {
@@ -338,6 +368,18 @@ void nx_qlog_agg_zero(struct nx_qlog_agg *a);
 bool nx_qlog_agg_would_clear(const struct nx_qlog_agg *a, int64_t ts_ms);
 /* Drop every key and minute (their counts must have been written). */
 void nx_qlog_agg_clear(struct nx_qlog_agg *a);
+/*
+ * Append to agg_names the names the table holds (of every minute in it) that are not there
+ * yet (names[names_next..]), in the open transaction. close: the minutes' keys leave
+ * the table (their rows become trusted: open = 0). SQLite code. Called when the table is
+ * cleared and in the aggregates-only transaction that precedes a clearing batch (writer.c);
+ * the transaction's end moves names_mark (commit) or names_next (rollback).
+ */
+int nx_qlog_agg_names_write(struct nx_qlog *q, bool close);
+/* agg_roll: its lower minute (INT64_MAX when not built), then move it to at least `min_lo`
+ * (subtracting the minutes in between; rebuilt when far behind or not built), in the open
+ * transaction. SQLite code. */
+int nx_qlog_roll_advance(struct nx_qlog *q, int64_t min_lo, int64_t *lo);
 
 /* writer.c */
 void *nx_qlog_writer_main(void *arg);

@@ -163,13 +163,19 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * household (hundreds of names a minute) never reaches it; a random-subdomain or blocklist
  * burst (200k names a minute) is cut to 4096 rows a minute instead of one per name. Key text
  * lives in a pool of NX_QLOG_AGG_POOL_BYTES (4096 names of ~40 B + 4096 clients; a full pool
- * also folds into "(other)"). Memory: 16384 slots x 12 B + the pool = 384 KiB.
+ * also folds into "(other)"). Memory: 16384 slots x 12 B + the pool + the names list (48 KiB)
+ * = 432 KiB.
  */
 #define NX_QLOG_AGG_KEYS_MAX 4096
 #define NX_QLOG_AGG_OTHER "(other)" /* the key of folded counts, as nx_qlog_top returns it */
 #define NX_QLOG_AGG_POOL_BYTES (192 * 1024)
 #define NX_QLOG_AGG_SLOTS 16384 /* hash slots: 3 x 4096 keys at a load <= 3/4 */
-#define NX_QLOG_AGG_BYTES (NX_QLOG_AGG_SLOTS * 12 + NX_QLOG_AGG_POOL_BYTES) /* 12 B a slot */
+/* The name keys in the order they came (4 B each, 3 x 4096 at most): what agg_names is
+ * appended from without a scan of the slots. */
+#define NX_QLOG_AGG_NAMES_BYTES (3 * NX_QLOG_AGG_KEYS_MAX * 4)
+/* 12 B a slot + the pool + the names list: 432 KiB */
+#define NX_QLOG_AGG_BYTES                                                                        \
+	(NX_QLOG_AGG_SLOTS * 12 + NX_QLOG_AGG_POOL_BYTES + NX_QLOG_AGG_NAMES_BYTES)
 /* cache_size per connection role (KiB). SQLite's default is 2 MiB per connection. */
 #define NX_QLOG_WRITER_CACHE_KIB 512
 #define NX_QLOG_READER_CACHE_KIB 256
@@ -182,7 +188,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_TOP_LIMIT_MAX 100
 #define NX_QLOG_HISTORY_POINTS_MAX 10080 /* a week of minutes */
 /* Latest schema version (PRAGMA user_version) nx_qlog_* writes. */
-#define NX_QLOG_SCHEMA_VERSION 5
+#define NX_QLOG_SCHEMA_VERSION 6
 
 /* ---- writer side ---- */
 
@@ -369,6 +375,9 @@ int nx_qlog_reader_open(const char *path, struct nx_qlog_reader **out);
 void nx_qlog_reader_close(struct nx_qlog_reader *r);
 /* cache_size the reader read back after setting it, in KiB. */
 unsigned nx_qlog_reader_cache_kib(const struct nx_qlog_reader *r);
+/* Tests and the bench: off = true makes nx_qlog_top sum agg_top always, not read agg_roll
+ * (the two must agree). */
+void nx_qlog_reader_no_roll(struct nx_qlog_reader *r, bool off);
 
 #define NX_QLOG_STATUSES(X)                                                                        \
 	X(ALL, "all")		  /* every row */                                                  \
@@ -401,6 +410,12 @@ struct nx_qlog_filter {
 	unsigned limit;		    /* 1..NX_QLOG_QUERY_LIMIT_MAX; 0 = NX_QLOG_QUERY_LIMIT_DEFAULT */
 	unsigned protos; /* bit 1u << enum nx_qlog_proto per protocol shown; 0 = any (so a
 			  * zeroed filter, as every older caller builds, still means any) */
+	/* Rows whose client (text, client id or "") this accepts; NULL = any. The admin's client
+	 * by name. A block whose client list has no accepted client is skipped undecoded, unless
+	 * client_match_ids (it may accept a row by its client id, which the list lacks). */
+	bool (*client_match)(const char *client, const char *client_id, void *ud);
+	void *client_match_ud; /* borrowed */
+	bool client_match_ids;
 };
 
 /*

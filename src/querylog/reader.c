@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "base/clock.h"
 #include "base/err.h"
@@ -22,7 +23,13 @@
 struct nx_qlog_reader {
 	sqlite3 *db;	    /* owned */
 	unsigned cache_kib; /* cache_size read back */
+	bool no_roll;	    /* top-N always sums agg_top (tests compare the two ways) */
 };
+
+void nx_qlog_reader_no_roll(struct nx_qlog_reader *r, bool off)
+{
+	r->no_roll = off;
+}
 
 /* ---- names ---- */
 
@@ -249,6 +256,10 @@ static bool item_matches(const struct nx_qlog_item *it, const struct nx_qlog_fil
 	if (f->name && f->name[0] && !strstr(it->name, f->name)) {
 		return false;
 	}
+	if (f->client_match &&
+	    !f->client_match(it->client, or_empty(it->client_id), f->client_match_ud)) {
+		return false;
+	}
 	if ((f->from_ms && it->ts < f->from_ms) || (f->to_ms && it->ts >= f->to_ms)) {
 		return false;
 	}
@@ -286,6 +297,26 @@ static bool json_verbatim(const char *s)
 	return true;
 }
 
+/* Does f->client_match accept a client of a block's list (a JSON array of address texts,
+ * written by block.c without escapes)? A list it cannot read counts as a match. */
+static bool any_client_matches(const char *list, const struct nx_qlog_filter *f)
+{
+	char one[NX_QLOG_CLIENT_TEXT_MAX];
+	for (const char *p = list ? strchr(list, '"') : NULL; p; p = strchr(p, '"')) {
+		const char *e = strchr(p + 1, '"');
+		if (!e || (size_t)(e - p - 1) >= sizeof(one) || memchr(p + 1, '\\', (size_t)(e - p - 1))) {
+			return true;
+		}
+		memcpy(one, p + 1, (size_t)(e - p - 1));
+		one[e - p - 1] = '\0';
+		if (f->client_match(one, "", f->client_match_ud)) {
+			return true;
+		}
+		p = e + 1;
+	}
+	return list == NULL;
+}
+
 /* Could a block hold a matching record? Decided from its columns and raw text alone. */
 static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, bool name_raw,
 			    const char *quoted_client)
@@ -298,6 +329,10 @@ static bool block_may_match(sqlite3_stmt *s, const struct nx_qlog_filter *f, boo
 		if (c && !strstr(c, quoted_client)) {
 			return false;
 		}
+	}
+	if (f->client_match && !f->client_match_ids && sqlite3_column_type(s, 5) != SQLITE_NULL &&
+	    !any_client_matches((const char *)sqlite3_column_text(s, 5), f)) {
+		return false;
 	}
 	if (name_raw) {
 		const char *t = sqlite3_column_blob(s, 6);
@@ -429,6 +464,63 @@ static int offer(struct hit *h, size_t *n, size_t cap, const struct nx_qlog_item
 	return 0;
 }
 
+/* Minutes of agg_names a name filter reads at a time: an hour of a household's names is
+ * ~1 MB, so a common name's first page reads about that, not the whole day's ~20 MB. */
+#define NAME_CHUNK_MINUTES 60
+
+static int64_t one_int(sqlite3 *db, const char *sql, bool *ok);
+
+/*
+ * Minutes a name filter can skip: agg_names rows (db.c migration 6) that are complete (not
+ * folded, no longer open in the writer) and whose names lack the text, within [lo, hi] (minutes),
+ * newest first, into *out (malloc'd, caller frees). A file without the table skips nothing.
+ * 0 or -ENOMEM / -EIO.
+ */
+static int name_skips(struct nx_qlog_reader *r, const char *name, int64_t lo, int64_t hi,
+		      int64_t **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(r->db,
+			       "SELECT minute, names FROM agg_names WHERE minute >= ?1 AND"
+			       " minute <= ?2 AND folded = 0 AND open = 0 ORDER BY minute DESC",
+			       -1, &s, NULL) != SQLITE_OK) {
+		return 0; /* schema before 6: read every block */
+	}
+	sqlite3_bind_int64(s, 1, lo);
+	sqlite3_bind_int64(s, 2, hi);
+	size_t cap = 0, len = strlen(name);
+	int rc, err = 0;
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *t = sqlite3_column_blob(s, 1);
+		int tl = sqlite3_column_bytes(s, 1);
+		if (t && memmem(t, (size_t)tl, name, len)) {
+			continue;
+		}
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 256;
+			int64_t *p = realloc(*out, cap * sizeof(**out));
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			*out = p;
+		}
+		(*out)[(*n)++] = sqlite3_column_int64(s, 0);
+	}
+	if (!err && rc != SQLITE_DONE) {
+		err = rc_to_err(rc);
+	}
+	sqlite3_finalize(s);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return err;
+}
+
 /*
  * Blocks are read newest first by their newest record (the ts_max index). Records reach the log
  * when answered, not when asked, so blocks overlap in time: a page keeps the newest limit + 1
@@ -470,22 +562,40 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	char sql[384];
 	snprintf(sql, sizeof(sql),
 		 "SELECT id, ts_min, ts_max, n, blocked, clients, records FROM log_blocks"
-		 " WHERE ts_max < :hi AND ts_min <= :cts%s%s ORDER BY ts_max DESC, id DESC",
+		 " WHERE ts_max < :hi AND ts_max >= :lo AND ts_min <= :cts%s%s"
+		 " ORDER BY ts_max DESC, id DESC",
 		 f->from_ms ? " AND ts_max >= :from" : "", f->to_ms ? " AND ts_min < :to" : "");
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(r->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK) {
 		return rc_to_err(rc);
 	}
-	bind_i64(s, ":hi", hi);
 	bind_i64(s, ":cts", cts);
 	bind_i64(s, ":from", f->from_ms);
 	bind_i64(s, ":to", f->to_ms);
 
+	/* A name filter walks the ts_max index in segments between the minutes whose names rule
+	 * the text out (name_skips): their blocks are never read, not even their rows. */
+	int64_t *skip = NULL;
+	size_t n_skip = 0, next_skip = 0;
+	bool by_names = false;
+	/* minutes: the oldest with names in range, and how far down the names were read */
+	int64_t names_lo = 0, cov_lo = 0;
+	if (f->name && f->name[0]) {
+		bool ok_lo, ok_hi;
+		int64_t nmin = one_int(r->db, "SELECT MIN(minute) FROM agg_names", &ok_lo);
+		int64_t nmax = one_int(r->db, "SELECT MAX(minute) FROM agg_names", &ok_hi);
+		if (ok_lo && ok_hi) {
+			by_names = true;
+			names_lo = f->from_ms ? NX_MAX(nmin, f->from_ms / 60000) : nmin;
+			cov_lo = NX_MIN(nmax, hi == INT64_MAX ? INT64_MAX - 1 : hi / 60000) + 1;
+		}
+	}
+
 	bool name_raw = f->name && f->name[0] && json_verbatim(f->name);
 	char quoted_client[NX_QLOG_CLIENT_TEXT_MAX + 3];
-	bool client_skip = f->client && strlen(f->client) < NX_QLOG_CLIENT_TEXT_MAX &&
-			   json_verbatim(f->client);
+	bool client_skip =
+	    f->client && strlen(f->client) < NX_QLOG_CLIENT_TEXT_MAX && json_verbatim(f->client);
 	if (client_skip) {
 		snprintf(quoted_client, sizeof(quoted_client), "\"%s\"", f->client);
 	}
@@ -495,42 +605,87 @@ int nx_qlog_query(struct nx_qlog_reader *r, const struct nx_qlog_filter *f, json
 	struct scratch sc = {0};
 	size_t nh = 0;
 	int err = heap ? 0 : -ENOMEM;
-	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (nh == cap && sqlite3_column_int64(s, 2) < heap[0].ts) {
-			rc = SQLITE_DONE; /* this block and every later one are older than the page */
-			break;
+	int64_t seg_hi = hi;
+	bool page_done = false;
+	rc = SQLITE_DONE;
+	while (!err && !page_done && seg_hi > INT64_MIN) {
+		/* the names of the next NAME_CHUNK_MINUTES, newest first: a page that fills early
+		 * reads only the names of the minutes it needed */
+		if (by_names && next_skip == n_skip && cov_lo > names_lo) {
+			int64_t lo = NX_MAX(names_lo, cov_lo - NAME_CHUNK_MINUTES);
+			free(skip);
+			skip = NULL;
+			n_skip = next_skip = 0;
+			err = name_skips(r, f->name, lo, cov_lo - 1, &skip, &n_skip);
+			if (err) {
+				break;
+			}
+			cov_lo = lo;
 		}
-		if (!block_may_match(s, f, name_raw, client_skip ? quoted_client : NULL)) {
+		/* the next segment: [seg_lo, seg_hi) of ts_max, below the next skipped minute, or
+		 * down to the minutes whose names are not read yet */
+		int64_t seg_lo = by_names && cov_lo > names_lo ? cov_lo * 60000 : INT64_MIN;
+		bool below_skip = false;
+		while (next_skip < n_skip && !below_skip) {
+			int64_t m = skip[next_skip];
+			int64_t top = m < INT64_MAX / 60000 ? (m + 1) * 60000 : INT64_MAX;
+			if (top < seg_hi) {
+				seg_lo = top;
+				below_skip = true;
+			} else {
+				seg_hi = NX_MIN(seg_hi, m * 60000);
+				next_skip++;
+			}
+		}
+		if (seg_lo >= seg_hi) {
+			seg_hi = seg_lo;
 			continue;
 		}
-		int64_t block = sqlite3_column_int64(s, 0);
-		const char *text = sqlite3_column_blob(s, 6);
-		size_t len = (size_t)sqlite3_column_bytes(s, 6);
-		size_t got = 0;
-		/* records the text can hold (each is over 32 bytes), not the n column: a block
-		 * written by hand may miscount */
-		size_t nrec = NX_MIN(len / 32 + 1, (size_t)NX_QLOG_BLOCK_RECS_MAX);
-		err = scratch_fit(&sc, nrec, len);
-		if (err) {
-			break;
-		}
-		if (!text || nx_qlog_blk_decode(text, len, sc.text, sc.items, nrec, &got)) {
-			bad_block(block);
-			continue;
-		}
-		for (size_t i = 0; i < got && !err; i++) {
-			const struct nx_qlog_item *it = &sc.items[i];
-			int64_t id = block << NX_QLOG_ID_SHIFT | (int64_t)i;
-			if ((it->ts > cts || (it->ts == cts && id >= cid)) || !item_matches(it, f)) {
+		sqlite3_reset(s);
+		bind_i64(s, ":hi", seg_hi);
+		bind_i64(s, ":lo", seg_lo);
+		seg_hi = seg_lo;
+		while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+			if (nh == cap && sqlite3_column_int64(s, 2) < heap[0].ts) {
+				/* this block and every later one are older than the page */
+				rc = SQLITE_DONE;
+				page_done = true;
+				break;
+			}
+			if (!block_may_match(s, f, name_raw, client_skip ? quoted_client : NULL)) {
 				continue;
 			}
-			err = offer(heap, &nh, cap, it, id);
+			int64_t block = sqlite3_column_int64(s, 0);
+			const char *text = sqlite3_column_blob(s, 6);
+			size_t len = (size_t)sqlite3_column_bytes(s, 6);
+			size_t got = 0;
+			/* records the text can hold (each is over 32 bytes), not the n column: a
+			 * block written by hand may miscount */
+			size_t nrec = NX_MIN(len / 32 + 1, (size_t)NX_QLOG_BLOCK_RECS_MAX);
+			err = scratch_fit(&sc, nrec, len);
+			if (err) {
+				break;
+			}
+			if (!text || nx_qlog_blk_decode(text, len, sc.text, sc.items, nrec, &got)) {
+				bad_block(block);
+				continue;
+			}
+			for (size_t i = 0; i < got && !err; i++) {
+				const struct nx_qlog_item *it = &sc.items[i];
+				int64_t id = block << NX_QLOG_ID_SHIFT | (int64_t)i;
+				if ((it->ts > cts || (it->ts == cts && id >= cid)) ||
+				    !item_matches(it, f)) {
+					continue;
+				}
+				err = offer(heap, &nh, cap, it, id);
+			}
+		}
+		if (!err && rc != SQLITE_DONE) {
+			err = rc_to_err(rc);
 		}
 	}
-	if (!err && rc != SQLITE_DONE) {
-		err = rc_to_err(rc);
-	}
 	sqlite3_finalize(s);
+	free(skip);
 	free(sc.items);
 	free(sc.text);
 
@@ -710,6 +865,272 @@ int nx_qlog_history(struct nx_qlog_reader *r, int64_t from_ms, int64_t to_ms, un
 	return *out ? 0 : -ENOMEM;
 }
 
+/* ---- top-N from agg_roll ---- */
+
+struct top_ent {
+	int64_t c;
+	char *key; /* owned (malloc) */
+};
+
+/* Ranks below: fewer counts, or as many and a later key ("ORDER BY c DESC, key"). */
+static bool top_worse(const struct top_ent *a, const struct top_ent *b)
+{
+	return a->c < b->c || (a->c == b->c && strcmp(a->key, b->key) > 0);
+}
+
+static void top_down(struct top_ent *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && top_worse(&h[l], &h[m])) {
+			m = l;
+		}
+		if (l + 1 < n && top_worse(&h[l + 1], &h[m])) {
+			m = l + 1;
+		}
+		if (m == i) {
+			return;
+		}
+		struct top_ent t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Offer (c, key) to a min-heap of the best cap so far (worst on top). 0 or -ENOMEM. */
+static int top_offer(struct top_ent *h, size_t *n, size_t cap, int64_t c, const char *key)
+{
+	struct top_ent e = {.c = c, .key = (char *)key};
+	if (*n == cap && !top_worse(&h[0], &e)) {
+		return 0;
+	}
+	e.key = strdup(key);
+	if (!e.key) {
+		return -ENOMEM;
+	}
+	if (*n == cap) {
+		free(h[0].key);
+		h[0] = e;
+		top_down(h, *n, 0);
+		return 0;
+	}
+	size_t i = (*n)++;
+	h[i] = e;
+	while (i && top_worse(&h[i], &h[(i - 1) / 2])) {
+		struct top_ent t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+static int top_cmp_desc(const void *a, const void *b)
+{
+	const struct top_ent *x = a, *y = b;
+	return top_worse(y, x) ? -1 : top_worse(x, y) ? 1 : 0;
+}
+
+/* The window's difference from the roll, per key (sorted by key): + the window's minutes
+ * before the roll's first, - the roll's minutes outside the window. */
+struct top_delta {
+	char **keys; /* owned, each malloc'd */
+	int64_t *d;
+	bool *seen;
+	size_t n, cap;
+};
+
+static void delta_free(struct top_delta *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->keys[i]);
+	}
+	free(t->keys);
+	free(t->d);
+	free(t->seen);
+}
+
+static int delta_push(struct top_delta *t, const char *key, int64_t d)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		char **k = realloc(t->keys, cap * sizeof(*k));
+		if (k) {
+			t->keys = k;
+		}
+		int64_t *v = k ? realloc(t->d, cap * sizeof(*v)) : NULL;
+		if (v) {
+			t->d = v;
+		}
+		bool *s = v ? realloc(t->seen, cap * sizeof(*s)) : NULL;
+		if (!s) {
+			return -ENOMEM;
+		}
+		t->seen = s;
+		t->cap = cap;
+	}
+	t->keys[t->n] = strdup(key);
+	if (!t->keys[t->n]) {
+		return -ENOMEM;
+	}
+	t->d[t->n] = d;
+	t->seen[t->n] = false;
+	t->n++;
+	return 0;
+}
+
+/* Index of key in t (sorted with SQLite's BINARY order, which strcmp follows for text
+ * without NUL), or -1. */
+static ssize_t delta_find(const struct top_delta *t, const char *key)
+{
+	size_t lo = 0, hi = t->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(t->keys[mid], key);
+		if (!c) {
+			return (ssize_t)mid;
+		}
+		if (c < 0) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return -1;
+}
+
+static int64_t one_int(sqlite3 *db, const char *sql, bool *ok)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t v = 0;
+	*ok = false;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+		v = sqlite3_column_int64(s, 0);
+		*ok = true;
+	}
+	sqlite3_finalize(s);
+	return v;
+}
+
+/*
+ * The top `limit` keys of kind over the minutes [fm, tm) from agg_roll (db.c migration 6),
+ * exact: total(key) = roll(key) + delta(key), the delta summed from agg_top over the few edge
+ * minutes where the window and the roll differ. Roll rows are read by count, highest first,
+ * until the worst kept total beats any later row's count plus the largest positive delta (no
+ * row after it can rank); keys only in the delta are offered when every roll row was read.
+ * 1: the roll cannot answer this window (not built, an older schema, or more than
+ * NX_QLOG_ROLL_EDGE_MINUTES edge minutes): the caller sums agg_top. 0 with *items; -errno.
+ */
+static int top_from_roll(struct nx_qlog_reader *r, int kind, int64_t fm, int64_t tm,
+			 unsigned limit, json_t **items)
+{
+	bool ok;
+	int64_t lo = one_int(r->db, "SELECT lo FROM agg_roll_lo WHERE id = 0", &ok);
+	if (!ok || fm == INT64_MIN || tm <= lo) {
+		return 1;
+	}
+	int64_t a0 = NX_MIN(fm, lo), a1 = NX_MAX(fm, lo), edge = a1 - a0;
+	if (tm != INT64_MAX) {
+		int64_t newest = one_int(r->db, "SELECT MAX(minute) FROM agg_minute", &ok);
+		edge += ok && newest >= tm ? newest - tm + 1 : 0;
+	}
+	if (edge > NX_QLOG_ROLL_EDGE_MINUTES) {
+		return 1;
+	}
+	struct top_delta dl = {0};
+	int64_t max_pos = 0;
+	sqlite3_stmt *s = NULL;
+	/* two ranges of the primary key, not an OR (which SQLite answers with a scan of the
+	 * kind): [a0, a1) is the window's before the roll (+) or the roll's before the window
+	 * (-); minutes >= tm are the roll's after the window (-) */
+	int rc = sqlite3_prepare_v2(
+		r->db,
+		"SELECT key, SUM(v) FROM (SELECT key, n * ?3 AS v FROM agg_top WHERE kind = ?1 AND"
+		" minute >= ?5 AND minute < ?6 UNION ALL SELECT key, -n FROM agg_top"
+		" WHERE kind = ?1 AND minute >= ?4) GROUP BY key ORDER BY key",
+		-1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		return 1;
+	}
+	sqlite3_bind_int(s, 1, kind);
+	sqlite3_bind_int(s, 3, fm < lo ? 1 : -1);
+	sqlite3_bind_int64(s, 4, tm);
+	sqlite3_bind_int64(s, 5, a0);
+	sqlite3_bind_int64(s, 6, a1);
+	int err = 0;
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t d = sqlite3_column_int64(s, 1);
+		max_pos = NX_MAX(max_pos, d);
+		err = delta_push(&dl, col_text(s, 0), d);
+	}
+	if (!err && rc != SQLITE_DONE) {
+		err = rc_to_err(rc);
+	}
+	sqlite3_finalize(s);
+	s = NULL;
+
+	struct top_ent *h = calloc(limit, sizeof(*h));
+	size_t nh = 0;
+	bool all_read = true;
+	err = err ? err : h ? 0 : -ENOMEM;
+	static const char roll_sql[] = "SELECT key, n FROM agg_roll WHERE kind = ?1 ORDER BY n DESC";
+	if (!err && sqlite3_prepare_v2(r->db, roll_sql, -1, &s, NULL) != SQLITE_OK) {
+		err = -EIO;
+	}
+	if (!err) {
+		sqlite3_bind_int(s, 1, kind);
+	}
+	while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t n = sqlite3_column_int64(s, 1);
+		if (nh == limit && h[0].c > n + max_pos) {
+			all_read = false;
+			break;
+		}
+		const char *key = col_text(s, 0);
+		ssize_t i = delta_find(&dl, key);
+		if (i >= 0) {
+			dl.seen[i] = true;
+			n += dl.d[i];
+		}
+		if (n > 0) {
+			err = top_offer(h, &nh, limit, n, key);
+		}
+	}
+	if (!err && all_read && rc != SQLITE_DONE) {
+		err = rc_to_err(rc);
+	}
+	sqlite3_finalize(s);
+	for (size_t i = 0; !err && all_read && i < dl.n; i++) {
+		if (!dl.seen[i] && dl.d[i] > 0) {
+			err = top_offer(h, &nh, limit, dl.d[i], dl.keys[i]);
+		}
+	}
+	delta_free(&dl);
+	json_t *a = err ? NULL : json_array();
+	err = err ? err : a ? 0 : -ENOMEM;
+	if (nh) {
+		qsort(h, nh, sizeof(*h), top_cmp_desc);
+	}
+	for (size_t i = 0; i < nh; i++) {
+		json_t *o = err ? NULL : json_pack("{s:s, s:I}", "key", h[i].key, "count",
+						   (json_int_t)h[i].c);
+		if (!err && (!o || json_array_append_new(a, o))) {
+			json_decref(o);
+			err = -ENOMEM;
+		}
+		free(h[i].key);
+	}
+	free(h);
+	if (err) {
+		json_decref(a);
+		return err;
+	}
+	*items = a;
+	return 0;
+}
+
 int nx_qlog_top(struct nx_qlog_reader *r, enum nx_qlog_top_kind kind, int64_t from_ms,
 		int64_t to_ms, unsigned limit, json_t **out, const char **bad_field)
 {
@@ -733,6 +1154,12 @@ int nx_qlog_top(struct nx_qlog_reader *r, enum nx_qlog_top_kind kind, int64_t fr
 	}
 	int64_t fm, tm;
 	minute_range(from_ms, to_ms, &fm, &tm);
+	json_t *fast = NULL;
+	int frc = r->no_roll ? 1 : top_from_roll(r, agg_kind[kind], fm, tm, limit, &fast);
+	if (frc <= 0) {
+		*out = frc ? NULL : json_pack("{s:s, s:o}", "kind", top_names[kind], "items", fast);
+		return frc ? frc : *out ? 0 : -ENOMEM;
+	}
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(r->db,
 				    "SELECT key, SUM(n) AS c FROM agg_top WHERE kind = :k AND"

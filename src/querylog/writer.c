@@ -173,6 +173,31 @@ static int stmts_prepare(struct nx_qlog *q)
 		 "DELETE FROM agg_top WHERE (kind, minute, key) IN"
 		 " (SELECT kind, minute, key FROM agg_top WHERE kind = ?1 AND minute < ?2"
 		 " ORDER BY minute LIMIT ?3)"},
+		{offsetof(struct nx_qlog_stmts, roll_upsert),
+		 "INSERT INTO agg_roll(kind, key, n) VALUES (?1, ?2, ?3)"
+		 " ON CONFLICT(kind, key) DO UPDATE SET n = n + excluded.n"},
+		{offsetof(struct nx_qlog_stmts, roll_lo_get),
+		 "SELECT lo FROM agg_roll_lo WHERE id = 0"},
+		{offsetof(struct nx_qlog_stmts, roll_lo_set),
+		 "INSERT OR REPLACE INTO agg_roll_lo(id, lo) VALUES (0, ?1)"},
+		/* kind IN (...): a range of the primary key per kind, not a scan */
+		{offsetof(struct nx_qlog_stmts, roll_sub),
+		 "INSERT INTO agg_roll(kind, key, n) SELECT kind, key, -SUM(n) FROM agg_top"
+		 " WHERE kind IN (0, 1, 2) AND minute >= ?1 AND minute < ?2 GROUP BY kind, key"
+		 " ON CONFLICT(kind, key) DO UPDATE SET n = n + excluded.n"},
+		{offsetof(struct nx_qlog_stmts, roll_zero),
+		 "DELETE FROM agg_roll WHERE kind IN (0, 1, 2) AND n <= 0"},
+		{offsetof(struct nx_qlog_stmts, roll_clear), "DELETE FROM agg_roll"},
+		{offsetof(struct nx_qlog_stmts, roll_build),
+		 "INSERT INTO agg_roll(kind, key, n) SELECT kind, key, SUM(n) FROM agg_top"
+		 " WHERE kind IN (0, 1, 2) AND minute >= ?1 GROUP BY kind, key"},
+		{offsetof(struct nx_qlog_stmts, names_put),
+		 "INSERT INTO agg_names(minute, folded, open, names) VALUES (?1, ?2, ?3, ?4)"
+		 " ON CONFLICT(minute) DO UPDATE SET folded = folded OR excluded.folded,"
+		 " open = excluded.open, names = names || excluded.names"},
+		{offsetof(struct nx_qlog_stmts, ret_names),
+		 "DELETE FROM agg_names WHERE minute IN"
+		 " (SELECT minute FROM agg_names WHERE minute < ?1 ORDER BY minute LIMIT ?2)"},
 	};
 	int rc;
 	for (size_t i = 0; i < NX_ARRAY_LEN(list); i++) {
@@ -230,7 +255,7 @@ struct wstate {
 	uint64_t unagg;		 /* records committed whose aggregates are not yet committed */
 };
 
-#define RET_STAGES (2 + 3)
+#define RET_STAGES (2 + 3 + 1) /* blocks, agg_minute, agg_top per kind, agg_names */
 
 static void count_error(struct nx_qlog *q, struct wstate *w, int rc, const char *what)
 {
@@ -417,16 +442,26 @@ static int end_txn(struct nx_qlog *q, int rc)
 	if (rc != SQLITE_OK && q->db && !sqlite3_get_autocommit(q->db)) {
 		step_done(q->st.rollback);
 	}
+	/* the names in agg_names are those of committed transactions */
+	if (rc == SQLITE_OK) {
+		q->agg.names_mark = q->agg.names_next;
+	} else {
+		q->agg.names_next = q->agg.names_mark;
+	}
 	return rc;
 }
 
-/* A transaction of the held aggregate counts alone, on the connection attempt() opened.
- * SQLite code; on failure they stay held. */
+/* A transaction of the held aggregate counts alone, on the connection attempt() opened, with
+ * the names that entered the table since the last such write. SQLite code; on failure they
+ * stay held. */
 static int write_aggregates(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = step_done(q->st.begin);
 	if (rc == SQLITE_OK) {
 		rc = nx_qlog_agg_write(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_names_write(q, false);
 	}
 	rc = end_txn(q, rc);
 	if (rc == SQLITE_OK) {
@@ -459,7 +494,11 @@ static bool batch_clears_agg(const struct nx_qlog *q)
 static int write_batch(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = SQLITE_OK;
-	if (!w->counted && q->agg.pending && batch_clears_agg(q)) {
+	/* ... and so are the names in the table: agg_names is appended when a minute's keys leave
+	 * the table and here, not in every aggregate write (each append rewrites the minute's
+	 * row), and a clearing batch that fails must not lose the names it cleared */
+	bool names_held = q->agg.names_next < q->agg.n_names;
+	if (!w->counted && (q->agg.pending || names_held) && batch_clears_agg(q)) {
 		rc = write_aggregates(q, w);
 		if (rc != SQLITE_OK) {
 			return rc;
@@ -611,6 +650,28 @@ static int retention_blocks(struct nx_qlog *q, int64_t cutoff, int *rows, int *s
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* Before agg_top minutes below cutoff_min go: agg_roll must not count them (it would never
+ * subtract them again), so its lower minute moves to the cutoff first (a retention shorter
+ * than the roll's day). SQLite code. */
+static int roll_past(struct nx_qlog *q, int64_t cutoff_min)
+{
+	sqlite3_stmt *g = q->st.roll_lo_get;
+	int rc = sqlite3_step(g);
+	int64_t lo = rc == SQLITE_ROW ? sqlite3_column_int64(g, 0) : INT64_MAX;
+	sqlite3_reset(g);
+	if (rc != SQLITE_ROW) {
+		return rc == SQLITE_DONE ? SQLITE_OK : rc;
+	}
+	if (lo >= cutoff_min) {
+		return SQLITE_OK;
+	}
+	rc = step_done(q->st.begin);
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_roll_advance(q, cutoff_min, &lo);
+	}
+	return end_txn(q, rc);
+}
+
 /*
  * One DELETE: at most NX_QLOG_RETENTION_BLOCKS log blocks, or NX_QLOG_RETENTION_ROWS rows of an
  * aggregate table; moves to the next table when done. A block goes once its newest record is
@@ -626,8 +687,13 @@ static bool retention_step(struct nx_qlog *q, struct wstate *w)
 		rc = retention_blocks(q, w->ret_cutoff, &deleted, &stmt_rows);
 	} else {
 		sqlite3_stmt *s;
+		rc = SQLITE_OK;
 		if (w->ret_stage == 1) {
 			s = q->st.ret_minute;
+			sqlite3_bind_int64(s, 1, cutoff_min);
+			sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
+		} else if (w->ret_stage == RET_STAGES - 1) {
+			s = q->st.ret_names;
 			sqlite3_bind_int64(s, 1, cutoff_min);
 			sqlite3_bind_int(s, 2, NX_QLOG_RETENTION_ROWS);
 		} else {
@@ -635,8 +701,11 @@ static bool retention_step(struct nx_qlog *q, struct wstate *w)
 			sqlite3_bind_int(s, 1, w->ret_stage - 2);
 			sqlite3_bind_int64(s, 2, cutoff_min);
 			sqlite3_bind_int(s, 3, NX_QLOG_RETENTION_ROWS);
+			if (w->ret_stage == 2) {
+				rc = roll_past(q, cutoff_min);
+			}
 		}
-		rc = step_done(s);
+		rc = rc == SQLITE_OK ? step_done(s) : rc;
 		deleted = stmt_rows = rc == SQLITE_OK ? sqlite3_changes(q->db) : 0;
 	}
 	if (rc != SQLITE_OK) {

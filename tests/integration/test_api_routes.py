@@ -85,8 +85,8 @@ def test_stats_match_the_queries_sent(make_upstream, make_nxdns, tmp_path):
     assert blk["items"] == [{"key": "ads.example.test", "count": 2},
                             {"key": "track.example.test", "count": 1}], blk
     cl = api.ok("GET", "/api/stats/top?kind=clients")
-    assert cl["items"] == [{"key": "127.0.0.1", "count": 8},
-                           {"key": "127.0.0.2", "count": 1}], cl
+    assert cl["items"] == [{"key": "127.0.0.1", "count": 8, "client_name": None},
+                           {"key": "127.0.0.2", "count": 1, "client_name": None}], cl
     assert len(api.ok("GET", "/api/stats/top?kind=domains&limit=2")["items"]) == 2
 
     now = int(time.time() * 1000)

@@ -143,9 +143,17 @@ def test_restart_key_answers_restart_required_and_waits(make_upstream, make_nxdn
     for _ in range(2):
         assert answers(nx.udp(make_query("twice.example"))) == ["192.0.2.1"]
     assert len(up.queries("twice.example")) == 2
-    # sending back the value the file has needs nothing more
+    # the running value is still the one the process started with: a second edit, even one
+    # that sends back what the file has, still needs the restart, and GET says so too
     r = api.put("/api/settings", {"key": "cache.size", "value": 1000})
+    assert r.status == 200 and r.json["restart_required"] == ["cache.size"], r
+    r = api.put("/api/settings", {"key": "cache.size", "value": 2000})
+    assert r.status == 200 and r.json["restart_required"] == ["cache.size"], r
+    assert api.ok("GET", "/api/settings")["restart_pending"] == ["cache.size"]
+    # back to the boot value: nothing waits for a restart any more
+    r = api.put("/api/settings", {"key": "cache.size", "value": 0})
     assert r.status == 200 and r.json["restart_required"] == [], r
+    assert api.ok("GET", "/api/settings")["restart_pending"] == []
 
 
 def test_live_key_applies_block_mode_custom(make_upstream, make_nxdns):

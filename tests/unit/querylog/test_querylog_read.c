@@ -807,6 +807,192 @@ static void test_migration_to_blocks(void **state)
 	tdir_remove(&t);
 }
 
+/* ---- the web admin's day: agg_roll and agg_names (schema 6) ---- */
+
+/* Both ways of nx_qlog_top for one window and kind: the same items, key for key. */
+static void top_same(struct nx_qlog_reader *r, enum nx_qlog_top_kind kind, int64_t from, int64_t to,
+		     unsigned limit)
+{
+	json_t *a = NULL, *b = NULL;
+	const char *bad = NULL;
+	nx_qlog_reader_no_roll(r, false);
+	assert_int_equal(nx_qlog_top(r, kind, from, to, limit, &a, &bad), 0);
+	nx_qlog_reader_no_roll(r, true);
+	assert_int_equal(nx_qlog_top(r, kind, from, to, limit, &b, &bad), 0);
+	nx_qlog_reader_no_roll(r, false);
+	if (!json_equal(a, b)) {
+		char *x = json_dumps(a, 0), *y = json_dumps(b, 0);
+		fail_msg("top kind %d from %lld to %lld limit %u: roll %s, sum %s", kind,
+			 (long long)from, (long long)to, limit, x, y);
+	}
+	json_decref(a);
+	json_decref(b);
+}
+
+static void tops_same(const char *path, int64_t now)
+{
+	struct nx_qlog_reader *r = NULL;
+	assert_int_equal(nx_qlog_reader_open(path, &r), 0);
+	const int64_t windows[][2] = {
+	    {now - DAY_MS, 0},				 /* the dashboard's default */
+	    {now - DAY_MS + 30 * MIN_MS, now + 1800000}, /* later than the roll, to ahead */
+	    {now - DAY_MS - 7 * MIN_MS, 0},		 /* earlier than the roll */
+	    {now - DAY_MS, now - 3 * MIN_MS},		 /* ends before the newest minutes */
+	    {now - 2 * DAY_MS, now - DAY_MS},		 /* far from the roll: summed */
+	    {0, 0},					 /* everything: summed */
+	};
+	for (size_t w = 0; w < sizeof(windows) / sizeof(windows[0]); w++) {
+		for (int k = 0; k < 3; k++) {
+			top_same(r, (enum nx_qlog_top_kind)k, windows[w][0], windows[w][1], 3);
+			top_same(r, (enum nx_qlog_top_kind)k, windows[w][0], windows[w][1], 100);
+		}
+	}
+	nx_qlog_reader_close(r);
+}
+
+/* Names with skewed counts over minutes around the roll's edges, then the clock moves on:
+ * the roll (built, subtracted from, rebuilt) answers every window as agg_top's sum does. */
+static void test_top_roll(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	g_now = T0 + 10 * MIN_MS + 500;
+	struct nx_qlog *q = start_log(t.db);
+	const int mins[] = {-1500, -1445, -1441, -1440, -1439, -1438, -1430, -700,
+			    -60,   -3,	  -1,	 0,	5,     9,     10};
+	int k = 0;
+	for (size_t i = 0; i < sizeof(mins) / sizeof(mins[0]); i++) {
+		for (int j = 0; j < 12; j++, k++) {
+			char name[32];
+			/* names 0..5 everywhere (ties broken by key), 6..11 only in some minutes */
+			snprintf(name, sizeof(name), "n%d.example", j < 6 ? j : j + (int)i % 4);
+			struct nx_qlog_rec r =
+			    mkrec(T0 + mins[i] * MIN_MS + j, 1 + (unsigned)(k % 5), name);
+			if (j % 3 == 0) {
+				mkblocked(&r, "list");
+			}
+			for (int c = 0; c <= (j * 7 + (int)i) % 5; c++) {
+				r.ts_ms++;
+				nx_qlog_push(q, 0, &r);
+			}
+		}
+		assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	}
+	int64_t lo = sql_int(t.db, "SELECT lo FROM agg_roll_lo");
+	assert_int_equal(lo, (T0 + 10 * MIN_MS) / MIN_MS - 1439);
+	tops_same(t.db, g_now);
+
+	/* 30 minutes on: the roll subtracts the minutes that left the day */
+	g_now += 30 * MIN_MS;
+	struct nx_qlog_rec r = mkrec(g_now, 7, "later.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT lo FROM agg_roll_lo"), lo + 30);
+	tops_same(t.db, g_now);
+	/* 3 hours on: too far to subtract minute by minute, built again */
+	g_now += 3 * 60 * MIN_MS;
+	r = mkrec(g_now, 8, "much-later.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT lo FROM agg_roll_lo"), lo + 210);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM agg_roll WHERE n <= 0"), 0);
+	tops_same(t.db, g_now);
+	nx_qlog_free(q);
+	g_now = T0;
+	tdir_remove(&t);
+}
+
+static size_t name_rows(const char *path, const char *name)
+{
+	struct nx_qlog_filter f = {.name = name};
+	json_t *all = read_all(path, f, 10);
+	size_t n = json_array_size(all);
+	json_decref(all);
+	return n;
+}
+
+/* A name filter skips the minutes whose agg_names row rules the text out, and reads those
+ * whose row is missing, open or folded. The proof: a block altered behind the writer's back
+ * is found only where the filter reads it. */
+static void test_name_skip(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	g_now = T0;
+	struct nx_qlog *q = start_log(t.db);
+	const char *names[] = {"alpha.example", "beta.example", "gamma.example"};
+	for (int m = 0; m < 3; m++) {
+		struct nx_qlog_rec r = mkrec(T0 + (m - 2) * MIN_MS + 5, 1, names[m]);
+		nx_qlog_push(q, 0, &r);
+		assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	}
+	int64_t mb = (T0 - MIN_MS) / MIN_MS; /* beta's minute */
+	assert_int_equal(name_rows(t.db, "alpha"), 1);
+	assert_int_equal(name_rows(t.db, "beta"), 1);
+	assert_int_equal(name_rows(t.db, "gamma"), 1); /* its minute is still open */
+	assert_int_equal(name_rows(t.db, "example"), 3);
+	assert_int_equal(name_rows(t.db, "zzzz"), 0);
+	assert_int_equal(
+	    sql_int(
+		t.db,
+		"SELECT open FROM agg_names WHERE minute = (SELECT MAX(minute) FROM agg_names)"),
+	    1);
+
+	/* beta's block now holds zzzz: its minute's names say no, so it is not read */
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "UPDATE log_blocks SET records = replace(records, 'beta.example', 'zzzz.example')"
+		 " WHERE ts_max / 60000 = %lld",
+		 (long long)mb);
+	sql_exec(t.db, sql);
+	assert_int_equal(name_rows(t.db, "zzzz"), 0);
+	/* an open row (a writer that stopped before the minute ended) is not trusted */
+	snprintf(sql, sizeof(sql), "UPDATE agg_names SET open = 1 WHERE minute = %lld",
+		 (long long)mb);
+	sql_exec(t.db, sql);
+	assert_int_equal(name_rows(t.db, "zzzz"), 1);
+	/* nor a folded one */
+	snprintf(sql, sizeof(sql), "UPDATE agg_names SET open = 0, folded = 1 WHERE minute = %lld",
+		 (long long)mb);
+	sql_exec(t.db, sql);
+	assert_int_equal(name_rows(t.db, "zzzz"), 1);
+	/* nor a minute without a row (written before schema 6) */
+	snprintf(sql, sizeof(sql), "DELETE FROM agg_names WHERE minute = %lld", (long long)mb);
+	sql_exec(t.db, sql);
+	assert_int_equal(name_rows(t.db, "zzzz"), 1);
+
+	/* names read an hour at a time, newest first: a name three hours back is still found,
+	 * past minutes that rule it out, and one in no minute is not */
+	g_now = T0 + 200 * MIN_MS;
+	for (int m = -150; m <= 0; m += 10) {
+		struct nx_qlog_rec old = mkrec(T0 + 200 * MIN_MS + m * MIN_MS, 2,
+					       m == -150 ? "needle.example" : "hay.example");
+		nx_qlog_push(q, 0, &old);
+		assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	}
+	assert_int_equal(name_rows(t.db, "needle"), 1);
+	assert_int_equal(name_rows(t.db, "hay"), 15);
+	assert_int_equal(name_rows(t.db, "nothing-like-it"), 0);
+
+	/* privacy 1 (names hidden) leaves its minute folded: "hidden" is found */
+	assert_int_equal(nx_qlog_set_privacy(q, 1), 0);
+	g_now = T0 + 202 * MIN_MS;
+	struct nx_qlog_rec r = mkrec(T0 + 201 * MIN_MS + 1, 1, "secret.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	r = mkrec(T0 + 202 * MIN_MS + 1, 1, "secret.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	assert_int_equal(sql_int(t.db, "SELECT folded FROM agg_names WHERE minute = (SELECT "
+				       "MAX(minute) FROM agg_names) - 1"),
+			 1);
+	assert_int_equal(name_rows(t.db, "hidden"), 2);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -819,6 +1005,8 @@ int main(void)
 		cmocka_unit_test(test_migration_to_blocks),
 		cmocka_unit_test(test_stats_protocols),
 		cmocka_unit_test(test_migration_protocols),
+		cmocka_unit_test(test_top_roll),
+		cmocka_unit_test(test_name_skip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
