@@ -33,7 +33,8 @@
 	X(tls, "TLS sessions and credentials")                                              \
 	X(misc, "small long-lived objects not worth their own owner")              \
 	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")        \
-	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies")
+	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies") \
+	X(filter_side, "list rules outside the snapshot: modifiers, regexes, hosts answers")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

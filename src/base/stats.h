@@ -132,7 +132,11 @@
 	X(UP_CAPS_FALLBACK, "nxdns_upstream_caps_fallback_total", "",                           \
 	  "Upstream servers whose 0x20 case randomisation was paused after case mismatches")    \
 	X(UP_SOCK_LIMIT, "nxdns_upstream_socket_limit_total", "",                               \
-	  "Upstream UDP queries refused because the server's socket bound was reached")
+	  "Upstream UDP queries refused because the server's socket bound was reached")        \
+	X(FILTER_REGEX_LIMIT, "nxdns_filter_regex_limit_total", "",                             \
+	  "List regex matches stopped by a PCRE2 match, depth or memory limit (no match)")      \
+	X(FILTER_SIDE_REFUSED, "nxdns_filter_side_refused_total", "",                           \
+	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

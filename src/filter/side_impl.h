@@ -1,0 +1,117 @@
+/*
+ * Internals of the side structure shared by side.c (parse, build) and lists.c (match, answer).
+ * Never included from outside src/filter.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <xxhash.h>
+
+#include "filter/parse.h"
+#include "filter/side.h"
+
+/* How a side rule finds its names. */
+enum side_anchor {
+	AN_EXACT,   /* |x^, hosts line: x only (indexed) */
+	AN_SUB,	    /* ||x^: x and every name under it (indexed) */
+	AN_ANY,	    /* empty pattern restricted by modifiers: every name (scanned) */
+	AN_RE_HOST, /* /re/: PCRE2 over the lower-case name (scanned) */
+	AN_RE_URL,  /* URL pattern: PCRE2 over the name and over "http://name/" (scanned) */
+	AN_WILD,    /* *.x (user rules): proper subdomains of x only (indexed) */
+};
+
+static inline bool side_indexed(unsigned anchor)
+{
+	return anchor == AN_EXACT || anchor == AN_SUB || anchor == AN_WILD;
+}
+
+/* Hosts-line address that blocks instead of answering (0.0.0.0, 127.0.0.1, ::, ::1, scoped). */
+bool nx_filter_hosts_null_addr(const char *s, size_t len);
+
+#define SR_ALLOW 0x01u	   /* @@ (or a plain rule of the user allow list) */
+#define SR_IMPORTANT 0x02u /* $important */
+#define SR_CLIENT 0x04u	   /* has $client values */
+#define SR_CTAG 0x08u	   /* has $ctag values */
+#define SR_DNSTYPE 0x10u   /* has $dnstype values */
+#define SR_DENY 0x20u	   /* has $denyallow values */
+
+/* One rule. Offsets are into the pool (texts, names, rdata, value strings). */
+struct side_rule {
+	uint32_t text_off;  /* rule text as written */
+	uint32_t name_off;  /* anchored name (indexed anchors), lower case */
+	uint32_t rdata_off; /* $dnsrewrite / hosts rdata */
+	uint32_t vals_off;  /* first of nvals values in the value array */
+	uint32_t re;	    /* regex index (AN_RE_*), else UINT32_MAX */
+	uint16_t text_len;
+	uint16_t name_len;
+	uint16_t rdlen;
+	uint16_t rr_type; /* RECORDS / HOSTS: A, AAAA, CNAME, TXT */
+	uint16_t nvals;
+	uint8_t origin;	 /* source index or NX_FILTER_ORIGIN_USER_* */
+	uint8_t anchor;	 /* enum side_anchor */
+	uint8_t flags;	 /* SR_* */
+	uint8_t nmods;	 /* specificity: how many restricting modifiers */
+	uint8_t rewrite; /* enum nx_filter_rewrite */
+	uint8_t dead;	 /* cancelled by $badfilter (build only) */
+};
+_Static_assert(sizeof(struct side_rule) == 36, "side_rule is part of the side's memory budget");
+
+enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY };
+
+/* One value of a $client / $ctag / $dnstype / $denyallow list. */
+struct side_val {
+	uint8_t kind;	/* enum side_vkind */
+	uint8_t neg;	/* written with ~ */
+	uint8_t family; /* V_ADDR: 4 or 6 */
+	uint8_t prefix; /* V_ADDR: prefix length in bits */
+	uint16_t qtype; /* V_DNSTYPE */
+	uint16_t len;	/* V_NAME / V_CTAG / V_DENY: string length */
+	uint32_t off;	/* string in pool */
+	uint8_t addr[16];
+};
+
+/* Name index entry: XXH3-64 of the anchored name, rule index; sorted by (h, rule). */
+struct side_idx {
+	uint64_t h;
+	uint32_t rule;
+	uint32_t pad;
+};
+
+struct nx_filter_side {
+	struct side_rule *rules; /* owned (filter_side) */
+	uint32_t nrules;
+	struct side_val *vals; /* owned */
+	uint32_t nvals;
+	struct side_idx *idx; /* owned, nidx entries */
+	uint32_t nidx;
+	uint32_t *scan; /* owned: rules with a scanned anchor, in rule order */
+	uint32_t nscan;
+	pcre2_code **re; /* owned, nre compiled patterns */
+	uint32_t nre;
+	char *pool; /* owned, pool_len bytes */
+	size_t pool_len;
+	pcre2_match_context *mctx; /* owned: the limits, read-only once built */
+	struct nx_filter_side_stats st;
+};
+
+static inline uint64_t side_hash(const char *name, size_t len)
+{
+	return XXH3_64bits(name, len);
+}
+
+/* Check one rule line (shared by the compiler's parser and the builder): NONE or the skip
+ * reason, with a message in err. */
+enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err, size_t errlen);
+
+/* Does r apply to q apart from its name (eligibility, $client, $ctag, $dnstype, $denyallow)?
+ * name/nlen: the query name in text form (for $denyallow). */
+struct nx_filter_qctx;
+bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
+		     const struct nx_filter_qctx *q, const char *name, size_t nlen);
+/* Run regex i over subject: 1 match, 0 no match, < 0 limit or error (counted). */
+int nx_side_re_match(const struct nx_filter_side *s, uint32_t i, const char *subj, size_t len);
