@@ -619,6 +619,14 @@ static enum nx_filter_skip parse_rule(struct parsed *p, const char *line, size_t
 	size_t pe = pattern_end(s, len);
 	p->pat = s;
 	p->plen = pe;
+	for (size_t i = 0; i < pe; i++) {
+		if (sp(s[i])) {
+			/* no name contains one: a list line with a blank here is two tokens, or
+			 * a regex that can never match */
+			errf(err, errlen, "whitespace in the rule's pattern");
+			return s[0] == '/' ? NX_FILTER_SKIP_regex : NX_FILTER_SKIP_malformed;
+		}
+	}
 	if (pe < len) {
 		if (parse_modifiers(p, s + pe + 1, len - pe - 1, err, errlen) ||
 		    check_values(p, err, errlen)) {
