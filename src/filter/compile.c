@@ -229,6 +229,10 @@ static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o
 	if (!j) {
 		return -ENOMEM;
 	}
+	/* the options that shape the bodies: a change of one must recompile the same input */
+	json_object_set_new(j, "options",
+			    json_pack("{s:b, s:b, s:b}", "side", o->side, "hosts_listed",
+				      o->hosts_listed, "subdomains", o->subdomains));
 	if (o->origin) {
 		json_object_set_new(j, "origin", json_string(o->origin));
 	}
