@@ -45,7 +45,8 @@ static pcre2_match_data *match_data(void)
 {
 	if (!re_md) {
 		/* The general context itself lives in the arena too. */
-		pcre2_general_context *g = pcre2_general_context_create(arena_malloc, arena_free, NULL);
+		pcre2_general_context *g =
+		    pcre2_general_context_create(arena_malloc, arena_free, NULL);
 		re_md = g ? pcre2_match_data_create(1, g) : NULL;
 	}
 	return re_md;
@@ -175,7 +176,8 @@ bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
 		case V_CTAG: {
 			bool hit = false;
 			for (size_t t = 0; t < q->ntags && !hit; t++) {
-				hit = strlen(q->tags[t]) == v->len && memcmp(q->tags[t], str, v->len) == 0;
+				hit = strlen(q->tags[t]) == v->len &&
+				      memcmp(q->tags[t], str, v->len) == 0;
 			}
 			tally_add(&ctag, v->neg, hit);
 			break;
@@ -263,7 +265,8 @@ static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts
 			if (c >= 'A' && c <= 'Z') {
 				c = (unsigned char)(c + 32);
 			}
-			ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+			ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+			      c == '_';
 			out[o++] = (char)c;
 		}
 		i += 1 + l;
@@ -446,10 +449,13 @@ int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_
 				cname = r;
 			}
 			if (r->rr_type == q->qtype && r->rdlen) {
-				rrs[n++] = (struct nx_dns_rr_spec){NULL, 0, r->rr_type, ttl,
-								   (const uint8_t *)side->pool +
-								       r->rdata_off,
-								   r->rdlen};
+				rrs[n++] = (struct nx_dns_rr_spec){
+				    NULL,
+				    0,
+				    r->rr_type,
+				    ttl,
+				    (const uint8_t *)side->pool + r->rdata_off,
+				    r->rdlen};
 			}
 		}
 	} else {
@@ -459,18 +465,20 @@ int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_
 				cname = r;
 			}
 			if (r->rr_type == q->qtype && r->rdlen) {
-				rrs[n++] = (struct nx_dns_rr_spec){NULL, 0, r->rr_type, ttl,
-								   (const uint8_t *)side->pool +
-								       r->rdata_off,
-								   r->rdlen};
+				rrs[n++] = (struct nx_dns_rr_spec){
+				    NULL,
+				    0,
+				    r->rr_type,
+				    ttl,
+				    (const uint8_t *)side->pool + r->rdata_off,
+				    r->rdlen};
 			}
 		}
 	}
 	if (cname) {
 		/* AdGuard Home: a CNAME rewrite replaces the records of the other rules */
-		rrs[0] = (struct nx_dns_rr_spec){NULL, 0, 5, ttl,
-						 (const uint8_t *)side->pool + cname->rdata_off,
-						 cname->rdlen};
+		rrs[0] = (struct nx_dns_rr_spec){
+		    NULL, 0, 5, ttl, (const uint8_t *)side->pool + cname->rdata_off, cname->rdlen};
 		n = 1;
 	}
 	return nx_dns_build_answer(buf, cap, ctx, 0, true, rrs, n, NULL, 0, -1, NULL);

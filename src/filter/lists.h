@@ -24,14 +24,14 @@
 
 /* One query as the list levels see it. Plain value; every pointer borrowed for the call. */
 struct nx_filter_qctx {
-	const uint8_t *wire;		/* question name, uncompressed wire form (any case) */
-	size_t wlen;			/* its length including the root byte */
-	uint16_t qtype;			/* for $dnstype */
-	const struct sockaddr *client;	/* client address for $client, or NULL (no address) */
-	const char *client_name;	/* configured client name for $client, or NULL */
-	const char *const *tags;	/* client tags for $ctag (config's clients[].tags) */
+	const uint8_t *wire;	       /* question name, uncompressed wire form (any case) */
+	size_t wlen;		       /* its length including the root byte */
+	uint16_t qtype;		       /* for $dnstype */
+	const struct sockaddr *client; /* client address for $client, or NULL (no address) */
+	const char *client_name;       /* configured client name for $client, or NULL */
+	const char *const *tags;       /* client tags for $ctag (config's clients[].tags) */
 	size_t ntags;
-	uint64_t eligible;		/* bit i: list source i applies to this client */
+	uint64_t eligible; /* bit i: list source i applies to this client */
 };
 
 /*

@@ -150,7 +150,7 @@ struct parsed {
 	uint8_t rewrite; /* enum nx_filter_rewrite */
 	uint16_t rr_type;
 	uint8_t rdata[NX_FILTER_TXT_MAX + 1 > NX_DNS_NAME_MAX ? NX_FILTER_TXT_MAX + 1
-							       : NX_DNS_NAME_MAX];
+							      : NX_DNS_NAME_MAX];
 	uint16_t rdlen;
 	bool has_rewrite;
 	/* canonical key for $badfilter: text without the badfilter modifier */
@@ -202,8 +202,8 @@ static size_t split_at(const char *s, size_t len, char sep)
 }
 
 /* Parse "a|~b|'c d'" into vals (unquoted, unescaped copies in p->scratch). */
-static int parse_values(struct parsed *p, const char *s, size_t len, struct pval *vals,
-			unsigned *n, const char *mod, char *err, size_t errlen)
+static int parse_values(struct parsed *p, const char *s, size_t len, struct pval *vals, unsigned *n,
+			const char *mod, char *err, size_t errlen)
 {
 	*n = 0;
 	if (len == 0) {
@@ -343,7 +343,8 @@ static int parse_rewrite(struct parsed *p, const char *v, size_t len, char *err,
 	} else if (strcasecmp(ty, "TXT") == 0) {
 		size_t vl = strlen(val);
 		if (vl > NX_FILTER_TXT_MAX) {
-			errf(err, errlen, "$dnsrewrite: TXT longer than %u bytes", NX_FILTER_TXT_MAX);
+			errf(err, errlen, "$dnsrewrite: TXT longer than %u bytes",
+			     NX_FILTER_TXT_MAX);
 			return NX_EFORMAT;
 		}
 		p->rr_type = 16;
@@ -431,7 +432,8 @@ static int check_values(struct parsed *p, char *err, size_t errlen)
 			errf(err, errlen, "$denyallow values cannot be negated");
 			return NX_EFORMAT;
 		}
-		enum nx_filter_skip w = nx_filter_name_norm(p->deny[i].s, p->deny[i].len, norm, &nl);
+		enum nx_filter_skip w =
+		    nx_filter_name_norm(p->deny[i].s, p->deny[i].len, norm, &nl);
 		if (w != NX_FILTER_SKIP_NONE && w != NX_FILTER_SKIP_localhost) {
 			errf(err, errlen, "$denyallow: '%.*s' is not a domain", (int)p->deny[i].len,
 			     p->deny[i].s);
@@ -487,11 +489,11 @@ static int pattern_regex(const char *s, size_t len, char *out, size_t cap)
 			PUT("(?:[^a-z0-9_.%-]|$)");
 		} else if (c == '|' && i == len - 1) {
 			PUT("$");
-		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			   c == '_' || c == '-' || c == '%' || c == '/' || c == ':' || c == '=' ||
-			   c == '&' || c == ',' || c == '@' || c == '~' || c == '\'' || c == '"' ||
-			   c == '#' || c == '!' || c == ';' || c == '<' || c == '>' || c == '`' ||
-			   (unsigned char)c >= 0x80) {
+		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			   (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '%' || c == '/' ||
+			   c == ':' || c == '=' || c == '&' || c == ',' || c == '@' || c == '~' ||
+			   c == '\'' || c == '"' || c == '#' || c == '!' || c == ';' || c == '<' ||
+			   c == '>' || c == '`' || (unsigned char)c >= 0x80) {
 			PUT(one);
 		} else {
 			one[0] = '\\';
@@ -546,11 +548,13 @@ static enum nx_filter_skip parse_pattern(struct parsed *p, char *err, size_t err
 	}
 	if (len == 0 || wide(s, len)) {
 		if (!restricted) {
-			errf(err, errlen, "rule matches every name and has no $client/$ctag/"
-					  "$dnstype/$denyallow restriction");
+			errf(err, errlen,
+			     "rule matches every name and has no $client/$ctag/"
+			     "$dnstype/$denyallow restriction");
 			return NX_FILTER_SKIP_pattern;
 		}
-		if (len == 0 || (len == 1 && s[0] == '*') || (len == 2 && memcmp(s, "*^", 2) == 0)) {
+		if (len == 0 || (len == 1 && s[0] == '*') ||
+		    (len == 2 && memcmp(s, "*^", 2) == 0)) {
 			p->anchor = AN_ANY;
 			return NX_FILTER_SKIP_NONE;
 		}
@@ -576,8 +580,8 @@ static enum nx_filter_skip parse_pattern(struct parsed *p, char *err, size_t err
 	if ((sub || start) && h > i && term && (sub || tl > 0)) {
 		enum nx_filter_skip w = nx_filter_name_norm(s + i, h - i, p->name, &p->nlen);
 		if (w != NX_FILTER_SKIP_NONE) {
-			errf(err, errlen, "'%.*s' is not a usable host name (%s)", (int)(h - i), s + i,
-			     nx_filter_skip_name(w));
+			errf(err, errlen, "'%.*s' is not a usable host name (%s)", (int)(h - i),
+			     s + i, nx_filter_skip_name(w));
 			return w;
 		}
 		p->anchor = sub ? AN_SUB : AN_EXACT;
@@ -675,10 +679,11 @@ static pcre2_code *re_compile(const char *src, size_t len, pcre2_compile_context
 	PCRE2_SIZE eo;
 	/* No JIT ever (MemoryDenyWriteExecute); no \C; caseless because names are lower case
 	 * but list authors write [A-Z]. */
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)src, len,
-				       PCRE2_CASELESS | PCRE2_NEVER_BACKSLASH_C | PCRE2_NO_AUTO_CAPTURE |
-					   PCRE2_NEVER_UTF | PCRE2_NEVER_UCP,
-				       &ec, &eo, cctx);
+	pcre2_code *re =
+	    pcre2_compile((PCRE2_SPTR)src, len,
+			  PCRE2_CASELESS | PCRE2_NEVER_BACKSLASH_C | PCRE2_NO_AUTO_CAPTURE |
+			      PCRE2_NEVER_UTF | PCRE2_NEVER_UCP,
+			  &ec, &eo, cctx);
 	if (!re) {
 		PCRE2_UCHAR msg[120];
 		pcre2_get_error_message(ec, msg, sizeof(msg));
@@ -722,7 +727,8 @@ enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err
 		pcre2_compile_context_free(cc);
 		pcre2_general_context_free(g);
 		if (!ok) {
-			return p.anchor == AN_RE_HOST ? NX_FILTER_SKIP_regex : NX_FILTER_SKIP_pattern;
+			return p.anchor == AN_RE_HOST ? NX_FILTER_SKIP_regex
+						      : NX_FILTER_SKIP_pattern;
 		}
 	}
 	return NX_FILTER_SKIP_NONE;
@@ -736,10 +742,10 @@ bool nx_filter_side_line_ok(const char *line, size_t len, char *err, size_t errl
 /* ---- builder ---- */
 
 struct nx_filter_side_builder {
-	struct nx_filter_side s;  /* under construction */
+	struct nx_filter_side s; /* under construction */
 	size_t rules_cap, vals_cap, pool_cap, re_cap;
-	uint64_t *keys;		  /* canonical-text hash per rule (for $badfilter) */
-	uint64_t *bad;		  /* canonical-text hashes of $badfilter rules */
+	uint64_t *keys; /* canonical-text hash per rule (for $badfilter) */
+	uint64_t *bad;	/* canonical-text hashes of $badfilter rules */
 	size_t nbad, bad_cap;
 	pcre2_general_context *gctx;
 	pcre2_compile_context *cctx;
@@ -839,7 +845,8 @@ static int add_vals(struct nx_filter_side_builder *b, struct side_rule *r, const
 		    unsigned n, enum side_vkind kind)
 {
 	for (unsigned i = 0; i < n; i++) {
-		int rc = grow((void **)&b->s.vals, &b->vals_cap, b->s.nvals + 1, sizeof(*b->s.vals));
+		int rc =
+		    grow((void **)&b->s.vals, &b->vals_cap, b->s.nvals + 1, sizeof(*b->s.vals));
 		if (rc) {
 			return rc;
 		}
@@ -867,7 +874,8 @@ static int add_vals(struct nx_filter_side_builder *b, struct side_rule *r, const
 			if (pfx != -2 && inet_pton(AF_INET, tmp, sv->addr) == 1 && pfx <= 32) {
 				sv->family = 4;
 				sv->prefix = (uint8_t)(pfx < 0 ? 32 : pfx);
-			} else if (pfx != -2 && inet_pton(AF_INET6, tmp, sv->addr) == 1 && pfx <= 128) {
+			} else if (pfx != -2 && inet_pton(AF_INET6, tmp, sv->addr) == 1 &&
+				   pfx <= 128) {
 				sv->family = 6;
 				sv->prefix = (uint8_t)(pfx < 0 ? 128 : pfx);
 			} else {
@@ -1051,7 +1059,7 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
 	if (t0 < len && t0 < sizeof(abuf)) {
 		memcpy(abuf, line, t0);
 		abuf[t0] = '\0';
-		uint16_t htype = inet_pton(AF_INET, abuf, addr) == 1    ? 1
+		uint16_t htype = inet_pton(AF_INET, abuf, addr) == 1	? 1
 				 : inet_pton(AF_INET6, abuf, addr) == 1 ? 28
 									: 0;
 		if (htype) {
@@ -1074,7 +1082,8 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
 				enum nx_filter_skip w =
 				    nx_filter_name_norm(line + pos, t - pos, p->name, &p->nlen);
 				if (w != NX_FILTER_SKIP_NONE) {
-					errf(err, errlen, "hosts line: '%.*s' is not a usable name (%s)",
+					errf(err, errlen,
+					     "hosts line: '%.*s' is not a usable name (%s)",
 					     (int)(t - pos), line + pos, nx_filter_skip_name(w));
 					rc = NX_EFORMAT;
 					break;
@@ -1082,8 +1091,8 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
 				p->anchor = AN_EXACT;
 				p->canon_len = (size_t)snprintf(p->canon, sizeof(p->canon), "%s %s",
 								abuf, p->name);
-				rc = add_parsed(b, p, line, len, origin, NX_FILTER_RW_HOSTS, htype, addr,
-						err, errlen);
+				rc = add_parsed(b, p, line, len, origin, NX_FILTER_RW_HOSTS, htype,
+						addr, err, errlen);
 				names++;
 				pos = t;
 			}
@@ -1130,8 +1139,8 @@ refused:
 	return rc;
 }
 
-int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir,
-			       const char *name, unsigned origin)
+int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir, const char *name,
+			       unsigned origin)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/%s.side", dir, name);
@@ -1258,7 +1267,7 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	*o = *s;
 #define SHRINK(field, cap)                                                                         \
 	do {                                                                                       \
-		size_t want_ = (size_t)o->n##field * sizeof(*o->field);                           \
+		size_t want_ = (size_t)o->n##field * sizeof(*o->field);                            \
 		if (want_ == 0) {                                                                  \
 			nx_mem_free(NX_OWNER_filter_side, o->field, (cap) * sizeof(*o->field));    \
 			o->field = NULL;                                                           \
@@ -1268,9 +1277,10 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 			if (p_) {                                                                  \
 				o->field = p_;                                                     \
 			} else {                                                                   \
-				/* keep the larger block; account it as used */                   \
+				/* keep the larger block; account it as used */                    \
 				nx_ledger_charge(NX_OWNER_filter_side,                             \
-						 -(int64_t)((cap) * sizeof(*o->field) - want_), 0); \
+						 -(int64_t)((cap) * sizeof(*o->field) - want_),    \
+						 0);                                               \
 			}                                                                          \
 		}                                                                                  \
 	} while (0)
@@ -1286,7 +1296,8 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 		if (p) {
 			o->pool = p;
 		} else {
-			nx_ledger_charge(NX_OWNER_filter_side, -(int64_t)(b->pool_cap - o->pool_len), 0);
+			nx_ledger_charge(NX_OWNER_filter_side,
+					 -(int64_t)(b->pool_cap - o->pool_len), 0);
 		}
 	}
 	size_t bytes = sizeof(*o) + o->nrules * sizeof(*o->rules) + o->nvals * sizeof(*o->vals) +

@@ -69,14 +69,14 @@ struct nx_filter_side;
 
 /* Counts of one build (nx_filter_side_stats). */
 struct nx_filter_side_stats {
-	uint64_t rules;	      /* rules kept */
-	uint64_t named;	      /* of which indexed by name (||x^, |x^, hosts lines) */
-	uint64_t regexes;     /* of which regex / pattern rules (scanned per query) */
-	uint64_t rewrites;    /* of which $dnsrewrite or hosts answers */
-	uint64_t badfilter;   /* $badfilter rules read */
-	uint64_t cancelled;   /* rules cancelled by a $badfilter of the same origin */
-	uint64_t refused;     /* lines refused by add_line (bad rule or a cap) */
-	uint64_t bytes;	      /* NX_OWNER_filter_side bytes held by the built structure */
+	uint64_t rules;	    /* rules kept */
+	uint64_t named;	    /* of which indexed by name (||x^, |x^, hosts lines) */
+	uint64_t regexes;   /* of which regex / pattern rules (scanned per query) */
+	uint64_t rewrites;  /* of which $dnsrewrite or hosts answers */
+	uint64_t badfilter; /* $badfilter rules read */
+	uint64_t cancelled; /* rules cancelled by a $badfilter of the same origin */
+	uint64_t refused;   /* lines refused by add_line (bad rule or a cap) */
+	uint64_t bytes;	    /* NX_OWNER_filter_side bytes held by the built structure */
 };
 
 /* New empty builder; returns 0 or -ENOMEM. */
@@ -99,8 +99,8 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
  * file is an empty source. Lines that no longer parse (a body from another version) are
  * counted as refused, not fatal. Returns 0, -errno, -ENOMEM, NX_ELIMIT.
  */
-int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir,
-			       const char *name, unsigned origin);
+int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir, const char *name,
+			       unsigned origin);
 
 /* Apply $badfilter, index and compile; consumes the builder (freed in every case). Returns 0
  * and *out (owned by the caller), or -ENOMEM. */

@@ -36,10 +36,8 @@ static void lists_of(struct lists *l, const char *text, bool hosts_listed, bool 
 	char in[4300], path[4300];
 	snprintf(in, sizeof(in), "%s/s.txt", g_dir);
 	th_write(in, text, strlen(text));
-	struct nx_filter_compile_opts o = {.name = "s",
-					   .side = true,
-					   .hosts_listed = hosts_listed,
-					   .subdomains = subdomains};
+	struct nx_filter_compile_opts o = {
+	    .name = "s", .side = true, .hosts_listed = hosts_listed, .subdomains = subdomains};
 	assert_int_equal(nx_filter_compile_file(in, g_dir, &o, &l->rep), 0);
 	struct nx_filter_snap_source src = {"s", g_dir};
 	snprintf(path, sizeof(path), "%s/s.nxs", g_dir);
@@ -222,7 +220,9 @@ static void test_ctag_dnstype(void **state)
 static void test_denyallow(void **state)
 {
 	struct lists l;
-	lists_of(&l, "*^$denyallow=good.example|fine.org|zone.example\n||zone.example^$denyallow=ok.zone.example\n",
+	lists_of(&l,
+		 "*^$denyallow=good.example|fine.org|zone.example\n||zone.example^$denyallow=ok."
+		 "zone.example\n",
 		 false, false);
 	assert_int_equal(ACT(&l, "evil.net"), NX_FILTER_ACT_BLOCK);
 	assert_int_equal(ACT(&l, "good.example"), NX_FILTER_ACT_NONE);
@@ -303,7 +303,10 @@ static void test_dnsrewrite(void **state)
 	len = rewrite(&l, "c.example", 1, buf, sizeof(buf), &r);
 	assert_int_equal(answers(buf, len, type, rd, rdlen, 8), 1); /* CNAME replaces the A */
 	assert_int_equal(type[0], 5);
-	assert_memory_equal(rd[0], "\x06target\x07" "example\x00", 16);
+	assert_memory_equal(rd[0],
+			    "\x06target\x07"
+			    "example\x00",
+			    16);
 	len = rewrite(&l, "t.example", 16, buf, sizeof(buf), &r);
 	assert_int_equal(answers(buf, len, type, rd, rdlen, 8), 1);
 	assert_int_equal(rdlen[0], 12);
@@ -346,7 +349,10 @@ static void test_regex(void **state)
 	assert_int_equal(ACT(&l, "deep.example"), NX_FILTER_ACT_NONE); /* a real path: skipped */
 	assert_int_equal(l.rep.skipped[NX_FILTER_SKIP_path], 1);
 	/* a name with a byte no list name has: regexes are not tried on it */
-	uint8_t w[] = "\x04" "ad1\x01" "\x07" "example";
+	uint8_t w[] = "\x04"
+		      "ad1\x01"
+		      "\x07"
+		      "example";
 	struct nx_filter_qctx q = {.wire = w, .wlen = sizeof(w), .qtype = 1, .eligible = ~0ull};
 	assert_int_equal(nx_filter_lists_decide(l.snap, l.side, &q, &r), NX_FILTER_ACT_NONE);
 	lists_free(&l);
@@ -407,7 +413,7 @@ static void test_hosts_answers(void **state)
 	len = rewrite(&l, "nas.lan", 16, buf, sizeof(buf), &r);
 	assert_int_equal(answers(buf, len, type, rd, rdlen, 8), 0);
 	assert_int_equal(ACT(&l, "sub.nas.lan"), NX_FILTER_ACT_NONE); /* hosts: exact */
-	assert_int_equal(ACT(&l, "lo.lan"), NX_FILTER_ACT_BLOCK);	 /* null address */
+	assert_int_equal(ACT(&l, "lo.lan"), NX_FILTER_ACT_BLOCK);     /* null address */
 	rewrite(&l, "nas2.lan", 1, buf, sizeof(buf), &r);
 	assert_int_equal(r.rewrite, NX_FILTER_RW_HOSTS);
 	assert_int_equal(l.rep.n_side, 4);
@@ -487,8 +493,9 @@ static void test_add_line_errors(void **state)
 		}
 	}
 	/* good user rules: plain name exact, *.x proper subdomains, /re/, AdGuard syntax */
-	static const char *const good[] = {"exact.example", "*.wild.example", "/^re[0-9]\\./",
-					   "||sub.example^$dnstype=AAAA", "# comment", ""};
+	static const char *const good[] = {"exact.example", "*.wild.example",
+					   "/^re[0-9]\\./", "||sub.example^$dnstype=AAAA",
+					   "# comment",	    ""};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		assert_int_equal(nx_filter_side_add_line(b, good[i], strlen(good[i]),
 							 NX_FILTER_ORIGIN_USER_DENY, err,
@@ -571,13 +578,19 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_important),	   cmocka_unit_test(test_badfilter),
-	    cmocka_unit_test(test_client),	   cmocka_unit_test(test_ctag_dnstype),
-	    cmocka_unit_test(test_denyallow),	   cmocka_unit_test(test_dnsrewrite),
-	    cmocka_unit_test(test_regex),	   cmocka_unit_test(test_regex_bound),
-	    cmocka_unit_test(test_hosts_answers),   cmocka_unit_test(test_subdomains),
+	    cmocka_unit_test(test_important),
+	    cmocka_unit_test(test_badfilter),
+	    cmocka_unit_test(test_client),
+	    cmocka_unit_test(test_ctag_dnstype),
+	    cmocka_unit_test(test_denyallow),
+	    cmocka_unit_test(test_dnsrewrite),
+	    cmocka_unit_test(test_regex),
+	    cmocka_unit_test(test_regex_bound),
+	    cmocka_unit_test(test_hosts_answers),
+	    cmocka_unit_test(test_subdomains),
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
-	    cmocka_unit_test(test_add_line_errors), cmocka_unit_test(test_caps_and_memory),
+	    cmocka_unit_test(test_add_line_errors),
+	    cmocka_unit_test(test_caps_and_memory),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
