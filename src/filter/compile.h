@@ -105,8 +105,8 @@ bool nx_filter_source_name_ok(const char *name);
 /*
  * sha256 identifying a source's bodies: sha256(sha256(.list) || sha256(.wild) || sha256(.allow)
  * [|| sha256(.side) when .side exists and is not empty]) over the file bytes (a missing body
- * counts as empty), so sources without side rules keep their identity. Computed from the files in dir.
- * Returns 0 or -errno.
+ * counts as empty), so sources without side rules keep their identity. Computed from the files in
+ * dir. Returns 0 or -errno.
  */
 int nx_filter_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
 /* The bodies_sha256 recorded in <dir>/<name>.meta. Returns 0, -errno, NX_ECORRUPT. */

@@ -284,7 +284,8 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 	size_t tlen = len - h;
 	if (h == 0) {
 		side_or_skip(cb, arg, orig, olen,
-			     memchr(s, '*', len) ? NX_FILTER_SKIP_pattern : NX_FILTER_SKIP_malformed);
+			     memchr(s, '*', len) ? NX_FILTER_SKIP_pattern
+						 : NX_FILTER_SKIP_malformed);
 		return;
 	}
 	bool term_caret = false, term_end = false;
@@ -399,7 +400,8 @@ static void parse_hosts(const char *s, size_t len, size_t t0, const struct nx_fi
 			size_t nlen;
 			enum nx_filter_skip why = nx_filter_name_norm(s + pos, t, norm, &nlen);
 			if (why != NX_FILTER_SKIP_NONE || t0 > 64) {
-				skip(cb, arg, why != NX_FILTER_SKIP_NONE ? why : NX_FILTER_SKIP_malformed);
+				skip(cb, arg,
+				     why != NX_FILTER_SKIP_NONE ? why : NX_FILTER_SKIP_malformed);
 			} else {
 				int n = snprintf(one, sizeof(one), "%.*s %s", (int)t0, s, norm);
 				cb->side(arg, one, (size_t)n);

@@ -28,7 +28,7 @@ enum nx_filter_action {
 	X(blocklist_exception, "blocklist_exception") /* level 7 */                                \
 	X(blocklist_domain, "blocklist_domain")	      /* level 8 */                                \
 	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */                                \
-	X(blocklist_rule, "blocklist_rule")	      /* side rule: modifiers, regex, pattern */  \
+	X(blocklist_rule, "blocklist_rule")	      /* side rule: modifiers, regex, pattern */   \
 	X(blocklist_rewrite, "blocklist_rewrite")     /* side rule: $dnsrewrite answer */          \
 	X(blocklist_hosts, "blocklist_hosts")	      /* hosts line with a listed address */
 

@@ -361,7 +361,8 @@ static void test_blocky_golden(void **state)
 			}
 			regex++;
 		} else if (strchr(f[1], ':') || strspn(f[1], "0123456789.") == l) {
-			ips++; /* an address is an answer, not a question name: skipped as ip_rule */
+			ips++; /* an address is an answer, not a question name: skipped as ip_rule
+				*/
 		} else if (strcmp(f[0], "wildcard") == 0) {
 			assert_true(has_line(ours_wild, f[1]));
 			wilds++;
@@ -473,16 +474,18 @@ static void uq_of(struct uq *u, json_t *host, json_t *qtype, json_t *ip, json_t 
 	u->q.eligible = ~0ull;
 	u->q.qtype = 1;
 	const char *qt = qtype ? json_string_value(qtype) : "A";
-	u->q.qtype = strcmp(qt, "AAAA") == 0 ? 28 : strcmp(qt, "CNAME") == 0 ? 5
-		     : strcmp(qt, "TXT") == 0	 ? 16
-						 : 1;
+	u->q.qtype = strcmp(qt, "AAAA") == 0	? 28
+		     : strcmp(qt, "CNAME") == 0 ? 5
+		     : strcmp(qt, "TXT") == 0	? 16
+						: 1;
 	if (ip) {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&u->ss;
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&u->ss;
 		if (inet_pton(AF_INET, json_string_value(ip), &s4->sin_addr) == 1) {
 			s4->sin_family = AF_INET;
 		} else {
-			assert_int_equal(inet_pton(AF_INET6, json_string_value(ip), &s6->sin6_addr), 1);
+			assert_int_equal(inet_pton(AF_INET6, json_string_value(ip), &s6->sin6_addr),
+					 1);
 			s6->sin6_family = AF_INET6;
 		}
 		u->q.client = (const struct sockaddr *)&u->ss;
@@ -598,7 +601,8 @@ static void test_urlfilter(void **state)
 			      json_object_get(q, "client_ip"), json_object_get(q, "client_name"),
 			      json_object_get(q, "client_tags"));
 			struct nx_filter_result res;
-			enum nx_filter_action a = nx_filter_lists_decide(l.snap, l.side, &u.q, &res);
+			enum nx_filter_action a =
+			    nx_filter_lists_decide(l.snap, l.side, &u.q, &res);
 			bool want = json_is_true(json_object_get(e, "matched"));
 			bool agree = (a != NX_FILTER_ACT_NONE) == want;
 			if (agree && want) {
@@ -619,14 +623,16 @@ static void test_urlfilter(void **state)
 				agree = in_side ? strcmp(w, rule) == 0 : res.side_rule < 0;
 			}
 			const char *has = json_string_value(json_object_get(e, "rule_contains"));
-			const char *hasnt = json_string_value(json_object_get(e, "rule_not_contains"));
+			const char *hasnt =
+			    json_string_value(json_object_get(e, "rule_not_contains"));
 			if (agree && has) {
 				agree = strstr(w, has) != NULL;
 			}
 			if (agree && hasnt) {
 				agree = strstr(w, hasnt) == NULL;
 			}
-			json_t *v4 = json_object_get(e, "hosts_v4"), *v6 = json_object_get(e, "hosts_v6");
+			json_t *v4 = json_object_get(e, "hosts_v4"),
+			       *v6 = json_object_get(e, "hosts_v6");
 			if (agree && v4) {
 				agree = hosts_agree(&l, &u, &res, v4, 1);
 			}
@@ -714,8 +720,8 @@ static void test_urlfilter(void **state)
 		lists_of(&ls, text);
 		/* a client every rule of the pair applies to: ctag 123, client "123", AAAA */
 		static const char *const tag[] = {"123"};
-		struct nx_filter_qctx q = {.qtype = 28, .client_name = "123", .tags = tag, .ntags = 1,
-					   .eligible = ~0ull};
+		struct nx_filter_qctx q = {
+		    .qtype = 28, .client_name = "123", .tags = tag, .ntags = 1, .eligible = ~0ull};
 		uint8_t wire[NX_DNS_NAME_MAX];
 		q.wlen = (size_t)nx_dns_name_from_text("example.org", wire);
 		q.wire = wire;
@@ -730,9 +736,9 @@ static void test_urlfilter(void **state)
 			w = lplain && lallow == (a == NX_FILTER_ACT_ALLOW) ? l : r;
 		}
 		bool left_high = json_is_true(json_object_get(c, "left_higher_priority"));
-		bool agree = a != NX_FILTER_ACT_NONE &&
-			     (left_high ? strcmp(w, l) == 0 && strcmp(l, r) != 0
-					: strcmp(w, r) == 0 || strcmp(l, r) == 0);
+		bool agree =
+		    a != NX_FILTER_ACT_NONE && (left_high ? strcmp(w, l) == 0 && strcmp(l, r) != 0
+							  : strcmp(w, r) == 0 || strcmp(l, r) == 0);
 		if (!agree) {
 			print_error("%s: won '%s'\n", key, w);
 		}
