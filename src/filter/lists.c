@@ -241,6 +241,42 @@ static void consider(struct best *b, const struct nx_filter_side *s, uint32_t i,
 	b->off = off;
 }
 
+struct scan_state {
+	struct best *b;
+	const char *text, *url;
+	size_t tlen, ulen;
+	unsigned runs; /* regex executions so far (NX_FILTER_RE_PER_QUERY_MAX) */
+};
+
+/* Try scan rule scan[j]: filters first (cheap), then at most two regex runs. */
+static void try_scan(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		     struct scan_state *st, uint32_t j)
+{
+	uint32_t i = side->scan[j];
+	const struct side_rule *r = &side->rules[i];
+	if (st->b->rule >= 0 && rank_of(r) < st->b->rank) {
+		return; /* cannot win: skip the regex */
+	}
+	if (!nx_side_applies(side, r, q, st->text, st->tlen)) {
+		return;
+	}
+	bool hit = r->anchor == AN_ANY;
+	if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
+		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
+			nx_stat_inc(NX_STAT_FILTER_REGEX_LIMIT);
+			return;
+		}
+		st->runs++;
+		hit = nx_side_re_match(side, r->re, st->text, st->tlen) == 1;
+		if (!hit && r->anchor == AN_RE_URL) {
+			hit = nx_side_re_match(side, r->re, st->url, st->ulen) == 1;
+		}
+	}
+	if (hit) {
+		consider(st->b, side, i, 0);
+	}
+}
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none. */
 static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
@@ -326,34 +362,38 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			consider(&b, side, side->idx[j].rule, starts[k]);
 		}
 	}
-	/* scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name only */
-	if (clean == 0 && tlen > 0) {
+	/* scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name only:
+	 * the ones without a literal, then those whose literal's filed trigram occurs in
+	 * "http://name/" (which contains the name, so it prefilters both subjects) */
+	if (clean == 0 && tlen > 0 && side->nscan) {
 		char url[NX_DNS_NAME_MAX + 16];
-		size_t ulen = 0;
-		for (uint32_t j = 0; j < side->nscan; j++) {
-			uint32_t i = side->scan[j];
-			const struct side_rule *r = &side->rules[i];
-			if (b.rule >= 0 && rank_of(r) < b.rank) {
-				continue; /* cannot win: skip the regex */
-			}
-			if (!nx_side_applies(side, r, q, text, tlen)) {
-				continue;
-			}
-			bool hit = r->anchor == AN_ANY;
-			if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
-				hit = nx_side_re_match(side, r->re, text, tlen) == 1;
-				if (!hit && r->anchor == AN_RE_URL) {
-					if (!ulen) {
-						memcpy(url, "http://", 7);
-						memcpy(url + 7, text, tlen);
-						url[7 + tlen] = '/';
-						ulen = tlen + 8;
+		memcpy(url, "http://", 7);
+		memcpy(url + 7, text, tlen);
+		url[7 + tlen] = '/';
+		size_t ulen = tlen + 8;
+		struct scan_state st = {
+		    .b = &b, .text = text, .tlen = tlen, .url = url, .ulen = ulen};
+		for (uint32_t j = 0; j < side->nalways; j++) {
+			try_scan(side, q, &st, side->always[j]);
+		}
+		if (side->ntri) {
+			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64] = {0};
+			for (size_t k = 0; k + 3 <= ulen; k++) {
+				uint32_t bk = side_tri(url + k);
+				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
+				     x++) {
+					uint32_t j = side->tri_rule[x];
+					uint32_t re = side->rules[side->scan[j]].re;
+					if (seen[re / 64] >> (re % 64) & 1u) {
+						continue;
 					}
-					hit = nx_side_re_match(side, r->re, url, ulen) == 1;
+					seen[re / 64] |= 1ull << (re % 64);
+					const struct side_lit *l = &side->lit[re];
+					if (!memmem(url, ulen, side->pool + l->off, l->len)) {
+						continue;
+					}
+					try_scan(side, q, &st, j);
 				}
-			}
-			if (hit) {
-				consider(&b, side, i, 0);
 			}
 		}
 	}

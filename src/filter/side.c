@@ -670,6 +670,112 @@ static enum nx_filter_skip parse_rule(struct parsed *p, const char *line, size_t
 	return NX_FILTER_SKIP_NONE;
 }
 
+/* ---- literals for the prefilter ----
+ * A literal here is a run of bytes that every subject the rule matches must contain. Getting
+ * one wrong would hide a match, so the extractors are conservative: when unsure, no literal
+ * (the rule then runs on every clean name). */
+
+static void keep_longest(const char *run, size_t rl, char *out, size_t *olen)
+{
+	if (rl > *olen) {
+		for (size_t i = 0; i < rl; i++) {
+			char c = run[i];
+			out[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+		}
+		*olen = rl;
+	}
+}
+
+/* Adblock URL pattern: the longest run without '*', '^', '|'. */
+static size_t lit_of_pattern(const char *s, size_t len, char *out)
+{
+	size_t olen = 0, start = 0;
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || s[i] == '*' || s[i] == '^' || s[i] == '|') {
+			keep_longest(s + start, i - start, out, &olen);
+			start = i + 1;
+		}
+	}
+	return olen;
+}
+
+/* PCRE2 source: the longest run of literal characters at nesting depth 0, outside classes,
+ * each not made optional by a quantifier. A top-level '|' means no literal. */
+static size_t lit_of_regex(const char *s, size_t len, char *out)
+{
+	char run[NX_FILTER_LINE_MAX];
+	size_t rl = 0, olen = 0;
+	int depth = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (c == '\\' && i + 1 < len) {
+			char e = s[++i];
+			bool lit = !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') ||
+				     (e >= '0' && e <= '9'));
+			if (lit && depth == 0) {
+				run[rl++] = e;
+			} else {
+				keep_longest(run, rl, out, &olen);
+				rl = 0;
+			}
+			continue;
+		}
+		if (c == '?' || c == '*' || c == '{') {
+			if (rl > 0) {
+				rl--; /* the previous character may be absent */
+			}
+			keep_longest(run, rl, out, &olen);
+			rl = 0;
+			if (c == '{') {
+				while (i < len && s[i] != '}') {
+					i++;
+				}
+			}
+			continue;
+		}
+		if (c == '+') {
+			keep_longest(run, rl, out, &olen);
+			rl = 0;
+			continue;
+		}
+		if (c == '|' && depth == 0) {
+			return 0;
+		}
+		if (c == '(' || c == ')' || c == '[' || c == '.' || c == '^' || c == '$' ||
+		    c == '|') {
+			keep_longest(run, rl, out, &olen);
+			rl = 0;
+			if (c == '(') {
+				depth++;
+			} else if (c == ')') {
+				depth--;
+			} else if (c == '[') {
+				/* skip the class: "[]...]" and "[^]...]" start with a literal ']'
+				 */
+				i++;
+				if (i < len && s[i] == '^') {
+					i++;
+				}
+				if (i < len && s[i] == ']') {
+					i++;
+				}
+				while (i < len && s[i] != ']') {
+					i += s[i] == '\\' ? 2 : 1;
+				}
+			}
+			continue;
+		}
+		if (depth == 0) {
+			run[rl++] = c;
+		} else {
+			keep_longest(run, rl, out, &olen);
+			rl = 0;
+		}
+	}
+	keep_longest(run, rl, out, &olen);
+	return olen;
+}
+
 /* ---- regex compile ---- */
 
 static pcre2_code *re_compile(const char *src, size_t len, pcre2_compile_context *cctx, char *err,
@@ -815,6 +921,11 @@ static void side_release(struct nx_filter_side *s, size_t rules_cap, size_t vals
 		pcre2_code_free(s->re[i]);
 	}
 	nx_mem_free(NX_OWNER_filter_side, s->re, re_cap * sizeof(*s->re));
+	nx_mem_free(NX_OWNER_filter_side, s->lit, re_cap * sizeof(*s->lit));
+	nx_mem_free(NX_OWNER_filter_side, s->tri_off,
+		    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
+	nx_mem_free(NX_OWNER_filter_side, s->tri_rule, s->ntri * sizeof(*s->tri_rule));
+	nx_mem_free(NX_OWNER_filter_side, s->always, s->nalways * sizeof(*s->always));
 	nx_mem_free(NX_OWNER_filter_side, s->rules, rules_cap * sizeof(*s->rules));
 	nx_mem_free(NX_OWNER_filter_side, s->vals, vals_cap * sizeof(*s->vals));
 	nx_mem_free(NX_OWNER_filter_side, s->pool, pool_cap);
@@ -1003,14 +1114,42 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 			rs = src;
 			rl = strlen(src);
 		}
+		size_t old_re_cap = b->re_cap;
 		rc = grow((void **)&b->s.re, &b->re_cap, b->s.nre + 1, sizeof(*b->s.re));
+		if (!rc && b->re_cap != old_re_cap) {
+			void *nl = nx_mem_realloc(NX_OWNER_filter_side, b->s.lit,
+						  old_re_cap * sizeof(*b->s.lit),
+						  b->re_cap * sizeof(*b->s.lit));
+			if (!nl) {
+				/* keep re and lit the same capacity: give the re growth back */
+				void *nr = nx_mem_realloc(NX_OWNER_filter_side, b->s.re,
+							  b->re_cap * sizeof(*b->s.re),
+							  old_re_cap * sizeof(*b->s.re));
+				if (nr || old_re_cap == 0) {
+					b->s.re = nr;
+					b->re_cap = old_re_cap;
+				}
+				rc = -ENOMEM;
+			} else {
+				b->s.lit = nl;
+			}
+		}
 		if (!rc) {
-			pcre2_code *re = re_compile(rs, rl, b->cctx, err, errlen);
-			if (!re) {
+			char lit[NX_FILTER_LINE_MAX];
+			size_t ll = p->anchor == AN_RE_URL
+					? lit_of_pattern(p->pat, p->plen, lit)
+					: lit_of_regex(p->pat + 1, p->plen - 2, lit);
+			struct side_lit sl = {0, (uint16_t)ll, 0};
+			rc = ll ? pool_add(b, lit, ll, &sl.off) : 0;
+			pcre2_code *re = rc ? NULL : re_compile(rs, rl, b->cctx, err, errlen);
+			if (!rc && !re) {
 				return NX_EFORMAT;
 			}
-			b->s.re[b->s.nre] = re;
-			r->re = b->s.nre++;
+			if (!rc) {
+				b->s.re[b->s.nre] = re;
+				b->s.lit[b->s.nre] = sl;
+				r->re = b->s.nre++;
+			}
 		}
 	}
 	if (rc) {
@@ -1193,6 +1332,91 @@ static int key_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The trigram prefilter over scan[]: each rule with a literal of >= 3 bytes is filed under
+ * the literal's trigram whose bucket is least loaded (counted over all literals first); the
+ * rest go to `always`. */
+static int build_prefilter(struct nx_filter_side *s)
+{
+	if (s->nscan == 0) {
+		return 0;
+	}
+	uint32_t *cnt = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS, sizeof(*cnt));
+	uint32_t *pick = nx_mem_calloc(NX_OWNER_filter_side, s->nscan, sizeof(*pick));
+	s->tri_off = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS + 1, sizeof(*s->tri_off));
+	int rc = cnt && pick && s->tri_off ? 0 : -ENOMEM;
+	uint32_t ntri = 0, nalw = 0;
+	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+		const struct side_rule *r = &s->rules[s->scan[j]];
+		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
+		if (!l || l->len < 3) {
+			continue;
+		}
+		for (uint16_t k = 0; k + 3 <= l->len; k++) {
+			cnt[side_tri(s->pool + l->off + k)]++;
+		}
+	}
+	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+		const struct side_rule *r = &s->rules[s->scan[j]];
+		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
+		if (!l || l->len < 3) {
+			pick[j] = UINT32_MAX;
+			nalw++;
+			continue;
+		}
+		uint32_t best = side_tri(s->pool + l->off);
+		for (uint16_t k = 1; k + 3 <= l->len; k++) {
+			uint32_t t = side_tri(s->pool + l->off + k);
+			if (cnt[t] < cnt[best]) {
+				best = t;
+			}
+		}
+		pick[j] = best;
+		ntri++;
+	}
+	if (!rc && ntri) {
+		s->tri_rule = nx_mem_calloc(NX_OWNER_filter_side, ntri, sizeof(*s->tri_rule));
+		rc = s->tri_rule ? 0 : -ENOMEM;
+	}
+	if (!rc && nalw) {
+		s->always = nx_mem_calloc(NX_OWNER_filter_side, nalw, sizeof(*s->always));
+		rc = s->always ? 0 : -ENOMEM;
+	}
+	if (!rc) {
+		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
+		for (uint32_t j = 0; j < s->nscan; j++) {
+			if (pick[j] != UINT32_MAX) {
+				cnt[pick[j]]++;
+			}
+		}
+		uint32_t acc = 0;
+		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
+			s->tri_off[bk] = acc;
+			acc += cnt[bk];
+		}
+		s->tri_off[SIDE_TRI_BUCKETS] = acc;
+		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
+		for (uint32_t j = 0; j < s->nscan; j++) {
+			if (pick[j] == UINT32_MAX) {
+				s->always[s->nalways++] = j;
+			} else {
+				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] = j;
+				s->ntri++;
+			}
+		}
+	}
+	nx_mem_free(NX_OWNER_filter_side, cnt, cnt ? SIDE_TRI_BUCKETS * sizeof(*cnt) : 0);
+	nx_mem_free(NX_OWNER_filter_side, pick, pick ? s->nscan * sizeof(*pick) : 0);
+	if (rc) {
+		nx_mem_free(NX_OWNER_filter_side, s->tri_off,
+			    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
+		nx_mem_free(NX_OWNER_filter_side, s->tri_rule, ntri * sizeof(*s->tri_rule));
+		nx_mem_free(NX_OWNER_filter_side, s->always, nalw * sizeof(*s->always));
+		s->tri_off = s->tri_rule = s->always = NULL;
+		s->ntri = s->nalways = 0;
+	}
+	return rc;
+}
+
 int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side **out)
 {
 	*out = NULL;
@@ -1254,6 +1478,16 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 		}
 	}
 	qsort(s->idx, s->nidx, sizeof(*s->idx), idx_cmp);
+	rc = build_prefilter(s);
+	if (rc) {
+		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
+		nx_mem_free(NX_OWNER_filter_side, s->scan, nscan * sizeof(*s->scan));
+		s->idx = NULL;
+		s->scan = NULL;
+		s->nidx = s->nscan = 0;
+		nx_filter_side_builder_free(b);
+		return rc;
+	}
 	struct nx_filter_side *o = nx_mem_calloc(NX_OWNER_filter_side, 1, sizeof(*o));
 	if (!o) {
 		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
@@ -1287,6 +1521,21 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	SHRINK(rules, b->rules_cap);
 	SHRINK(vals, b->vals_cap);
 	SHRINK(re, b->re_cap);
+	{
+		/* lit is parallel to re: same count */
+		size_t want = (size_t)o->nre * sizeof(*o->lit), had = b->re_cap * sizeof(*o->lit);
+		if (want == 0) {
+			nx_mem_free(NX_OWNER_filter_side, o->lit, had);
+			o->lit = NULL;
+		} else if (want != had) {
+			void *p = nx_mem_realloc(NX_OWNER_filter_side, o->lit, had, want);
+			if (p) {
+				o->lit = p;
+			} else {
+				nx_ledger_charge(NX_OWNER_filter_side, -(int64_t)(had - want), 0);
+			}
+		}
+	}
 #undef SHRINK
 	if (o->pool_len == 0) {
 		nx_mem_free(NX_OWNER_filter_side, o->pool, b->pool_cap);
@@ -1302,7 +1551,9 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	}
 	size_t bytes = sizeof(*o) + o->nrules * sizeof(*o->rules) + o->nvals * sizeof(*o->vals) +
 		       o->nidx * sizeof(*o->idx) + o->nscan * sizeof(*o->scan) +
-		       o->nre * sizeof(*o->re) + o->pool_len;
+		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len +
+		       (o->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*o->tri_off) : 0) +
+		       o->ntri * sizeof(*o->tri_rule) + o->nalways * sizeof(*o->always);
 	for (uint32_t i = 0; i < o->nre; i++) {
 		size_t sz = 0;
 		pcre2_pattern_info(o->re[i], PCRE2_INFO_SIZE, &sz);

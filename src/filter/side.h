@@ -29,14 +29,18 @@
 /* Rules per side structure (all sources and user rules together). 8 bytes per entry in the
  * snapshot hold millions; the side is for the rare rest: 256k rules is ~40 MiB at most. */
 #define NX_FILTER_SIDE_RULES_MAX (256u * 1024)
-/* Regex and pattern rules per side structure: each is tried on every query (no index), so the
- * count bounds the per-query cost: NX_FILTER_SIDE_REGEX_MAX x NX_FILTER_RE_MATCH_LIMIT steps. */
-#define NX_FILTER_SIDE_REGEX_MAX 512u
+/* Regex and pattern rules per side structure (compiled PCRE2 code, ~300 B each): bounds the
+ * memory and the prefilter's candidate lists. The 37 shared lists need ~630. */
+#define NX_FILTER_SIDE_REGEX_MAX 2048u
 /* PCRE2 limits per match call: backtracking steps, nesting depth, KiB of backtracking frames.
  * A crafted pattern + name stops at the step limit (counted, treated as no match). */
 #define NX_FILTER_RE_MATCH_LIMIT 20000u
 #define NX_FILTER_RE_DEPTH_LIMIT 250u
 #define NX_FILTER_RE_HEAP_KIB 32u
+/* Regex executions per query: a trigram prefilter picks the regexes whose literal occurs in
+ * the name, and at most this many run (more are counted as limit hits and skipped). With the
+ * step limit this is the per-query bound: 32 x 2 subjects x NX_FILTER_RE_MATCH_LIMIT steps. */
+#define NX_FILTER_RE_PER_QUERY_MAX 32u
 /* Values in one $client / $ctag / $dnstype / $denyallow list. */
 #define NX_FILTER_SIDE_VALUES_MAX 64u
 /* Records one $dnsrewrite / hosts answer may produce (rules of one name and source). */

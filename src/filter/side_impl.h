@@ -82,6 +82,24 @@ struct side_idx {
 	uint32_t pad;
 };
 
+/* A literal every subject matched by regex i contains (lower case), for the prefilter. */
+struct side_lit {
+	uint32_t off; /* in pool */
+	uint16_t len; /* 0: none known (the regex runs on every clean name) */
+	uint16_t pad;
+};
+
+/* Trigram prefilter buckets (power of two): a query looks up each 3-byte window of its URL
+ * form ("http://name/"), so only regexes whose rarest literal trigram occurs are run. */
+#define SIDE_TRI_BUCKETS 4096u
+
+static inline uint32_t side_tri(const char *p)
+{
+	uint32_t v = (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
+		     (unsigned char)p[2];
+	return (v * 2654435761u) >> 20; /* top 12 bits: SIDE_TRI_BUCKETS */
+}
+
 struct nx_filter_side {
 	struct side_rule *rules; /* owned (filter_side) */
 	uint32_t nrules;
@@ -93,6 +111,13 @@ struct nx_filter_side {
 	uint32_t nscan;
 	pcre2_code **re; /* owned, nre compiled patterns */
 	uint32_t nre;
+	struct side_lit *lit; /* owned, nre entries (parallel to re) */
+	/* prefilter: scan[] positions grouped by bucket (CSR) + those with no usable literal */
+	uint32_t *tri_off;  /* owned, SIDE_TRI_BUCKETS + 1 offsets into tri_rule (or NULL) */
+	uint32_t *tri_rule; /* owned, ntri positions into scan[] */
+	uint32_t ntri;
+	uint32_t *always; /* owned, nalways positions into scan[] */
+	uint32_t nalways;
 	char *pool; /* owned, pool_len bytes */
 	size_t pool_len;
 	pcre2_match_context *mctx; /* owned: the limits, read-only once built */

@@ -348,6 +348,33 @@ static void test_regex(void **state)
 	assert_int_equal(ACT(&l, "path.example"), NX_FILTER_ACT_BLOCK);
 	assert_int_equal(ACT(&l, "deep.example"), NX_FILTER_ACT_NONE); /* a real path: skipped */
 	assert_int_equal(l.rep.skipped[NX_FILTER_SKIP_path], 1);
+	/* the prefilter's literals never hide a match: optional characters, groups, classes,
+	 * quantifiers and escapes around the literal part */
+	struct lists l2;
+	lists_of(&l2,
+		 "/^ad(s)?\\.pre\\./\n/colou?r\\.pre/\n/x{0,2}yz\\.pre/\n/[a-c]bc\\.pre/\n"
+		 "/a\\d+b\\.pre/\n/^(foo|bar)\\.pre$/\n/qq|zz\\.pre/\n/m\\-n\\.pre/\n"
+		 "||w*ld.pre^\n",
+		 false, false);
+	static const char *const hit[] = {"ad.pre.x", "ads.pre.x", "color.pre",	 "colour.pre",
+					  "yz.pre",   "xxyz.pre",  "abc.pre",	 "cbc.pre",
+					  "a12b.pre", "foo.pre",   "bar.pre",	 "qq.other",
+					  "m-n.pre",  "wld.pre",   "wxyzld.pre", "a.w1ld.pre"};
+	for (size_t i = 0; i < sizeof(hit) / sizeof(hit[0]); i++) {
+		if (ACT(&l2, hit[i]) != NX_FILTER_ACT_BLOCK) {
+			print_error("%s not matched\n", hit[i]);
+			fail();
+		}
+	}
+	static const char *const miss[] = {"adx.pre", "colr.pre", "dbc.pre",
+					   "ab.pre",  "baz.pre",  "mn.pre"};
+	for (size_t i = 0; i < sizeof(miss) / sizeof(miss[0]); i++) {
+		if (ACT(&l2, miss[i]) != NX_FILTER_ACT_NONE) {
+			print_error("%s matched\n", miss[i]);
+			fail();
+		}
+	}
+	lists_free(&l2);
 	/* a name with a byte no list name has: regexes are not tried on it */
 	uint8_t w[] = "\x04"
 		      "ad1\x01"
