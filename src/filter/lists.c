@@ -262,15 +262,24 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 	}
 	bool hit = r->anchor == AN_ANY;
 	if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
+		const struct side_lit *l = &side->lit[r->re];
+		const char *subj = l->url ? st->url : st->text;
+		size_t slen = l->url ? st->ulen : st->tlen;
+		/* cheap refusals before PCRE2's call cost: too short, literal absent (for the
+		 * rules without a trigram: a 1-2 byte literal such as '#' no name contains) */
+		if (slen < l->minlen ||
+		    (l->anchored &&
+		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
+		       1u)) ||
+		    (l->len && !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
+			return;
+		}
 		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
 			nx_stat_inc(NX_STAT_FILTER_REGEX_LIMIT);
 			return;
 		}
 		st->runs++;
-		hit = nx_side_re_match(side, r->re, st->text, st->tlen) == 1;
-		if (!hit && r->anchor == AN_RE_URL) {
-			hit = nx_side_re_match(side, r->re, st->url, st->ulen) == 1;
-		}
+		hit = nx_side_re_match(side, r->re, subj, slen) == 1;
 	}
 	if (hit) {
 		consider(st->b, side, i, 0);
@@ -339,6 +348,9 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 		const char *nm = text + starts[k];
 		size_t len = tlen - starts[k];
 		uint64_t h = side_hash(nm, len);
+		if (!(side->name_bits[(h & 4095) / 64] >> (h % 64) & 1u)) {
+			continue;
+		}
 		size_t lo = 0, hi = side->nidx;
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
@@ -377,9 +389,15 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			try_scan(side, q, &st, side->always[j]);
 		}
 		if (side->ntri) {
-			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64] = {0};
+			/* dedup (a rule's trigram may occur twice): one bit per regex; only the
+			 * words in use are cleared */
+			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64];
+			memset(seen, 0, (side->nre + 63) / 64 * sizeof(seen[0]));
 			for (size_t k = 0; k + 3 <= ulen; k++) {
 				uint32_t bk = side_tri(url + k);
+				if (!(side->tri_bits[bk / 64] >> (bk % 64) & 1u)) {
+					continue;
+				}
 				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
 				     x++) {
 					uint32_t j = side->tri_rule[x];
@@ -388,10 +406,6 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 						continue;
 					}
 					seen[re / 64] |= 1ull << (re % 64);
-					const struct side_lit *l = &side->lit[re];
-					if (!memmem(url, ulen, side->pool + l->off, l->len)) {
-						continue;
-					}
 					try_scan(side, q, &st, j);
 				}
 			}

@@ -1146,6 +1146,32 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 				return NX_EFORMAT;
 			}
 			if (!rc) {
+				uint32_t ml = 0;
+				pcre2_pattern_info(re, PCRE2_INFO_MINLENGTH, &ml);
+				sl.minlen = (uint8_t)(ml > 255 ? 255 : ml);
+				/* a host pattern (no '/' or ':') says the same of "name" and of
+				 * "http://name/"; one with them only makes sense on the URL */
+				sl.url = p->anchor == AN_RE_URL && (memchr(p->pat, '/', p->plen) ||
+								    memchr(p->pat, ':', p->plen));
+				/* an anchored regex with a known set of first bytes: most names
+				 * are refused by one bit test, before PCRE2's per-call cost */
+				uint32_t opts = 0, fct = 0, fcu = 0;
+				const uint8_t *bm = NULL;
+				pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &opts);
+				pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODETYPE, &fct);
+				pcre2_pattern_info(re, PCRE2_INFO_FIRSTBITMAP, &bm);
+				if ((opts & PCRE2_ANCHORED) && fct == 1) {
+					pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODEUNIT, &fcu);
+					/* caseless: both cases are possible first bytes */
+					unsigned lo = fcu | (fcu >= 'A' && fcu <= 'Z' ? 0x20u : 0);
+					unsigned up = fcu >= 'a' && fcu <= 'z' ? fcu - 0x20u : lo;
+					sl.first[lo / 8] |= (uint8_t)(1u << (lo % 8));
+					sl.first[up / 8] |= (uint8_t)(1u << (up % 8));
+					sl.anchored = 1;
+				} else if ((opts & PCRE2_ANCHORED) && fct == 0 && bm) {
+					memcpy(sl.first, bm, 32);
+					sl.anchored = 1;
+				}
 				b->s.re[b->s.nre] = re;
 				b->s.lit[b->s.nre] = sl;
 				r->re = b->s.nre++;
@@ -1394,10 +1420,16 @@ static int build_prefilter(struct nx_filter_side *s)
 			acc += cnt[bk];
 		}
 		s->tri_off[SIDE_TRI_BUCKETS] = acc;
+		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
+			if (cnt[bk]) {
+				s->tri_bits[bk / 64] |= 1ull << (bk % 64);
+			}
+		}
 		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
 		for (uint32_t j = 0; j < s->nscan; j++) {
 			if (pick[j] == UINT32_MAX) {
 				s->always[s->nalways++] = j;
+				s->st.unfiltered++;
 			} else {
 				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] = j;
 				s->ntri++;
@@ -1467,8 +1499,9 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 			s->st.rewrites++;
 		}
 		if (side_indexed(r->anchor)) {
-			s->idx[s->nidx++] =
-			    (struct side_idx){side_hash(s->pool + r->name_off, r->name_len), i, 0};
+			uint64_t h = side_hash(s->pool + r->name_off, r->name_len);
+			s->idx[s->nidx++] = (struct side_idx){h, i, 0};
+			s->name_bits[(h & 4095) / 64] |= 1ull << (h % 64);
 			s->st.named++;
 		} else {
 			s->scan[s->nscan++] = i;

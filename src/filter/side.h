@@ -73,14 +73,15 @@ struct nx_filter_side;
 
 /* Counts of one build (nx_filter_side_stats). */
 struct nx_filter_side_stats {
-	uint64_t rules;	    /* rules kept */
-	uint64_t named;	    /* of which indexed by name (||x^, |x^, hosts lines) */
-	uint64_t regexes;   /* of which regex / pattern rules (scanned per query) */
-	uint64_t rewrites;  /* of which $dnsrewrite or hosts answers */
-	uint64_t badfilter; /* $badfilter rules read */
-	uint64_t cancelled; /* rules cancelled by a $badfilter of the same origin */
-	uint64_t refused;   /* lines refused by add_line (bad rule or a cap) */
-	uint64_t bytes;	    /* NX_OWNER_filter_side bytes held by the built structure */
+	uint64_t rules;	     /* rules kept */
+	uint64_t named;	     /* of which indexed by name (||x^, |x^, hosts lines) */
+	uint64_t regexes;    /* of which regex / pattern rules (prefiltered per query) */
+	uint64_t unfiltered; /* of those, without a >= 3-byte literal: tried on every name */
+	uint64_t rewrites;   /* of which $dnsrewrite or hosts answers */
+	uint64_t badfilter;  /* $badfilter rules read */
+	uint64_t cancelled;  /* rules cancelled by a $badfilter of the same origin */
+	uint64_t refused;    /* lines refused by add_line (bad rule or a cap) */
+	uint64_t bytes;	     /* NX_OWNER_filter_side bytes held by the built structure */
 };
 
 /* New empty builder; returns 0 or -ENOMEM. */

@@ -84,9 +84,13 @@ struct side_idx {
 
 /* A literal every subject matched by regex i contains (lower case), for the prefilter. */
 struct side_lit {
-	uint32_t off; /* in pool */
-	uint16_t len; /* 0: none known (the regex runs on every clean name) */
-	uint16_t pad;
+	uint32_t off;	  /* in pool */
+	uint16_t len;	  /* 0: none known (the regex runs on every clean name) */
+	uint8_t minlen;	  /* PCRE2_INFO_MINLENGTH, capped: shorter subjects cannot match */
+	uint8_t url;	  /* AN_RE_URL with '/' or ':': matched against "http://name/" only */
+	uint8_t anchored; /* anchored at the subject's start and `first` is its first bytes */
+	uint8_t pad[3];
+	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
 };
 
 /* Trigram prefilter buckets (power of two): a query looks up each 3-byte window of its URL
@@ -118,7 +122,11 @@ struct nx_filter_side {
 	uint32_t ntri;
 	uint32_t *always; /* owned, nalways positions into scan[] */
 	uint32_t nalways;
-	char *pool; /* owned, pool_len bytes */
+	/* One bit per bucket: most of a query's names and trigrams hit nothing, and these 2 x
+	 * 512 B stay in cache where the index and the offsets would miss. */
+	uint64_t name_bits[64]; /* bit (h & 4095): some indexed rule's name hashes there */
+	uint64_t tri_bits[64];	/* bit b: trigram bucket b is not empty */
+	char *pool;		/* owned, pool_len bytes */
 	size_t pool_len;
 	pcre2_match_context *mctx; /* owned: the limits, read-only once built */
 	struct nx_filter_side_stats st;

@@ -103,14 +103,15 @@ static int lookups(int argc, char **argv)
 		struct nx_filter_side_stats st;
 		nx_filter_side_stats(side, &st);
 		printf(
-		    "side structure: %llu rules (%llu by name, %llu regex/pattern, %llu "
-		    "rewrites/hosts answers), %llu badfilter cancelled %llu, refused %llu; %llu B "
-		    "counted, %lld B on NX_OWNER_filter_side; loaded in %.1f ms\n",
+		    "side structure: %llu rules (%llu by name, %llu regex/pattern of which %llu "
+		    "without a prefilter literal, %llu rewrites/hosts answers), %llu badfilter "
+		    "cancelled %llu, refused %llu; %llu B counted, %lld B on NX_OWNER_filter_side; "
+		    "loaded in %.1f ms\n",
 		    (unsigned long long)st.rules, (unsigned long long)st.named,
-		    (unsigned long long)st.regexes, (unsigned long long)st.rewrites,
-		    (unsigned long long)st.badfilter, (unsigned long long)st.cancelled,
-		    (unsigned long long)st.refused, (unsigned long long)st.bytes,
-		    (long long)rows[NX_OWNER_filter_side].bytes, ms);
+		    (unsigned long long)st.regexes, (unsigned long long)st.unfiltered,
+		    (unsigned long long)st.rewrites, (unsigned long long)st.badfilter,
+		    (unsigned long long)st.cancelled, (unsigned long long)st.refused,
+		    (unsigned long long)st.bytes, (long long)rows[NX_OWNER_filter_side].bytes, ms);
 		g_side = side;
 		argc = i; /* LABELS, if any, come before --side */
 		break;
@@ -184,6 +185,13 @@ static int lookups(int argc, char **argv)
 			ncats++;
 		}
 		enum nx_filter_action a = match(s, &q[i], &r);
+		if (g_side && r.side_rule >= 0 && strncmp(q[i].category, "blocked", 7) == 0 &&
+		    a != NX_FILTER_ACT_BLOCK) {
+			size_t tl = 0;
+			const char *t = nx_filter_side_rule_text(g_side, r.side_rule, &tl);
+			printf("  %s %s: %s by side rule '%.*s' (source %d)\n", q[i].category,
+			       q[i].name, nx_filter_action_name(a), (int)tl, t, r.source);
+		}
 		cats[c].n++;
 		cats[c].block += a == NX_FILTER_ACT_BLOCK;
 		cats[c].allow += a == NX_FILTER_ACT_ALLOW;
