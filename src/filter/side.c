@@ -587,9 +587,10 @@ static enum nx_filter_skip parse_pattern(struct parsed *p, char *err, size_t err
 		p->anchor = sub ? AN_SUB : AN_EXACT;
 		return NX_FILTER_SKIP_NONE;
 	}
-	if (!sub && !start && h == len && h > 0) {
+	if (!sub && !start && h == len && h > 0 && s[0] != '.' && s[h - 1] != '.') {
 		/* a bare name is AdGuard's host rule (x only), as in the snapshot: never a
-		 * substring pattern (which would also match "notx.org") */
+		 * substring pattern (which would also match "notx.org"); ".x." is no name, so it
+		 * stays the URL substring AdGuard reads */
 		enum nx_filter_skip w = nx_filter_name_norm(s, h, p->name, &p->nlen);
 		if (w != NX_FILTER_SKIP_NONE) {
 			errf(err, errlen, "'%.*s' is not a usable host name (%s)", (int)h, s,

@@ -332,7 +332,7 @@ static void test_regex(void **state)
 	struct lists l;
 	lists_of(&l,
 		 "/^ad[0-9]+\\./\n@@/^ad7\\./\n||stats.example^\n@@/^stats?\\./\n"
-		 "/sub.\n://104.154.\n||path.example/*\n||deep.example/ads/x.js\n",
+		 "/sub.\n://104.154.\n||path.example/*\n||deep.example/ads/x.js\n.120x600.\n",
 		 false, false);
 	struct nx_filter_result r;
 	assert_int_equal(decide(&l, &(struct q){"ad12.example"}, &r), NX_FILTER_ACT_BLOCK);
@@ -347,6 +347,9 @@ static void test_regex(void **state)
 	assert_int_equal(ACT(&l, "1.104.154.1"), NX_FILTER_ACT_NONE);
 	assert_int_equal(ACT(&l, "path.example"), NX_FILTER_ACT_BLOCK);
 	assert_int_equal(ACT(&l, "deep.example"), NX_FILTER_ACT_NONE); /* a real path: skipped */
+	/* ".x." cannot be a name: AdGuard's URL substring */
+	assert_int_equal(ACT(&l, "ads.120x600.example"), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "a120x600.example"), NX_FILTER_ACT_NONE);
 	assert_int_equal(l.rep.skipped[NX_FILTER_SKIP_path], 1);
 	/* the prefilter's literals never hide a match: optional characters, groups, classes,
 	 * quantifiers and escapes around the literal part */
