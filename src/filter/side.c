@@ -1511,7 +1511,9 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 			}
 		}
 	}
-	qsort(s->idx, s->nidx, sizeof(*s->idx), idx_cmp);
+	if (s->nidx) {
+		qsort(s->idx, s->nidx, sizeof(*s->idx), idx_cmp);
+	}
 	rc = build_prefilter(s);
 	if (rc) {
 		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
