@@ -250,7 +250,7 @@ struct scan_state {
 
 /* Try scan rule scan[j]: filters first (cheap), then at most two regex runs. */
 static void try_scan(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
-		     struct scan_state *st, uint32_t j)
+		     struct scan_state *st, uint32_t j, bool lit_found)
 {
 	uint32_t i = side->scan[j];
 	const struct side_rule *r = &side->rules[i];
@@ -271,7 +271,8 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 		    (l->anchored &&
 		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
 		       1u)) ||
-		    (l->len && !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
+		    (l->len && !lit_found &&
+		     !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
 			return;
 		}
 		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
@@ -386,7 +387,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 		struct scan_state st = {
 		    .b = &b, .text = text, .tlen = tlen, .url = url, .ulen = ulen};
 		for (uint32_t j = 0; j < side->nalways; j++) {
-			try_scan(side, q, &st, side->always[j]);
+			try_scan(side, q, &st, side->always[j], false);
 		}
 		if (side->ntri) {
 			/* dedup (a rule's trigram may occur twice): one bit per regex; only the
@@ -405,8 +406,17 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 					if (seen[re / 64] >> (re % 64) & 1u) {
 						continue;
 					}
+					/* the literal, if here, starts tri_pos before this window:
+					 * one compare in place of a search (another occurrence of
+					 * the trigram gets its own window) */
+					const struct side_lit *l = &side->lit[re];
+					if (k < l->tri_pos || k - l->tri_pos + l->len > ulen ||
+					    memcmp(url + k - l->tri_pos, side->pool + l->off,
+						   l->len) != 0) {
+						continue;
+					}
 					seen[re / 64] |= 1ull << (re % 64);
-					try_scan(side, q, &st, j);
+					try_scan(side, q, &st, j, true);
 				}
 			}
 		}

@@ -1382,6 +1382,13 @@ static int build_prefilter(struct nx_filter_side *s)
 			cnt[side_tri(s->pool + l->off + k)]++;
 		}
 	}
+	/* trigrams every query has ("http://" around the name) or most have (the big TLDs, www):
+	 * filing a rule there would visit it on nearly every query */
+	static const char common[][4] = {"htt", "ttp", "tp:", "p:/", "://", "com", ".co", "om/",
+					 "net", ".ne", "et/", "org", ".or", "rg/", "www", "ww."};
+	for (size_t c = 0; !rc && c < sizeof(common) / sizeof(common[0]); c++) {
+		cnt[side_tri(common[c])] += 1u << 20;
+	}
 	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
 		const struct side_rule *r = &s->rules[s->scan[j]];
 		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
@@ -1391,12 +1398,15 @@ static int build_prefilter(struct nx_filter_side *s)
 			continue;
 		}
 		uint32_t best = side_tri(s->pool + l->off);
+		uint16_t pos = 0;
 		for (uint16_t k = 1; k + 3 <= l->len; k++) {
 			uint32_t t = side_tri(s->pool + l->off + k);
 			if (cnt[t] < cnt[best]) {
 				best = t;
+				pos = k;
 			}
 		}
+		s->lit[r->re].tri_pos = pos;
 		pick[j] = best;
 		ntri++;
 	}

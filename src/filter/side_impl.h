@@ -89,7 +89,8 @@ struct side_lit {
 	uint8_t minlen;	  /* PCRE2_INFO_MINLENGTH, capped: shorter subjects cannot match */
 	uint8_t url;	  /* AN_RE_URL with '/' or ':': matched against "http://name/" only */
 	uint8_t anchored; /* anchored at the subject's start and `first` is its first bytes */
-	uint8_t pad[3];
+	uint8_t pad;
+	uint16_t tri_pos;  /* offset in the literal of the trigram it is filed under */
 	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
 };
 
