@@ -3,35 +3,57 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/ledger.h"
 #include "base/stats.h"
 #include "dns/wire.h"
 #include "filter/side_impl.h"
 
-/* ---- PCRE2 working memory: a fixed per-thread buffer, never the heap ----
+/* ---- PCRE2 working memory: one fixed block per thread, never grown ----
  *
  * pcre2_match keeps its backtracking frames in the match data and grows them (doubling, up to
  * the heap limit) through the match data's allocator. This bump allocator hands out pieces of
- * a thread-local buffer and never frees: the sizes only grow, so the total stays below twice
- * the heap limit plus the match data itself. When the buffer is spent, pcre2 gets NULL and the
- * match ends with PCRE2_ERROR_NOMEMORY (counted as a limit hit, no match). */
+ * the calling thread's block and never frees: the sizes only grow, so the total stays below
+ * twice the heap limit plus the match data itself. When the block is spent, pcre2 gets NULL
+ * and the match ends with PCRE2_ERROR_NOMEMORY (counted as a limit hit, no match).
+ * The block is allocated on a thread's first regex match (once per thread, on the ledger
+ * under filter_side) rather than as static TLS, which glibc would zero -- and make resident
+ * -- in every thread of the process; a thread-exit destructor returns it. */
 #define RE_ARENA_BYTES (2u * NX_FILTER_RE_HEAP_KIB * 1024u + 16u * 1024u)
 
-static _Thread_local _Alignas(max_align_t) unsigned char re_arena[RE_ARENA_BYTES];
-static _Thread_local size_t re_arena_used;
-static _Thread_local pcre2_match_data *re_md;
+struct re_arena {
+	size_t used;
+	pcre2_match_data *md; /* in buf */
+	_Alignas(max_align_t) unsigned char buf[RE_ARENA_BYTES];
+};
+
+static _Thread_local struct re_arena *tl_arena; /* owned by this thread (filter_side) */
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+static bool arena_key_ok;
+
+static void arena_release(void *p)
+{
+	nx_mem_free(NX_OWNER_filter_side, p, sizeof(struct re_arena));
+}
+
+static void arena_key_init(void)
+{
+	arena_key_ok = pthread_key_create(&arena_key, arena_release) == 0;
+}
 
 static void *arena_malloc(PCRE2_SIZE size, void *data)
 {
-	(void)data;
-	size_t a = (size + _Alignof(max_align_t) - 1) & ~(size_t)(_Alignof(max_align_t) - 1);
-	if (a > RE_ARENA_BYTES - re_arena_used) {
+	struct re_arena *a = data;
+	size_t n = (size + _Alignof(max_align_t) - 1) & ~(size_t)(_Alignof(max_align_t) - 1);
+	if (n > RE_ARENA_BYTES - a->used) {
 		return NULL;
 	}
-	void *p = re_arena + re_arena_used;
-	re_arena_used += a;
+	void *p = a->buf + a->used;
+	a->used += n;
 	return p;
 }
 
@@ -43,13 +65,34 @@ static void arena_free(void *p, void *data)
 
 static pcre2_match_data *match_data(void)
 {
-	if (!re_md) {
-		/* The general context itself lives in the arena too. */
-		pcre2_general_context *g =
-		    pcre2_general_context_create(arena_malloc, arena_free, NULL);
-		re_md = g ? pcre2_match_data_create(1, g) : NULL;
+	if (tl_arena) {
+		return tl_arena->md;
 	}
-	return re_md;
+	pthread_once(&arena_once, arena_key_init);
+	struct re_arena *a = nx_mem_alloc(NX_OWNER_filter_side, sizeof(*a));
+	if (!a) {
+		return NULL;
+	}
+	a->used = 0;
+	/* the general context lives in the block too */
+	pcre2_general_context *g = pcre2_general_context_create(arena_malloc, arena_free, a);
+	a->md = g ? pcre2_match_data_create(1, g) : NULL;
+	tl_arena = a;
+	if (arena_key_ok) {
+		pthread_setspecific(arena_key, a);
+	}
+	return a->md;
+}
+
+void nx_filter_lists_thread_done(void)
+{
+	if (tl_arena) {
+		if (arena_key_ok) {
+			pthread_setspecific(arena_key, NULL);
+		}
+		arena_release(tl_arena);
+		tl_arena = NULL;
+	}
 }
 
 int nx_side_re_match(const struct nx_filter_side *s, uint32_t i, const char *subj, size_t len)

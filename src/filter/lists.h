@@ -5,7 +5,8 @@
  * nx_filter_snap_match_wire, and nx_filter_rewrite_answer to write a $dnsrewrite / hosts answer.
  *
  * Threading: both calls are pure readers of immutable objects: any worker, concurrently, no
- * locks, no allocation (PCRE2's working memory is a fixed per-thread buffer, see side.h).
+ * locks, no allocation after a thread's first regex match (PCRE2's working memory is one
+ * fixed block per thread, see nx_filter_lists_thread_done).
  * Ranking (README.md "Which rule wins"): user rules > list rules; then
  * @@…$important > …$important > @@… > blocks / rewrites / hosts answers; within a class the
  * rule with more modifiers ($client, $ctag, $dnstype, $denyallow, $dnsrewrite, a hosts answer
@@ -46,6 +47,13 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 					     const struct nx_filter_side *side,
 					     const struct nx_filter_qctx *q,
 					     struct nx_filter_result *out);
+
+/*
+ * Return the calling thread's PCRE2 working block (~80 KiB on NX_OWNER_filter_side, taken on
+ * its first regex match). A thread-exit destructor does this for threads that end with
+ * pthread_exit or by returning; call it where that does not hold (the main thread, tests).
+ */
+void nx_filter_lists_thread_done(void);
 
 /*
  * Write the reply for a decision whose out->rewrite is not NONE into buf: $dnsrewrite

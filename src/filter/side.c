@@ -799,24 +799,19 @@ static pcre2_code *re_compile(const char *src, size_t len, pcre2_compile_context
 	return re;
 }
 
-/* Compile-time check without keeping anything. */
-enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err, size_t errlen)
+static enum nx_filter_skip check_parsed(struct parsed *pp, const char *line, size_t len, char *err,
+					size_t errlen)
 {
-	static _Thread_local struct parsed p; /* ~12 KiB: too big for a worker stack frame */
-	if (len > NX_FILTER_LINE_MAX) {
-		errf(err, errlen, "line longer than %u bytes", NX_FILTER_LINE_MAX);
-		return NX_FILTER_SKIP_line_too_long;
-	}
-	enum nx_filter_skip w = parse_rule(&p, line, len, err, errlen);
+	enum nx_filter_skip w = parse_rule(pp, line, len, err, errlen);
 	if (w != NX_FILTER_SKIP_NONE) {
 		return w;
 	}
-	if (p.anchor == AN_RE_HOST || p.anchor == AN_RE_URL) {
+	if (pp->anchor == AN_RE_HOST || pp->anchor == AN_RE_URL) {
 		char src[NX_FILTER_LINE_MAX * 2 + 64];
-		const char *rs = p.pat + 1;
-		size_t rl = p.plen >= 2 ? p.plen - 2 : 0;
-		if (p.anchor == AN_RE_URL) {
-			if (pattern_regex(p.pat, p.plen, src, sizeof(src))) {
+		const char *rs = pp->pat + 1;
+		size_t rl = pp->plen >= 2 ? pp->plen - 2 : 0;
+		if (pp->anchor == AN_RE_URL) {
+			if (pattern_regex(pp->pat, pp->plen, src, sizeof(src))) {
 				errf(err, errlen, "pattern too long");
 				return NX_FILTER_SKIP_pattern;
 			}
@@ -834,11 +829,29 @@ enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err
 		pcre2_compile_context_free(cc);
 		pcre2_general_context_free(g);
 		if (!ok) {
-			return p.anchor == AN_RE_HOST ? NX_FILTER_SKIP_regex
-						      : NX_FILTER_SKIP_pattern;
+			return pp->anchor == AN_RE_HOST ? NX_FILTER_SKIP_regex
+							: NX_FILTER_SKIP_pattern;
 		}
 	}
 	return NX_FILTER_SKIP_NONE;
+}
+
+/* Compile-time check without keeping anything. */
+enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err, size_t errlen)
+{
+	if (len > NX_FILTER_LINE_MAX) {
+		errf(err, errlen, "line longer than %u bytes", NX_FILTER_LINE_MAX);
+		return NX_FILTER_SKIP_line_too_long;
+	}
+	/* ~15 KiB: too big for a stack frame, and compile-time only (side lines are rare) */
+	struct parsed *pp = nx_mem_alloc(NX_OWNER_filter_build, sizeof(*pp));
+	if (!pp) {
+		errf(err, errlen, "out of memory");
+		return NX_FILTER_SKIP_malformed;
+	}
+	enum nx_filter_skip w = check_parsed(pp, line, len, err, errlen);
+	nx_mem_free(NX_OWNER_filter_build, pp, sizeof(*pp));
+	return w;
 }
 
 bool nx_filter_side_line_ok(const char *line, size_t len, char *err, size_t errlen)

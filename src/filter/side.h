@@ -16,7 +16,7 @@
  * Memory: everything (rules, names, texts, compiled regexes) is charged to NX_OWNER_filter_side.
  * Regexes are PCRE2 without JIT (the service runs with MemoryDenyWriteExecute), each match
  * bounded by NX_FILTER_RE_MATCH_LIMIT / NX_FILTER_RE_DEPTH_LIMIT / NX_FILTER_RE_HEAP_KIB; the
- * matcher's PCRE2 working memory is a fixed per-thread buffer (no heap on the query path).
+ * matcher's PCRE2 working memory is one fixed block per thread (lists.h).
  */
 #pragma once
 

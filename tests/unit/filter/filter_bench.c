@@ -211,9 +211,11 @@ static int lookups(int argc, char **argv)
 		done += n;
 		t = now() - t0;
 	} while (t < 3.0);
-	printf("%s %lu in %.2f s: %.0f lookups/s on one core (%.0f ns each), blocked %.1f%%\n",
-	       side ? "lists_decide" : "snap_match", done, t, (double)done / t,
-	       t * 1e9 / (double)done, 100.0 * (double)blocked / (double)done);
+	printf("lookups %lu in %.2f s: %.0f lookups/s on one core (%.0f ns each), blocked %.1f%% "
+	       "[%s]\n",
+	       done, t, (double)done / t, t * 1e9 / (double)done,
+	       100.0 * (double)blocked / (double)done,
+	       side ? "nx_filter_lists_decide: snapshot + side structure" : "snapshot matcher");
 	printf("snapshot %llu entries, %llu bytes (%.2f B/entry), k=%u, FP bound per name %.3g; "
 	       "VmRSS %ld KiB, VmHWM %ld KiB (includes the %zu loaded query names)\n",
 	       (unsigned long long)nx_filter_snap_entries(s),

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <errno.h>
 #include <time.h>
 
@@ -592,6 +593,62 @@ static void test_caps_and_memory(void **state)
 	nx_filter_side_builder_free(NULL);
 }
 
+/* Concurrent readers: four threads decide over one side structure (regexes included) and
+ * must all see the single-thread answers; each thread's PCRE2 block goes back at its exit. */
+struct reader {
+	const struct lists *l;
+	unsigned wrong;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	static const struct {
+		const char *host;
+		enum nx_filter_action want;
+	} probes[] = {{"ad12.example", NX_FILTER_ACT_BLOCK},
+		      {"ad7.example", NX_FILTER_ACT_ALLOW},
+		      {"x.example", NX_FILTER_ACT_NONE},
+		      {"t.example", NX_FILTER_ACT_BLOCK}};
+	for (int i = 0; i < 20000; i++) {
+		struct nx_filter_qctx q;
+		uint8_t w[NX_DNS_NAME_MAX];
+		const char *h = probes[i % 4].host;
+		memset(&q, 0, sizeof(q));
+		q.wlen = (size_t)nx_dns_name_from_text(h, w);
+		q.wire = w;
+		q.qtype = 1;
+		q.eligible = ~0ull;
+		static const char *const tag[] = {"pc"};
+		q.tags = tag;
+		q.ntags = 1;
+		struct nx_filter_result r;
+		rd->wrong +=
+		    nx_filter_lists_decide(rd->l->snap, rd->l->side, &q, &r) != probes[i % 4].want;
+	}
+	return NULL;
+}
+
+static void test_concurrent_readers(void **state)
+{
+	struct lists l;
+	lists_of(&l, "/^ad[0-9]+\\./\n@@/^ad7\\./\n||t.example^$ctag=pc\n", false, false);
+	int64_t before = th_owner_bytes(NX_OWNER_filter_side);
+	pthread_t th[4];
+	struct reader rd[4];
+	for (int i = 0; i < 4; i++) {
+		rd[i] = (struct reader){&l, 0};
+		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(rd[i].wrong, 0);
+	}
+	/* the four threads' PCRE2 blocks were returned by the thread-exit destructor */
+	assert_int_equal(th_owner_bytes(NX_OWNER_filter_side), before);
+	lists_free(&l);
+}
+
 static int setup(void **state)
 {
 	g_dir = th_tmpdir();
@@ -600,6 +657,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	nx_filter_lists_thread_done();
+	assert_int_equal(th_owner_bytes(NX_OWNER_filter_side), 0); /* every side freed */
 	th_rmtree(g_dir);
 	free(g_dir);
 	return 0;
@@ -621,6 +680,7 @@ int main(void)
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
 	    cmocka_unit_test(test_add_line_errors),
 	    cmocka_unit_test(test_caps_and_memory),
+	    cmocka_unit_test(test_concurrent_readers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

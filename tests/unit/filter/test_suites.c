@@ -764,6 +764,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	nx_filter_lists_thread_done();
+	assert_int_equal(th_owner_bytes(NX_OWNER_filter_side), 0); /* every side freed */
 	th_rmtree(g_dir);
 	free(g_dir);
 	return 0;
