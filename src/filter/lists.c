@@ -442,22 +442,23 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 				if (!(side->tri_bits[bk / 64] >> (bk % 64) & 1u)) {
 					continue;
 				}
+				uint32_t tv = side_tri_val(url + k);
 				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
 				     x++) {
-					uint32_t j = side->tri_rule[x];
-					uint32_t re = side->rules[side->scan[j]].re;
-					if (seen[re / 64] >> (re % 64) & 1u) {
+					const struct side_tri *t = &side->tri_rule[x];
+					uint32_t re = t->re;
+					if (t->tri != tv || (seen[re / 64] >> (re % 64) & 1u)) {
 						continue;
 					}
 					/* the literal, if here, starts tri_pos before this window:
 					 * one compare in place of a search (another occurrence of
 					 * the trigram gets its own window) */
-					const struct side_lit *l = &side->lit[re];
-					if (k < l->tri_pos || k - l->tri_pos + l->len > ulen ||
-					    memcmp(url + k - l->tri_pos, side->pool + l->off,
-						   l->len) != 0) {
+					if (k < t->tri_pos || k - t->tri_pos + t->lit_len > ulen ||
+					    memcmp(url + k - t->tri_pos, side->pool + t->lit_off,
+						   t->lit_len) != 0) {
 						continue;
 					}
+					uint32_t j = t->j;
 					seen[re / 64] |= 1ull << (re % 64);
 					try_scan(side, q, &st, j, true);
 				}

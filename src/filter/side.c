@@ -1455,7 +1455,15 @@ static int build_prefilter(struct nx_filter_side *s)
 				s->always[s->nalways++] = j;
 				s->st.unfiltered++;
 			} else {
-				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] = j;
+				const struct side_rule *r = &s->rules[s->scan[j]];
+				const struct side_lit *l = &s->lit[r->re];
+				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] =
+				    (struct side_tri){side_tri_val(s->pool + l->off + l->tri_pos),
+						      j,
+						      l->off,
+						      l->len,
+						      l->tri_pos,
+						      r->re};
 				s->ntri++;
 			}
 		}
@@ -1467,7 +1475,8 @@ static int build_prefilter(struct nx_filter_side *s)
 			    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
 		nx_mem_free(NX_OWNER_filter_side, s->tri_rule, ntri * sizeof(*s->tri_rule));
 		nx_mem_free(NX_OWNER_filter_side, s->always, nalw * sizeof(*s->always));
-		s->tri_off = s->tri_rule = s->always = NULL;
+		s->tri_off = s->always = NULL;
+		s->tri_rule = NULL;
 		s->ntri = s->nalways = 0;
 	}
 	return rc;

@@ -94,6 +94,23 @@ struct side_lit {
 	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
 };
 
+/* One prefilter entry: the exact trigram (buckets collide) and everything the in-place literal
+ * check needs, so a query touches the rule only when the literal is really there. */
+struct side_tri {
+	uint32_t tri;	  /* the 3 bytes, big-endian in the low 24 bits */
+	uint32_t j;	  /* position in scan[] */
+	uint32_t lit_off; /* the literal in pool */
+	uint16_t lit_len;
+	uint16_t tri_pos; /* offset of the trigram in the literal */
+	uint32_t re;	  /* regex index (the dedup bit) */
+};
+
+static inline uint32_t side_tri_val(const char *p)
+{
+	return (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
+	       (unsigned char)p[2];
+}
+
 /* Trigram prefilter buckets (power of two): a query looks up each 3-byte window of its URL
  * form ("http://name/"), so only regexes whose rarest literal trigram occurs are run. */
 #define SIDE_TRI_BUCKETS 4096u
@@ -118,8 +135,8 @@ struct nx_filter_side {
 	uint32_t nre;
 	struct side_lit *lit; /* owned, nre entries (parallel to re) */
 	/* prefilter: scan[] positions grouped by bucket (CSR) + those with no usable literal */
-	uint32_t *tri_off;  /* owned, SIDE_TRI_BUCKETS + 1 offsets into tri_rule (or NULL) */
-	uint32_t *tri_rule; /* owned, ntri positions into scan[] */
+	uint32_t *tri_off;	   /* owned, SIDE_TRI_BUCKETS + 1 offsets into tri_rule (or NULL) */
+	struct side_tri *tri_rule; /* owned, ntri entries grouped by bucket */
 	uint32_t ntri;
 	uint32_t *always; /* owned, nalways positions into scan[] */
 	uint32_t nalways;
