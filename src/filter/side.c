@@ -415,7 +415,7 @@ static int parse_modifiers(struct parsed *p, const char *m, size_t len, char *er
 	return 0;
 }
 
-/* Check the parsed values; *why gets the skip reason on failure. */
+/* Check the parsed values: 0, or NX_EFORMAT with the message in err. */
 static int check_values(struct parsed *p, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < p->ntype; i++) {
@@ -441,16 +441,11 @@ static int check_values(struct parsed *p, char *err, size_t errlen)
 		}
 	}
 	for (unsigned i = 0; i < p->nclient; i++) {
-		const char *s = p->client[i].s;
-		size_t l = p->client[i].len;
-		if (l > 255) {
+		if (p->client[i].len > 255) {
+			/* a client name is a config identifier; an address or CIDR is shorter */
 			errf(err, errlen, "$client: value longer than 255 bytes");
 			return NX_EFORMAT;
 		}
-		(void)s;
-	}
-	if (p->has_rewrite && p->badfilter && p->important) {
-		/* fine: cancels that exact rule */
 	}
 	if (p->has_rewrite && p->allow && p->rewrite != NX_FILTER_RW_NONE) {
 		errf(err, errlen, "@@ with a $dnsrewrite value: write @@...$dnsrewrite alone");
@@ -641,9 +636,6 @@ static enum nx_filter_skip parse_rule(struct parsed *p, const char *line, size_t
 	enum nx_filter_skip w = parse_pattern(p, err, errlen);
 	if (w != NX_FILTER_SKIP_NONE) {
 		return w;
-	}
-	if (p->important && p->badfilter && !p->nmods && p->anchor != AN_RE_HOST) {
-		/* fine: R$important,badfilter cancels R$important */
 	}
 	/* canonical text: "@@"? pattern "$" modifiers without badfilter, as written */
 	size_t o = 0;
