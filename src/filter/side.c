@@ -1571,7 +1571,7 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 			if (p_) {                                                                  \
 				o->field = p_;                                                     \
 			} else {                                                                   \
-				/* keep the larger block; account it as used */                    \
+				/* keep it, counted at its used size: the free's size */           \
 				nx_ledger_charge(NX_OWNER_filter_side,                             \
 						 -(int64_t)((cap) * sizeof(*o->field) - want_),    \
 						 0);                                               \
