@@ -856,9 +856,14 @@ bool nx_filter_side_line_ok(const char *line, size_t len, char *err, size_t errl
 struct nx_filter_side_builder {
 	struct nx_filter_side s; /* under construction */
 	size_t rules_cap, vals_cap, pool_cap, re_cap;
-	uint64_t *keys; /* canonical-text hash per rule (for $badfilter) */
-	uint64_t *bad;	/* canonical-text hashes of $badfilter rules */
+	uint64_t *keys;	    /* canonical-text hash per rule, with its origin (for $badfilter) */
+	uint64_t *keys_any; /* the same without the origin (for a user $badfilter) */
+	uint64_t *bad;	    /* canonical-text hashes of $badfilter rules */
 	size_t nbad, bad_cap;
+	/* A user's $badfilter cancels the rule in any list, as in AdGuard Home, where custom
+	 * rules are how a person turns off a list's rule. */
+	uint64_t *bad_any;
+	size_t nbad_any, bad_any_cap;
 	pcre2_general_context *gctx;
 	pcre2_compile_context *cctx;
 	struct parsed p;
@@ -947,11 +952,16 @@ void nx_filter_side_builder_free(struct nx_filter_side_builder *b)
 	}
 	side_release(&b->s, b->rules_cap, b->vals_cap, b->pool_cap, b->re_cap, 0, 0);
 	nx_mem_free(NX_OWNER_filter_side, b->keys, b->rules_cap * sizeof(*b->keys));
+	nx_mem_free(NX_OWNER_filter_side, b->keys_any, b->rules_cap * sizeof(*b->keys_any));
 	nx_mem_free(NX_OWNER_filter_side, b->bad, b->bad_cap * sizeof(*b->bad));
+	nx_mem_free(NX_OWNER_filter_side, b->bad_any, b->bad_any_cap * sizeof(*b->bad_any));
 	pcre2_compile_context_free(b->cctx);
 	pcre2_general_context_free(b->gctx);
 	nx_mem_free(NX_OWNER_filter_side, b, sizeof(*b));
 }
+
+/* Keeps origin-free keys apart from origin 0's (canon_key(0, ...) is both otherwise). */
+#define ANY_SALT 0x9e3779b97f4a7c15ull
 
 static uint64_t canon_key(unsigned origin, const char *canon, size_t len)
 {
@@ -1034,6 +1044,14 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 			return rc;
 		}
 		b->bad[b->nbad++] = canon_key(origin, p->canon, p->canon_len);
+		if (origin >= NX_FILTER_SOURCES_MAX) {
+			rc = grow((void **)&b->bad_any, &b->bad_any_cap, b->nbad_any + 1,
+				  sizeof(*b->bad_any));
+			if (rc) {
+				return rc;
+			}
+			b->bad_any[b->nbad_any++] = canon_key(0, p->canon, p->canon_len) ^ ANY_SALT;
+		}
 		b->s.st.badfilter++;
 		return 0;
 	}
@@ -1058,6 +1076,13 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 			return -ENOMEM;
 		}
 		b->keys = nk;
+		void *na = nx_mem_realloc(NX_OWNER_filter_side, b->keys_any,
+					  old_cap * sizeof(*b->keys_any),
+					  b->rules_cap * sizeof(*b->keys_any));
+		if (!na) {
+			return -ENOMEM;
+		}
+		b->keys_any = na;
 	}
 	struct side_rule *r = &b->s.rules[b->s.nrules];
 	memset(r, 0, sizeof(*r));
@@ -1191,6 +1216,7 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 		return rc;
 	}
 	b->keys[b->s.nrules] = canon_key(origin, p->canon, p->canon_len);
+	b->keys_any[b->s.nrules] = canon_key(0, p->canon, p->canon_len) ^ ANY_SALT;
 	b->s.nrules++;
 	return 0;
 }
@@ -1479,10 +1505,18 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	*out = NULL;
 	struct nx_filter_side *s = &b->s;
 	/* $badfilter: cancel rules whose canonical text (same origin) a badfilter names */
-	if (b->nbad) {
-		qsort(b->bad, b->nbad, sizeof(*b->bad), key_cmp);
+	if (b->nbad || b->nbad_any) {
+		if (b->nbad) {
+			qsort(b->bad, b->nbad, sizeof(*b->bad), key_cmp);
+		}
+		if (b->nbad_any) {
+			qsort(b->bad_any, b->nbad_any, sizeof(*b->bad_any), key_cmp);
+		}
 		for (uint32_t i = 0; i < s->nrules; i++) {
-			if (bsearch(&b->keys[i], b->bad, b->nbad, sizeof(*b->bad), key_cmp)) {
+			if ((b->nbad &&
+			     bsearch(&b->keys[i], b->bad, b->nbad, sizeof(*b->bad), key_cmp)) ||
+			    (b->nbad_any && bsearch(&b->keys_any[i], b->bad_any, b->nbad_any,
+						    sizeof(*b->bad_any), key_cmp))) {
 				s->rules[i].dead = 1;
 				s->st.cancelled++;
 			}
@@ -1622,7 +1656,8 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	o->st.bytes = bytes;
 	/* the builder no longer owns the arrays */
 	nx_mem_free(NX_OWNER_filter_side, b->keys, b->rules_cap * sizeof(*b->keys));
-	b->keys = NULL;
+	nx_mem_free(NX_OWNER_filter_side, b->keys_any, b->rules_cap * sizeof(*b->keys_any));
+	b->keys = b->keys_any = NULL;
 	memset(s, 0, sizeof(*s));
 	b->rules_cap = b->vals_cap = b->pool_cap = b->re_cap = 0;
 	s->mctx = NULL;

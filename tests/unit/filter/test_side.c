@@ -163,6 +163,37 @@ static void test_badfilter(void **state)
 	lists_free(&l);
 }
 
+/* A list's $badfilter cancels only its own rules; a user's cancels the rule in any list. */
+static void test_badfilter_origins(void **state)
+{
+	struct nx_filter_side_builder *b;
+	assert_int_equal(nx_filter_side_builder_new(&b), 0);
+	char err[256];
+	static const struct {
+		const char *line;
+		unsigned origin;
+	} lines[] = {
+	    {"||a.example^$dnstype=A", 0},
+	    {"||a.example^$dnstype=A,badfilter", 1}, /* another list: no effect */
+	    {"||b.example^$dnsrewrite=10.0.0.1", 3},
+	    {"||b.example^$dnsrewrite=10.0.0.1,badfilter", NX_FILTER_ORIGIN_USER_DENY},
+	};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		assert_int_equal(nx_filter_side_add_line(b, lines[i].line, strlen(lines[i].line),
+							 lines[i].origin, err, sizeof(err)),
+				 0);
+	}
+	struct nx_filter_side *s;
+	assert_int_equal(nx_filter_side_build(b, &s), 0);
+	struct lists l = {.side = s};
+	assert_int_equal(ACT(&l, "a.example", .qtype = 1), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "b.example", .qtype = 1), NX_FILTER_ACT_NONE);
+	struct nx_filter_side_stats st;
+	nx_filter_side_stats(s, &st);
+	assert_int_equal(st.cancelled, 1);
+	nx_filter_side_free(s);
+}
+
 static void test_client(void **state)
 {
 	struct lists l;
@@ -681,6 +712,7 @@ int main(void)
 	    cmocka_unit_test(test_add_line_errors),
 	    cmocka_unit_test(test_caps_and_memory),
 	    cmocka_unit_test(test_concurrent_readers),
+	    cmocka_unit_test(test_badfilter_origins),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
