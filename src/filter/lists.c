@@ -383,15 +383,27 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	size_t clean;
 	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
 	struct best b = {.rule = -1};
+	/* the index hash of the name and of every parent, in one backward pass */
+	uint64_t hs[128];
+	if (side->nidx) {
+		uint64_t h = SIDE_FNV_BASIS;
+		int k = (int)nl - 1;
+		for (size_t i = tlen; i-- > 0 && k >= 0;) {
+			h = (h ^ (unsigned char)text[i]) * SIDE_FNV_PRIME;
+			if (i == starts[k]) {
+				hs[k--] = side_hash_mix(h);
+			}
+		}
+	}
 	/* indexed rules: the name, then its parents nearest first */
-	for (unsigned k = 0; k < nl; k++) {
+	for (unsigned k = 0; side->nidx && k < nl; k++) {
 		if (starts[k] < clean) {
 			continue;
 		}
 		/* text offset of label k: wire offset of its length byte */
 		const char *nm = text + starts[k];
 		size_t len = tlen - starts[k];
-		uint64_t h = side_hash(nm, len);
+		uint64_t h = hs[k];
 		if (!(side->name_bits[(h & 4095) / 64] >> (h % 64) & 1u)) {
 			continue;
 		}

@@ -150,9 +150,26 @@ struct nx_filter_side {
 	struct nx_filter_side_stats st;
 };
 
+/* The name index's hash: FNV-1a over the name's bytes from the last to the first, then a
+ * final mix. Walking backwards, a query name yields the hash of every parent on the way in
+ * one pass (side_hash_step at each label start), instead of one hash call per parent. */
+#define SIDE_FNV_BASIS 0xcbf29ce484222325ull
+#define SIDE_FNV_PRIME 0x100000001b3ull
+
+static inline uint64_t side_hash_mix(uint64_t h)
+{
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	return h ^ (h >> 32);
+}
+
 static inline uint64_t side_hash(const char *name, size_t len)
 {
-	return XXH3_64bits(name, len);
+	uint64_t h = SIDE_FNV_BASIS;
+	for (size_t i = len; i-- > 0;) {
+		h = (h ^ (unsigned char)name[i]) * SIDE_FNV_PRIME;
+	}
+	return side_hash_mix(h);
 }
 
 /* Check one rule line (shared by the compiler's parser and the builder): NONE or the skip
