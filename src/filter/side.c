@@ -692,13 +692,89 @@ static size_t lit_of_pattern(const char *s, size_t len, char *out)
 	return olen;
 }
 
+/* Past a character class starting at s[i] == '['; len when it does not end. "[]...]" and
+ * "[^]...]" start with a literal ']', "[:alpha:]" nests. */
+static size_t class_end(const char *s, size_t len, size_t i)
+{
+	i++;
+	if (i < len && s[i] == '^') {
+		i++;
+	}
+	if (i < len && s[i] == ']') {
+		i++;
+	}
+	while (i < len && s[i] != ']') {
+		if (s[i] == '\\') {
+			i += 2;
+		} else if (s[i] == '[' && i + 1 < len && s[i + 1] == ':') {
+			const char *e = memchr(s + i + 2, ']', len - i - 2);
+			i = e ? (size_t)(e - s) + 1 : len;
+		} else {
+			i++;
+		}
+	}
+	return i < len ? i + 1 : len;
+}
+
+/* Is s[i] == '{' a quantifier ({n}, {n,}, {n,m})? *end gets the '}'. Anything else is a
+ * literal '{' to PCRE2 10.42. */
+static bool quantifier_at(const char *s, size_t len, size_t i, size_t *end)
+{
+	size_t j = i + 1, d = 0;
+	while (j < len && s[j] >= '0' && s[j] <= '9') {
+		j++;
+		d++;
+	}
+	if (d && j < len && s[j] == ',') {
+		j++;
+		while (j < len && s[j] >= '0' && s[j] <= '9') {
+			j++;
+		}
+	}
+	if (d && j < len && s[j] == '}') {
+		*end = j;
+		return true;
+	}
+	return false;
+}
+
 /* PCRE2 source: the longest run of literal characters at nesting depth 0, outside classes,
- * each not made optional by a quantifier. A top-level '|' means no literal. */
+ * each not made optional by a quantifier. A top-level '|', inline options or verbs: none. */
 static size_t lit_of_regex(const char *s, size_t len, char *out)
 {
+	/* first pass: alternation at the top, inline options ((?x) makes blanks and # text mean
+	 * nothing), verbs; an unterminated class */
+	int depth = 0;
+	for (size_t i = 0; i < len;) {
+		char c = s[i];
+		if (c == '\\') {
+			i += 2;
+			continue;
+		}
+		if (c == '[') {
+			size_t e = class_end(s, len, i);
+			if (e >= len && s[len - 1] != ']') {
+				return 0;
+			}
+			i = e;
+			continue;
+		}
+		if (c == '(' && i + 1 < len && (s[i + 1] == '?' || s[i + 1] == '*') &&
+		    !(i + 2 < len && s[i + 1] == '?' && s[i + 2] == ':')) {
+			return 0;
+		}
+		if (c == '(') {
+			depth++;
+		} else if (c == ')') {
+			depth--;
+		} else if (c == '|' && depth <= 0) {
+			return 0;
+		}
+		i++;
+	}
 	char run[NX_FILTER_LINE_MAX];
 	size_t rl = 0, olen = 0;
-	int depth = 0;
+	depth = 0;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
 		if (c == '\\' && i + 1 < len) {
@@ -713,16 +789,15 @@ static size_t lit_of_regex(const char *s, size_t len, char *out)
 			}
 			continue;
 		}
-		if (c == '?' || c == '*' || c == '{') {
+		size_t qend = i;
+		if (c == '?' || c == '*' || (c == '{' && quantifier_at(s, len, i, &qend))) {
 			if (rl > 0) {
 				rl--; /* the previous character may be absent */
 			}
 			keep_longest(run, rl, out, &olen);
 			rl = 0;
 			if (c == '{') {
-				while (i < len && s[i] != '}') {
-					i++;
-				}
+				i = qend;
 			}
 			continue;
 		}
@@ -731,31 +806,17 @@ static size_t lit_of_regex(const char *s, size_t len, char *out)
 			rl = 0;
 			continue;
 		}
-		if (c == '|' && depth == 0) {
-			return 0;
-		}
-		if (c == '(' || c == ')' || c == '[' || c == '.' || c == '^' || c == '$' ||
-		    c == '|') {
+		if (c == '[') {
 			keep_longest(run, rl, out, &olen);
 			rl = 0;
-			if (c == '(') {
-				depth++;
-			} else if (c == ')') {
-				depth--;
-			} else if (c == '[') {
-				/* skip the class: "[]...]" and "[^]...]" start with a literal ']'
-				 */
-				i++;
-				if (i < len && s[i] == '^') {
-					i++;
-				}
-				if (i < len && s[i] == ']') {
-					i++;
-				}
-				while (i < len && s[i] != ']') {
-					i += s[i] == '\\' ? 2 : 1;
-				}
-			}
+			i = class_end(s, len, i) - 1;
+			continue;
+		}
+		if (c == '(' || c == ')' || c == '.' || c == '^' || c == '$' || c == '|' ||
+		    c == '{' || c == '}') {
+			keep_longest(run, rl, out, &olen);
+			rl = 0;
+			depth += c == '(' ? 1 : c == ')' ? -1 : 0;
 			continue;
 		}
 		if (depth == 0) {

@@ -22,6 +22,9 @@
 #include "filter/lists.h"
 #include "filter/parse.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define CHECK(x)                                                                                   \
@@ -102,6 +105,87 @@ static void decide_all(const struct nx_filter_side *side, const char *name, size
 	}
 }
 
+/*
+ * The prefilter (literal, minimum length, first bytes) must never hide a match: a side holding
+ * only the regex `re` (a user deny rule) blocks exactly the names PCRE2 itself matches,
+ * caselessly, over the lower-case name.
+ */
+static void differential(const char *re, size_t rlen, const char *const *names, size_t nnames)
+{
+	char line[NX_FILTER_LINE_MAX + 3];
+	if (rlen < 2 || rlen > NX_FILTER_LINE_MAX) {
+		return;
+	}
+	memcpy(line, re, rlen);
+	struct nx_filter_side_builder *b;
+	if (nx_filter_side_builder_new(&b) != 0) {
+		return;
+	}
+	char err[256];
+	if (nx_filter_side_add_line(b, line, rlen, NX_FILTER_ORIGIN_USER_DENY, err, sizeof(err)) !=
+	    0) {
+		nx_filter_side_builder_free(b);
+		return;
+	}
+	struct nx_filter_side *side;
+	if (nx_filter_side_build(b, &side) != 0) {
+		return;
+	}
+	int ec;
+	PCRE2_SIZE eo;
+	pcre2_code *code =
+	    pcre2_compile((PCRE2_SPTR)(re + 1), rlen - 2,
+			  PCRE2_CASELESS | PCRE2_NEVER_BACKSLASH_C | PCRE2_NO_AUTO_CAPTURE |
+			      PCRE2_NEVER_UTF | PCRE2_NEVER_UCP,
+			  &ec, &eo, NULL);
+	pcre2_match_context *mc = pcre2_match_context_create(NULL);
+	pcre2_match_data *md = code ? pcre2_match_data_create_from_pattern(code, NULL) : NULL;
+	if (code && mc && md) {
+		pcre2_set_match_limit(mc, NX_FILTER_RE_MATCH_LIMIT);
+		pcre2_set_depth_limit(mc, NX_FILTER_RE_DEPTH_LIMIT);
+		pcre2_set_heap_limit(mc, NX_FILTER_RE_HEAP_KIB);
+		for (size_t i = 0; i < nnames; i++) {
+			uint8_t wire[NX_DNS_NAME_MAX];
+			char low[NX_DNS_NAME_MAX + 1];
+			int wl = nx_dns_name_from_text(names[i], wire);
+			size_t n = strlen(names[i]);
+			if (wl <= 0 || n > NX_FILTER_NAME_MAX) {
+				continue;
+			}
+			bool clean = true;
+			for (size_t k = 0; k < n; k++) {
+				char c = names[i][k];
+				c = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+				clean &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+					 c == '-' || c == '_' || c == '.';
+				low[k] = c;
+			}
+			low[n] = '\0';
+			if (!clean || n == 0 || low[n - 1] == '.' || low[0] == '.' ||
+			    strstr(low, "..")) {
+				continue; /* only list names reach regexes */
+			}
+			int rc = pcre2_match(code, (PCRE2_SPTR)low, n, 0, 0, md, mc);
+			if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+				continue; /* a limit: both sides say no match, not comparable */
+			}
+			struct nx_filter_qctx q = {
+			    .wire = wire, .wlen = (size_t)wl, .qtype = 1, .eligible = ~0ull};
+			struct nx_filter_result r;
+			enum nx_filter_action a = nx_filter_lists_decide(NULL, side, &q, &r);
+			if ((rc >= 0) != (a == NX_FILTER_ACT_BLOCK)) {
+				fprintf(stderr, "fuzz_side: /%.*s/ on %s: pcre2 %d, decide %d\n",
+					(int)(rlen - 2), re + 1, low, rc, (int)a);
+				abort();
+			}
+		}
+	}
+	pcre2_match_data_free(md);
+	pcre2_match_context_free(mc);
+	pcre2_code_free(code);
+	nx_filter_side_free(side);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ctx c = {0};
@@ -156,6 +240,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		decide_all(side, p + i, j - i);
 		decide_all(uside, p + i, j - i);
+		p += len + 1;
+	}
+	/* names for the differential: every line's host-looking part, and the line itself */
+	const char *names[LINES_MAX + 8];
+	char store[LINES_MAX][NX_FILTER_NAME_MAX + 1];
+	size_t nn = 0;
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		names[nn++] = fixed[i];
+	}
+	p = (const char *)data;
+	lines = 0;
+	while (p < end && lines < LINES_MAX) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		size_t i = 0;
+		while (i < len &&
+		       (p[i] == '|' || p[i] == '@' || p[i] == '/' || p[i] == '*' || p[i] == '^')) {
+			i++;
+		}
+		size_t j = i;
+		while (j < len && j - i < NX_FILTER_NAME_MAX && p[j] != '/' && p[j] != '$' &&
+		       p[j] != '^' && p[j] != '\r') {
+			j++;
+		}
+		memcpy(store[lines], p + i, j - i);
+		store[lines][j - i] = '\0';
+		names[nn++] = store[lines];
+		lines++;
+		p += len + 1;
+	}
+	p = (const char *)data;
+	lines = 0;
+	while (p < end && lines++ < LINES_MAX) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (len >= 2 && p[0] == '/' && p[len - 1] == '/' && !memchr(p, '$', len)) {
+			differential(p, len, names, nn);
+		}
 		p += len + 1;
 	}
 	nx_filter_side_free(side);
