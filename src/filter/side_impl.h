@@ -12,6 +12,7 @@
 #include <pcre2.h>
 #include <xxhash.h>
 
+#include "dns/wire.h"
 #include "filter/parse.h"
 #include "filter/side.h"
 
@@ -183,3 +184,64 @@ bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
 		     const struct nx_filter_qctx *q, const char *name, size_t nlen);
 /* Run regex i over subject: 1 match, 0 no match, < 0 limit or error (counted). */
 int nx_side_re_match(const struct nx_filter_side *s, uint32_t i, const char *subj, size_t len);
+
+/* ---- the rule parser (side_parse.c), shared with the builder (side.c) ---- */
+
+#define MODVAL_MAX NX_FILTER_SIDE_VALUES_MAX
+
+struct pval {
+	const char *s; /* unquoted value, in scratch */
+	size_t len;
+	bool neg;
+};
+
+struct parsed {
+	bool allow, important, badfilter;
+	enum side_anchor anchor;
+	const char *pat; /* pattern between "@@" and "$" */
+	size_t plen;
+	char name[NX_FILTER_NAME_MAX + 1]; /* indexed anchors */
+	size_t nlen;
+	bool is_regex;
+	/* modifiers */
+	unsigned nclient, nctag, ntype, ndeny;
+	struct pval client[MODVAL_MAX], ctag[MODVAL_MAX], type[MODVAL_MAX], deny[MODVAL_MAX];
+	uint8_t nmods;
+	uint8_t rewrite; /* enum nx_filter_rewrite */
+	uint16_t rr_type;
+	uint8_t rdata[NX_FILTER_TXT_MAX + 1 > NX_DNS_NAME_MAX ? NX_FILTER_TXT_MAX + 1
+							      : NX_DNS_NAME_MAX];
+	uint16_t rdlen;
+	bool has_rewrite;
+	/* canonical key for $badfilter: text without the badfilter modifier */
+	char canon[NX_FILTER_LINE_MAX + 8];
+	size_t canon_len;
+	/* value storage for unquoted values */
+	char scratch[NX_FILTER_LINE_MAX + 1];
+	size_t scratch_used;
+};
+
+static inline bool side_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* snprintf into err (may be NULL) */
+void nx_side_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* PCRE2 allocator on NX_OWNER_filter_side (compile time) */
+void *nx_side_re_malloc(PCRE2_SIZE size, void *data);
+void nx_side_re_free(void *p, void *data);
+/* DNS type mnemonic or TYPEn -> number; 0 when unknown */
+uint16_t nx_side_type_from_text(const char *s, size_t len);
+/* One adblock-style rule into p: NONE, or the skip reason with a message in err */
+enum nx_filter_skip nx_side_parse_rule(struct parsed *p, const char *line, size_t len, char *err,
+				       size_t errlen);
+/* The literal every match contains (lower case, into out): its length, 0 when none is known */
+size_t nx_side_lit_pattern(const char *s, size_t len, char *out);
+size_t nx_side_lit_regex(const char *s, size_t len, char *out);
+/* Adblock URL pattern -> PCRE2 source; 0 or NX_ELIMIT (cap) */
+int nx_side_pattern_regex(const char *s, size_t len, char *out, size_t cap);
+/* Compile caseless, no JIT, no \C; NULL with the message in err */
+pcre2_code *nx_side_re_compile(const char *src, size_t len, pcre2_compile_context *cctx, char *err,
+			       size_t errlen);
