@@ -54,6 +54,20 @@ if m:
     print(f"| **lookups per second, one core** (every name of queries-mixed.txt against all sources, name and parents hashed) "
           f"| **{int(m.group(3)):,}** ({m.group(4)} ns each; {m.group(5)}% blocked) "
           f"| `taskset -c {meta.get('cpu', 1)} filter_bench lookups SNAPSHOT queries-mixed.txt queries-mixed.labels.tsv` |")
+# bench/filter-bench.sh: the same lists without and with the side structure (AdGuard rules the
+# snapshot cannot hold), the snapshot matcher against nx_filter_lists_decide in one run
+fl = re.findall(r"lookups \d+ in [\d.]+ s: (\d+) lookups/s on one core \((\d+) ns each\).*\[(.*)\]", fb)
+sk = re.findall(r"skipped by reason \(([\d,]+)\)", fb)
+sd = re.search(r"side structure: (\d+) rules \((\d+) by name, (\d+) regex/pattern.*?; (\d+) B counted, (\d+) B on", fb)
+bp = re.findall(r"snapshot \S+: \d+ sources, (\d+) entries, (\d+) bytes \(([\d.]+) B/entry\)", fb)
+if len(sk) == 2:
+    print(f"| lines skipped, without / with the side structure (`filter-bench.sh`) | {sk[0]} / {sk[1]} | `bench/filter-bench.sh` |")
+if len(bp) == 2:
+    print(f"| snapshot bytes per entry, without / with the side structure | {bp[0][2]} / {bp[1][2]} ({int(bp[0][0]):,} / {int(bp[1][0]):,} entries) | same |")
+if sd:
+    print(f"| side structure (all lists) | {int(sd.group(1)):,} rules: {sd.group(2)} by name, {sd.group(3)} regex/pattern; {int(sd.group(5)):,} B on `filter_side` | same |")
+if len(fl) == 2:
+    print(f"| matcher cost per query, same run: snapshot matcher / `nx_filter_lists_decide` | {fl[0][1]} ns / {fl[1][1]} ns | same |")
 print()
 cats = [l for l in lk.splitlines() if l.startswith("category") or l.startswith("snapshot")]
 if cats:

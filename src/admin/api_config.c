@@ -159,6 +159,14 @@ json_t *nx_admin_sources_json(const struct nx_conf *c)
 		    json_pack("{s:s, s:s, s:s, s:o, s:b}", "name", s->name, s->url ? "url" : "path",
 			      s->url ? s->url : s->path, "format", s->format ? s->format : "auto",
 			      "groups", str_array(s->groups, s->n_groups), "enabled", s->enabled);
+		/* written only when not the default, so a rewrite keeps what the person wrote */
+		if (o && s->hosts_answers_set) {
+			json_object_set_new(o, "hosts_answers",
+					    json_string(s->hosts_listed ? "listed" : "null"));
+		}
+		if (o && s->subdomains) {
+			json_object_set_new(o, "subdomains", json_true());
+		}
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;

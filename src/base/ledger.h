@@ -36,7 +36,8 @@
 	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies") \
 	X(rate_limit, "per-client rate-limit table (fixed size, allocated when access.rate_limit.qps > 0)") \
 	X(import, "nxdns import: the model read from another server's settings (CLI only)") \
-	X(client_names, "client names from PTR lookups: the cache table and its lookup state")
+	X(client_names, "client names from PTR lookups: the cache table and its lookup state") \
+	X(filter_side, "list rules outside the snapshot: modifiers, regexes, hosts answers")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

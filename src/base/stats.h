@@ -161,7 +161,11 @@
 	X(NAMES_EVICTED, "nxdns_client_names_evicted_total", "",                                \
 	  "Cached client names evicted (the least recently read) to make room")               \
 	X(NAMES_DROPPED, "nxdns_client_names_dropped_total", "",                                \
-	  "Client-name lookups not queued: the queue or the table was full")
+	  "Client-name lookups not queued: the queue or the table was full") \
+	X(FILTER_REGEX_LIMIT, "nxdns_filter_regex_limit_total", "",                             \
+	  "List regex matches stopped by a PCRE2 match, depth or memory limit (no match)")      \
+	X(FILTER_SIDE_REFUSED, "nxdns_filter_side_refused_total", "",                           \
+	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

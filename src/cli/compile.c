@@ -1,5 +1,6 @@
 /*
- * `nxdns compile [--format F] [--name N] [--run-mib N] [--json] INPUT OUTDIR`
+ * `nxdns compile [--format F] [--name N] [--run-mib N] [--side] [--hosts-listed] [--subdomains]
+ *  [--json] INPUT OUTDIR`
  *
  * Compiles one list file into OUTDIR/<name>.list .wild .allow .meta and prints the report
  * (text, or the meta JSON with --json). <name> defaults to INPUT's file name without its
@@ -22,7 +23,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: nxdns compile [--format auto|hosts|domains|adblock|wildcard] "
-		   "[--name NAME] [--run-mib N] [--json] INPUT OUTDIR\n");
+		   "[--name NAME] [--run-mib N] [--side] [--hosts-listed] [--subdomains] [--json] "
+		   "INPUT OUTDIR\n"
+		   "  --side          rules with modifiers, regexes, URL patterns -> NAME.side\n"
+		   "  --hosts-listed  hosts lines with a non-null address answer with it (implies "
+		   "--side)\n"
+		   "  --subdomains    plain entries also cover every name under them\n");
 }
 
 /* Default source name: file name without directory and last extension, made safe. */
@@ -101,6 +107,12 @@ int nx_cli_compile(int argc, char **argv)
 				return 2;
 			}
 			o.run_bytes = (size_t)mib << 20;
+		} else if (strcmp(a, "--side") == 0) {
+			o.side = true;
+		} else if (strcmp(a, "--hosts-listed") == 0) {
+			o.side = o.hosts_listed = true;
+		} else if (strcmp(a, "--subdomains") == 0) {
+			o.subdomains = true;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;

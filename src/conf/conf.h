@@ -97,6 +97,12 @@ struct nx_conf_source {
 	char **groups;  /* owned array of owned names, as written (default: {"default"}) */
 	size_t n_groups;
 	bool enabled;   /* false: not fetched, not built, in no group's mask */
+	/* hosts lines with a non-null address: true answers with it ("listed"), false blocks
+	 * ("null"). Default: listed for a path source, null for a url source (a third-party
+	 * list must not redirect a name to its own address unless the person opts in). */
+	bool hosts_listed;
+	bool hosts_answers_set; /* hosts_answers was written (kept by config rewrites) */
+	bool subdomains;        /* plain entries mean the name and every name under it */
 };
 
 /* filter.allow[i] / filter.deny[i] written `{rule: x, groups: [g, ...]}`: the rule applies only

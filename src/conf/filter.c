@@ -70,9 +70,19 @@ int nx_conf_group_names(struct nx_conf_ld *ld, const char *label, struct fy_node
 
 /* ---- filter.sources ---- */
 
-enum { S_NAME, S_URL, S_PATH, S_FORMAT, S_GROUPS, S_ENABLED, S__COUNT };
-static const char *const source_fields[] = {"name",   "url",	 "path", "format",
-					    "groups", "enabled", NULL};
+enum {
+	S_NAME,
+	S_URL,
+	S_PATH,
+	S_FORMAT,
+	S_GROUPS,
+	S_ENABLED,
+	S_HOSTS_ANSWERS,
+	S_SUBDOMAINS,
+	S__COUNT
+};
+static const char *const source_fields[] = {
+    "name", "url", "path", "format", "groups", "enabled", "hosts_answers", "subdomains", NULL};
 
 static int source_url(struct nx_conf_ld *ld, const char *label, struct fy_node *val,
 		      struct fy_node *key, char **out)
@@ -233,6 +243,31 @@ static int source_one(struct nx_conf_ld *ld, const char *label, struct fy_node *
 	if (v[S_ENABLED]) {
 		nx_conf_label(fl, sizeof(fl), "%s.enabled", label);
 		rc = nx_conf_bool_node(ld, fl, v[S_ENABLED], k[S_ENABLED], &s->enabled);
+		if (rc) {
+			return rc;
+		}
+	}
+	s->hosts_listed = s->path != NULL;
+	if (v[S_HOSTS_ANSWERS]) {
+		nx_conf_label(fl, sizeof(fl), "%s.hosts_answers", label);
+		char hb[16] = "null"; /* YAML reads a bare null as "no value": the same answer */
+		rc = nx_conf_is_null(v[S_HOSTS_ANSWERS])
+			 ? 0
+			 : nx_conf_scalar(ld, fl, v[S_HOSTS_ANSWERS], k[S_HOSTS_ANSWERS],
+					  "null or listed", false, hb, sizeof(hb));
+		if (rc) {
+			return rc;
+		}
+		if (strcmp(hb, "null") != 0 && strcmp(hb, "listed") != 0) {
+			return nx_conf_fail(ld, v[S_HOSTS_ANSWERS], k[S_HOSTS_ANSWERS],
+					    "%s: '%s' is not one of null, listed", fl, hb);
+		}
+		s->hosts_listed = strcmp(hb, "listed") == 0;
+		s->hosts_answers_set = true;
+	}
+	if (v[S_SUBDOMAINS]) {
+		nx_conf_label(fl, sizeof(fl), "%s.subdomains", label);
+		rc = nx_conf_bool_node(ld, fl, v[S_SUBDOMAINS], k[S_SUBDOMAINS], &s->subdomains);
 	}
 	return rc;
 }

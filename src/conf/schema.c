@@ -511,7 +511,15 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "(`auto` (default: detected per line), `hosts`, `domains`, `adblock`, "
 		       "`wildcard`), `groups` (the groups that use it, default `[default]`; see "
 		       "`groups`) and `enabled` (default `true`; a disabled source is neither "
-		       "fetched nor used). At most " STR(NX_CONF_MAX_SOURCES) " sources.",
+		       "fetched nor used). At most " STR(NX_CONF_MAX_SOURCES) " sources. "
+		       "`hosts_answers`: `listed` (a hosts line whose address is not a null "
+		       "address — `0.0.0.0`, `127.0.0.1`, `::`, `::1` — answers with that address, "
+		       "as AdGuard Home does) or `null` (every hosts line blocks); default `listed` "
+		       "for a `path` source and `null` for a `url` source, so a downloaded list "
+		       "cannot send a name to an address of its choosing unless you opt in. "
+		       "`subdomains` (default `false`): `true` makes each plain entry (a bare name "
+		       "or a hosts line) mean the name and every name under it, as Blocky reads "
+		       "lists; `false` means the name only (Pi-hole, AdGuard Home).",
 	},
 	{
 		.path = "filter.refresh_interval",

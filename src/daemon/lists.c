@@ -111,7 +111,7 @@ static int file_sha256_hex(const char *path, char out[65])
 }
 
 /* Read what the last compile recorded: input sha, counts, fetch validators. */
-static bool read_meta(const char *dir, const char *name, char input_sha[65],
+static bool read_meta(const char *dir, const char *name, bool subdomains, char input_sha[65],
 		      struct nx_source_status *st)
 {
 	char path[700];
@@ -123,6 +123,11 @@ static bool read_meta(const char *dir, const char *name, char input_sha[65],
 	}
 	const char *sha = json_string_value(json_object_get(j, "input_sha256"));
 	snprintf(input_sha, 65, "%s", sha ? sha : "");
+	/* bodies compiled with other options than the source's now: as if the input changed */
+	if (json_is_true(json_object_get(json_object_get(j, "options"), "subdomains")) !=
+	    subdomains) {
+		input_sha[0] = '\0';
+	}
 	json_t *counts = json_object_get(j, "counts");
 	json_t *src = counts ? counts : j;
 	st->n_list = (uint64_t)json_integer_value(json_object_get(src, "list"));
@@ -191,7 +196,7 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 			       bool force)
 {
 	char have[65] = "", now[65];
-	bool meta = read_meta(dir, s->name, have, st);
+	bool meta = read_meta(dir, s->name, s->subdomains, have, st);
 	st->have_bodies = meta;
 	int rc = file_sha256_hex(input, now);
 	if (rc < 0) {
@@ -219,6 +224,7 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 		.origin = s->url ? s->url : s->path,
 		.on_step = l->on_step,
 		.step_arg = l->step_arg,
+		.subdomains = s->subdomains,
 	};
 	struct nx_filter_compile_report rep;
 	memset(&rep, 0, sizeof(rep));
@@ -287,7 +293,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 				char input[700];
 				if (s->url) {
 					char dummy[65];
-					read_meta(dirs[i], s->name, dummy, st);
+					read_meta(dirs[i], s->name, s->subdomains, dummy, st);
 					if (flags & NX_LISTS_FETCH) {
 						fetch_sync(l, s, st);
 					}

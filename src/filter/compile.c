@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include "base/err.h"
 #include "base/ledger.h"
 #include "filter/impl.h"
+#include "filter/side.h"
 
 enum body { B_LIST, B_WILD, B_ALLOW, B__COUNT };
 static const char *const body_ext[B__COUNT] = {".list", ".wild", ".allow"};
@@ -83,6 +85,9 @@ struct ctx {
 	int err; /* first sort error */
 	struct nx_wr wr[B__COUNT];
 	crypto_hash_sha256_state body_sha[B__COUNT];
+	struct nx_wr side_wr; /* <name>.side, open during the parse when opts->side */
+	crypto_hash_sha256_state side_sha;
+	bool side_open;
 };
 
 static void sample(void *arg)
@@ -106,6 +111,9 @@ static void on_rule(void *arg, enum nx_filter_kind kind, const char *name, size_
 		return;
 	}
 	c->rep->rules_used++;
+	if (kind == NX_FILTER_K_PLAIN && c->opts->subdomains) {
+		kind = NX_FILTER_K_ABP_SUB;
+	}
 	if (kind >= NX_FILTER_K_BAD_ABP_SUB) {
 		c->rep->badfilter_rules++;
 		c->rep->rules_used--;
@@ -121,6 +129,18 @@ static void note_skip(struct nx_filter_compile_report *rep, enum nx_filter_skip 
 	if (k < NX_FILTER_SKIP_LINES) {
 		rep->skip_lines[why][k] = lineno;
 	}
+}
+
+static void on_side(void *arg, const char *line, size_t len)
+{
+	struct ctx *c = arg;
+	if (c->rep->n_side >= NX_FILTER_SIDE_RULES_MAX) {
+		note_skip(c->rep, NX_FILTER_SKIP_side_limit, c->lineno);
+		return;
+	}
+	nx_wr_put(&c->side_wr, line, len);
+	nx_wr_put(&c->side_wr, "\n", 1);
+	c->rep->n_side++;
 }
 
 static void on_skip(void *arg, enum nx_filter_skip why)
@@ -209,6 +229,10 @@ static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o
 	if (!j) {
 		return -ENOMEM;
 	}
+	/* the options that shape the bodies: a change of one must recompile the same input */
+	json_object_set_new(j, "options",
+			    json_pack("{s:b, s:b, s:b}", "side", o->side, "hosts_listed",
+				      o->hosts_listed, "subdomains", o->subdomains));
 	if (o->origin) {
 		json_object_set_new(j, "origin", json_string(o->origin));
 	}
@@ -286,8 +310,31 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 		return rc;
 	}
 	nx_xsort_set_probe(c.xs, sample, &c);
-	static const struct nx_filter_parse_cb cbs = {
-	    .rule = on_rule, .skip = on_skip, .important = on_important};
+	const struct nx_filter_parse_cb cbs = {.rule = on_rule,
+					       .skip = on_skip,
+					       .important = on_important,
+					       .side = o->side ? on_side : NULL,
+					       .hosts_listed = o->hosts_listed};
+	char side_path[4200], side_tmp[4300];
+	int side_fd = -1;
+	if (o->side) {
+		snprintf(side_path, sizeof(side_path), "%s/%s.side", outdir, o->name);
+		side_fd = nx_tmp_open(side_path, side_tmp, sizeof(side_tmp));
+		rc = side_fd < 0 ? side_fd : nx_wr_init(&c.side_wr, side_fd);
+		if (rc != 0) {
+			if (side_fd >= 0) {
+				close(side_fd);
+				unlink(side_tmp);
+			}
+			nx_xsort_free(c.xs);
+			nx_lr_deinit(&lr);
+			return rc;
+		}
+		c.side_open = true;
+		crypto_hash_sha256_init(&c.side_sha);
+		c.side_wr.on_data = on_body;
+		c.side_wr.on_data_arg = &c.side_sha;
+	}
 	for (;;) {
 		const char *line;
 		size_t len;
@@ -367,6 +414,16 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 			crypto_hash_sha256_final(&c.body_sha[b], digest);
 			crypto_hash_sha256_update(&all, digest, 32);
 		}
+		if (c.side_open) {
+			int frc = nx_wr_flush(&c.side_wr);
+			if (frc != 0) {
+				rc = frc;
+			}
+			crypto_hash_sha256_final(&c.side_sha, digest);
+			if (rep->n_side) {
+				crypto_hash_sha256_update(&all, digest, 32);
+			}
+		}
 		crypto_hash_sha256_final(&all, digest);
 		nx_filter_hex(digest, 32, rep->bodies_sha256);
 		if (o->refuse_below && rep->n_list + rep->n_wild + rep->n_allow < o->refuse_below) {
@@ -383,6 +440,18 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 		} else {
 			close(fds[b]);
 			unlink(tmps[b]);
+		}
+	}
+	if (c.side_open) {
+		nx_wr_deinit(&c.side_wr);
+		if (rc == 0 && rep->n_side) {
+			rc = nx_tmp_commit(side_fd, side_tmp, side_path);
+		} else {
+			close(side_fd);
+			unlink(side_tmp);
+			if (rc == 0) {
+				unlink(side_path); /* no side rules now: drop an old body */
+			}
 		}
 	}
 	rep->compile_ms = now_ms() - t0;
@@ -434,6 +503,7 @@ json_t *nx_filter_compile_report_json(const struct nx_filter_compile_report *r)
 	json_object_set_new(counts, "allow", json_integer((json_int_t)r->n_allow));
 	json_object_set_new(counts, "allow_sub", json_integer((json_int_t)r->n_allow_sub));
 	json_object_set_new(counts, "allow_exact", json_integer((json_int_t)r->n_allow_exact));
+	json_object_set_new(counts, "side", json_integer((json_int_t)r->n_side));
 	json_object_set_new(j, "counts", counts);
 	for (int s = 1; s < NX_FILTER_SKIP__COUNT; s++) {
 		if (!r->skipped[s]) {
@@ -502,6 +572,17 @@ int nx_filter_bodies_sha256(const char *dir, const char *name, uint8_t out[32])
 		char path[4200];
 		uint8_t d[32];
 		snprintf(path, sizeof(path), "%s/%s%s", dir, name, body_ext[b]);
+		int rc = sha_file(path, d);
+		if (rc != 0) {
+			return rc;
+		}
+		crypto_hash_sha256_update(&all, d, 32);
+	}
+	char path[4200];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s.side", dir, name);
+	if (stat(path, &st) == 0 && st.st_size > 0) {
+		uint8_t d[32];
 		int rc = sha_file(path, d);
 		if (rc != 0) {
 			return rc;

@@ -7,6 +7,8 @@
  *   <name>.wild   names whose proper subdomains are blocked, same shape
  *   <name>.allow  exceptions "name\tsub" (x and every name under it: @@||x^) or
  *                 "name\texact" (x only: @@|x^), sorted by name, one line per name
+ *   <name>.side   rules for the side structure, one checked rule line each, in list order
+ *                 (only with opts.side and when there is one; bodies_sha256 then covers it)
  *   <name>.meta   JSON report (see nx_filter_compile_report_json), written last
  * Memory: streaming reader (one 64 KiB buffer) + a bounded external sort (run buffer of
  * run_bytes, spilled to unlinked temp files in OUTDIR) + writers; everything is charged to
@@ -45,6 +47,16 @@ struct nx_filter_compile_opts {
 	 * other work during a long compile (the daemon answers admin requests there). NULL: none. */
 	void (*on_step)(void *arg);
 	void *step_arg;
+	/* Write rules the bodies cannot express (modifiers, $important, /regex/, host-matching
+	 * URL patterns) to <name>.side for the side structure (filter/side.h) instead of
+	 * skipping them. false: today's behaviour (skipped by reason, $important as plain). */
+	bool side;
+	/* With side: hosts lines with a non-null address answer with it (config
+	 * hosts_answers: listed) instead of blocking the name. */
+	bool hosts_listed;
+	/* Plain entries (hosts and domains lines, bare names) mean the name and every name
+	 * under it (config subdomains: true, Blocky's reading) instead of the name only. */
+	bool subdomains;
 };
 #define NX_FILTER_STEP_LINES 4096
 
@@ -72,6 +84,7 @@ struct nx_filter_compile_report {
 	uint64_t peak_build_bytes;
 	uint64_t compile_ms;
 	bool kept_previous; /* refuse_below triggered */
+	uint64_t n_side;    /* lines written to <name>.side (0: no such file) */
 };
 
 /* Compile the file at `path` (or fd) into outdir. Returns 0, -errno, NX_EFORMAT (bad name /
@@ -90,9 +103,10 @@ json_t *nx_filter_compile_report_json(const struct nx_filter_compile_report *rep
 bool nx_filter_source_name_ok(const char *name);
 
 /*
- * sha256 identifying a source's bodies: sha256(sha256(.list) || sha256(.wild) || sha256(.allow))
- * over the file bytes (a missing body counts as empty). Computed from the files in dir.
- * Returns 0 or -errno.
+ * sha256 identifying a source's bodies: sha256(sha256(.list) || sha256(.wild) || sha256(.allow)
+ * [|| sha256(.side) when .side exists and is not empty]) over the file bytes (a missing body
+ * counts as empty), so sources without side rules keep their identity. Computed from the files in
+ * dir. Returns 0 or -errno.
  */
 int nx_filter_bodies_sha256(const char *dir, const char *name, uint8_t out[32]);
 /* The bodies_sha256 recorded in <dir>/<name>.meta. Returns 0, -errno, NX_ECORRUPT. */

@@ -2,9 +2,11 @@
 #include "filter/parse.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "filter/side_impl.h"
 
 static const char *const format_names[] = {
 #define NX_FILTER_FORMAT_NAME(id, text) text,
@@ -68,6 +70,36 @@ static void skip(const struct nx_filter_parse_cb *cb, void *arg, enum nx_filter_
 	if (cb->skip) {
 		cb->skip(arg, why);
 	}
+}
+
+/* A side-structure rule when the line checks out, else skipped as `why`. */
+static void side_or_skip(const struct nx_filter_parse_cb *cb, void *arg, const char *line,
+			 size_t len, enum nx_filter_skip why)
+{
+	if (cb->side && nx_filter_side_check(line, len, NULL, 0) == NX_FILTER_SKIP_NONE) {
+		cb->side(arg, line, len);
+		return;
+	}
+	skip(cb, arg, why);
+}
+
+/* Does this adblock rule need the side structure: a /regex/, or modifiers other than a lone
+ * $badfilter (which the bodies express)? */
+static bool side_worthy(const char *s, size_t len)
+{
+	if (len >= 2 && s[0] == '@' && s[1] == '@') {
+		s += 2;
+		len -= 2;
+	}
+	if (len >= 1 && s[0] == '/') {
+		return true;
+	}
+	const char *d = memchr(s, '$', len);
+	if (!d) {
+		return false;
+	}
+	size_t ml = len - (size_t)(d + 1 - s);
+	return !(ml == 9 && memcmp(d + 1, "badfilter", 9) == 0);
 }
 
 /* Normalise and emit one name as `kind`, or report why not. */
@@ -152,6 +184,17 @@ enum anchor { A_NONE, A_SUB, A_START, A_DOT };
  */
 static void parse_adblock(const char *s, size_t len, const struct nx_filter_parse_cb *cb, void *arg)
 {
+	const char *orig = s;
+	size_t olen = len;
+	if (cb->side && side_worthy(s, len)) {
+		enum nx_filter_skip w = nx_filter_side_check(s, len, NULL, 0);
+		if (w == NX_FILTER_SKIP_NONE) {
+			cb->side(arg, s, len);
+		} else {
+			skip(cb, arg, w);
+		}
+		return;
+	}
 	bool allow = false;
 	if (len >= 2 && s[0] == '@' && s[1] == '@') {
 		allow = true;
@@ -218,7 +261,7 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 	}
 	enum anchor a = A_NONE;
 	if (len >= 3 && memcmp(s, "://", 3) == 0) {
-		skip(cb, arg, NX_FILTER_SKIP_pattern);
+		side_or_skip(cb, arg, orig, olen, NX_FILTER_SKIP_pattern);
 		return;
 	} else if (len >= 2 && s[0] == '|' && s[1] == '|') {
 		a = A_SUB;
@@ -240,8 +283,9 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 	const char *tail = s + h;
 	size_t tlen = len - h;
 	if (h == 0) {
-		skip(cb, arg,
-		     memchr(s, '*', len) ? NX_FILTER_SKIP_pattern : NX_FILTER_SKIP_malformed);
+		side_or_skip(cb, arg, orig, olen,
+			     memchr(s, '*', len) ? NX_FILTER_SKIP_pattern
+						 : NX_FILTER_SKIP_malformed);
 		return;
 	}
 	bool term_caret = false, term_end = false;
@@ -253,12 +297,12 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 		term_end = true;
 	} else if (tlen > 0) {
 		if (tail[0] == '/' || tail[0] == ':' || (tail[0] == '^' && tlen > 1)) {
-			skip(cb, arg,
-			     memchr(tail, '*', tlen) && tail[0] != '/' && tail[0] != ':'
-				 ? NX_FILTER_SKIP_pattern
-				 : NX_FILTER_SKIP_path);
+			side_or_skip(cb, arg, orig, olen,
+				     memchr(tail, '*', tlen) && tail[0] != '/' && tail[0] != ':'
+					 ? NX_FILTER_SKIP_pattern
+					 : NX_FILTER_SKIP_path);
 		} else {
-			skip(cb, arg, NX_FILTER_SKIP_pattern);
+			side_or_skip(cb, arg, orig, olen, NX_FILTER_SKIP_pattern);
 		}
 		return;
 	}
@@ -283,7 +327,7 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 		 * would match ".x" anywhere in a host; an exception for subdomains only has no
 		 * body. */
 		if (!(term_caret || term_end) || allow || badfilter) {
-			skip(cb, arg, NX_FILTER_SKIP_pattern);
+			side_or_skip(cb, arg, orig, olen, NX_FILTER_SKIP_pattern);
 			return;
 		}
 		kind = NX_FILTER_K_WILD;
@@ -293,7 +337,7 @@ static void parse_adblock(const char *s, size_t len, const struct nx_filter_pars
 		/* "x^" unanchored matches "badx" too: wider than any body, so skipped. A bare "x"
 		 * is AdGuard's host rule: x only. */
 		if (term_caret || term_end) {
-			skip(cb, arg, NX_FILTER_SKIP_pattern);
+			side_or_skip(cb, arg, orig, olen, NX_FILTER_SKIP_pattern);
 			return;
 		}
 		if (badfilter) {
@@ -341,6 +385,7 @@ static void parse_hosts(const char *s, size_t len, size_t t0, const struct nx_fi
 			void *arg)
 {
 	size_t pos = t0, names = 0;
+	bool listed = cb->side && cb->hosts_listed && !nx_filter_hosts_null_addr(s, t0);
 	for (;;) {
 		while (pos < len && is_space(s[pos])) {
 			pos++;
@@ -349,7 +394,21 @@ static void parse_hosts(const char *s, size_t len, size_t t0, const struct nx_fi
 			break;
 		}
 		size_t t = token(s + pos, len - pos);
-		emit(cb, arg, NX_FILTER_K_PLAIN, s + pos, t);
+		if (listed) {
+			/* one side rule "addr name" per name, so each name is checked alone */
+			char norm[NX_FILTER_NAME_MAX + 1], one[NX_FILTER_NAME_MAX + 80];
+			size_t nlen;
+			enum nx_filter_skip why = nx_filter_name_norm(s + pos, t, norm, &nlen);
+			if (why != NX_FILTER_SKIP_NONE || t0 > 64) {
+				skip(cb, arg,
+				     why != NX_FILTER_SKIP_NONE ? why : NX_FILTER_SKIP_malformed);
+			} else {
+				int n = snprintf(one, sizeof(one), "%.*s %s", (int)t0, s, norm);
+				cb->side(arg, one, (size_t)n);
+			}
+		} else {
+			emit(cb, arg, NX_FILTER_K_PLAIN, s + pos, t);
+		}
 		names++;
 		pos += t;
 	}

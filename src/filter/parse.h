@@ -73,7 +73,8 @@ enum nx_filter_kind {
 	X(pattern, "adblock pattern that is not a whole host (*, unanchored, ://, .x without ^)")  \
 	X(cosmetic, "adblock cosmetic rule (##, #@#, #?#, #$#)")                                   \
 	X(malformed, "line in no recognised syntax (e.g. hosts line without a name)")              \
-	X(format_mismatch, "line valid only in another format than the one forced for the source")
+	X(format_mismatch, "line valid only in another format than the one forced for the source") \
+	X(side_limit, "side-structure rule beyond NX_FILTER_SIDE_RULES_MAX for one source")
 
 enum nx_filter_skip {
 	NX_FILTER_SKIP_NONE = 0,
@@ -102,6 +103,14 @@ struct nx_filter_parse_cb {
 	void (*skip)(void *arg, enum nx_filter_skip why);
 	/* Informational: an adblock rule carried $important and was honoured as a plain rule. */
 	void (*important)(void *arg);
+	/* A rule for the side structure (filter/side.h): modifiers, $important, /regex/, URL
+	 * patterns that can match a host, hosts lines with a listed address. The line is
+	 * comment-stripped and already checked (nx_filter_side_check); valid for the call only.
+	 * NULL: such lines are skipped by reason and $important is a plain rule, as before. */
+	void (*side)(void *arg, const char *line, size_t len);
+	/* With side: a hosts line whose address is not a null address (0.0.0.0, 127.0.0.1, ::,
+	 * ::1) answers with it (side rule "addr name" per name) instead of blocking. */
+	bool hosts_listed;
 };
 
 /*

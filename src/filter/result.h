@@ -27,7 +27,10 @@ enum nx_filter_action {
 	X(user_deny, "user_deny")		      /* level 4 */                                \
 	X(blocklist_exception, "blocklist_exception") /* level 7 */                                \
 	X(blocklist_domain, "blocklist_domain")	      /* level 8 */                                \
-	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */
+	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */                                \
+	X(blocklist_rule, "blocklist_rule")	      /* side rule: modifiers, regex, pattern */   \
+	X(blocklist_rewrite, "blocklist_rewrite")     /* side rule: $dnsrewrite answer */          \
+	X(blocklist_hosts, "blocklist_hosts")	      /* hosts line with a listed address */
 
 enum nx_filter_reason {
 #define NX_FILTER_REASON_ENUM(id, text) NX_FILTER_R_##id,
@@ -43,6 +46,8 @@ struct nx_filter_result {
 	uint16_t matched_off; /* matched name = query name + matched_off (text: first byte of the
 			       * name; wire: its first length byte); 0 when nothing matched */
 	uint16_t matched_len; /* bytes of the matched name from matched_off to the end */
+	uint8_t rewrite;      /* enum nx_filter_rewrite (filter/side.h): NONE = block response */
+	int32_t side_rule;    /* deciding rule of the side structure (its text: side.h), else -1 */
 };
 
 const char *nx_filter_action_name(enum nx_filter_action a);
@@ -56,4 +61,6 @@ static inline void nx_filter_result_clear(struct nx_filter_result *r)
 	r->rule = -1;
 	r->matched_off = 0;
 	r->matched_len = 0;
+	r->rewrite = 0;
+	r->side_rule = -1;
 }

@@ -50,7 +50,7 @@ def test_compile_report_json(tmp_path):
     assert rep["lines"] == len(QUIRKS)
     assert rep["comments"] == 2 and rep["blank"] == 1
     assert rep["counts"] == {"list": 7, "wild": 3, "allow": 2, "allow_sub": 1,
-                             "allow_exact": 1}, rep["counts"]
+                             "allow_exact": 1, "side": 0}, rep["counts"]
     assert rep["important_as_plain"] == 1
     skipped = {k: (v["count"], v["first_lines"]) for k, v in rep["skipped"].items()}
     assert skipped == {
@@ -296,3 +296,31 @@ def test_lookup_never_decides_on_a_stray_relative_state_dir(tmp_path):
     assert p.returncode == 1 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
     assert "state_dir is relative, so it was looked for in " + str(tmp_path) in p.stderr, \
         p.stderr
+
+
+def test_compile_side_writes_the_rules_the_bodies_cannot_hold(tmp_path):
+    """`nxdns compile --side`: /regex/ and $important leave the bodies for <name>.side; what
+    the side parser refuses ($third-party, a real URL path) stays skipped by its reason."""
+    src = tmp_path / "mixed.txt"
+    write_quirks(src)
+    out = tmp_path / "out"
+    out.mkdir()
+    p = run_cli(["compile", "--json", "--side", str(src), str(out)])
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["counts"]["side"] == 2, rep["counts"]
+    assert (out / "mixed.side").read_text().splitlines() == ["/regex/",
+                                                             "||mod2.test^$important"]
+    assert rep["important_as_plain"] == 0
+    skipped = {k: v["count"] for k, v in rep["skipped"].items()}
+    assert skipped["modifier"] == 1 and skipped["path"] == 1 and "regex" not in skipped
+    assert "mod2.test" not in (out / "mixed.list").read_text().splitlines()
+    assert json.loads((out / "mixed.meta").read_text())["options"] == {
+        "side": True, "hosts_listed": False, "subdomains": False}
+    # without side rules there is no .side, and a stale one goes away
+    plain = tmp_path / "plain.txt"
+    plain.write_text("ads.test\n")
+    (out / "plain.side").write_text("stale\n")
+    p = run_cli(["compile", "--json", "--side", str(plain), str(out)])
+    assert p.returncode == 0, p.stderr
+    assert not (out / "plain.side").exists()

@@ -107,6 +107,34 @@ static void test_sources(void **state)
 	nx_conf_free(c);
 }
 
+/* hosts_answers defaults by source kind (a downloaded list may not redirect names); subdomains
+ * defaults to exact entries. */
+static void test_source_answers_subdomains(void **state)
+{
+	(void)state;
+	struct nx_conf *c = load_ok("filter:\n"
+				    "  sources:\n"
+				    "    - {name: u, url: \"https://example.com/h.txt\"}\n"
+				    "    - {name: p, path: /srv/hosts}\n"
+				    "    - {name: u2, url: \"https://example.com/h2.txt\", "
+				    "hosts_answers: listed, subdomains: true}\n"
+				    "    - {name: p2, path: /srv/h2, hosts_answers: null}\n");
+	const struct nx_conf_source *s = c->sources;
+	assert_false(s[0].hosts_listed);
+	assert_false(s[0].hosts_answers_set);
+	assert_false(s[0].subdomains);
+	assert_true(s[1].hosts_listed);
+	assert_true(s[2].hosts_listed);
+	assert_true(s[2].hosts_answers_set);
+	assert_true(s[2].subdomains);
+	assert_false(s[3].hosts_listed);
+	nx_conf_free(c);
+	load_bad("filter:\n  sources:\n    - {name: a, path: x, hosts_answers: yes}\n",
+		 "t.yaml:3:41: filter.sources[0].hosts_answers: 'yes' is not one of null, listed");
+	load_bad("filter:\n  sources:\n    - {name: a, path: x, subdomains: 1}\n",
+		 "t.yaml:3:38: filter.sources[0].subdomains: expected true or false, got '1'");
+}
+
 static void test_source_path_from_file(void **state)
 {
 	(void)state;
@@ -705,7 +733,7 @@ int main(void)
 	    T(test_source_errors), T(test_duration),	   T(test_rules),
 	    T(test_rule_errors),   T(test_block_mode),	   T(test_groups),
 	    T(test_group_errors),  T(test_clients),	   T(test_client_errors),
-	    T(test_cache),	   T(test_alloc_failures),
+	    T(test_cache),	   T(test_alloc_failures), T(test_source_answers_subdomains),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

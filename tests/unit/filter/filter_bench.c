@@ -2,10 +2,13 @@
  * Not a test: the driver bench/filter-bench.sh runs (also usable by hand).
  *
  *   filter_bench compile|snapshot-build|lookup-snapshot ...   the CLI entries (src/cli)
- *   filter_bench lookups SNAPSHOT QUERIES [LABELS]
+ *   filter_bench lookups SNAPSHOT QUERIES [LABELS] [--side DIR NAME...]
  *       QUERIES: dnsperf input ("name TYPE" per line). Matches every name against all
  *       sources on one core for ~3 s and prints lookups/sec; with LABELS (the workload's
  *       .labels.tsv) also prints, per category, how many names got block / allow / none.
+ *       --side: decide through nx_filter_lists_decide (snapshot + the side structure
+ *       loaded from DIR/NAME.side, NAME in snapshot source order) instead of the bare
+ *       snapshot matcher, and print the side structure's figures.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/ledger.h"
+#include "dns/wire.h"
+#include "filter/lists.h"
 #include "filter/snapshot.h"
 
 int nx_cli_compile(int argc, char **argv);
@@ -30,7 +36,23 @@ struct query {
 	char *name;
 	size_t len;
 	char category[32];
+	uint8_t wire[256]; /* for the lists path */
+	size_t wlen;
+	uint16_t qtype;
 };
+
+static const struct nx_filter_side *g_side; /* NULL: bare snapshot matcher */
+
+static enum nx_filter_action match(const struct nx_filter_snap *s, const struct query *q,
+				   struct nx_filter_result *r)
+{
+	if (!g_side) {
+		return nx_filter_snap_match(s, q->name, q->len, ~0ull, r);
+	}
+	struct nx_filter_qctx c = {
+	    .wire = q->wire, .wlen = q->wlen, .qtype = q->qtype, .eligible = ~0ull};
+	return nx_filter_lists_decide(s, g_side, &c, r);
+}
 
 static long vm_kib(const char *key)
 {
@@ -60,6 +82,40 @@ static int lookups(int argc, char **argv)
 		fprintf(stderr, "cannot open %s\n", argv[1]);
 		return 1;
 	}
+	struct nx_filter_side *side = NULL;
+	for (int i = 3; i < argc; i++) {
+		if (strcmp(argv[i], "--side") != 0 || i + 1 >= argc) {
+			continue;
+		}
+		static struct nx_filter_snap_source src[NX_FILTER_SOURCES_MAX];
+		unsigned ns = 0;
+		for (int j = i + 2; j < argc && ns < NX_FILTER_SOURCES_MAX; j++) {
+			src[ns++] = (struct nx_filter_snap_source){argv[j], argv[i + 1]};
+		}
+		struct nx_ledger_row rows[NX_OWNER__COUNT];
+		double t0 = now();
+		if (nx_filter_side_open(src, ns, &side) != 0) {
+			fprintf(stderr, "cannot load the side structure\n");
+			return 1;
+		}
+		double ms = (now() - t0) * 1e3;
+		nx_ledger_read(rows);
+		struct nx_filter_side_stats st;
+		nx_filter_side_stats(side, &st);
+		printf(
+		    "side structure: %llu rules (%llu by name, %llu regex/pattern of which %llu "
+		    "without a prefilter literal, %llu rewrites/hosts answers), %llu badfilter "
+		    "cancelled %llu, refused %llu; %llu B counted, %lld B on NX_OWNER_filter_side; "
+		    "loaded in %.1f ms\n",
+		    (unsigned long long)st.rules, (unsigned long long)st.named,
+		    (unsigned long long)st.regexes, (unsigned long long)st.unfiltered,
+		    (unsigned long long)st.rewrites, (unsigned long long)st.badfilter,
+		    (unsigned long long)st.cancelled, (unsigned long long)st.refused,
+		    (unsigned long long)st.bytes, (long long)rows[NX_OWNER_filter_side].bytes, ms);
+		g_side = side;
+		argc = i; /* LABELS, if any, come before --side */
+		break;
+	}
 	FILE *f = fopen(argv[2], "r");
 	if (!f) {
 		return 1;
@@ -86,6 +142,12 @@ static int lookups(int argc, char **argv)
 		q[n].name = strdup(line);
 		q[n].len = len;
 		q[n].category[0] = '\0';
+		int wl = nx_dns_name_from_text(line, q[n].wire);
+		q[n].wlen = wl > 0 ? (size_t)wl : 1;
+		if (wl <= 0) {
+			q[n].wire[0] = 0;
+		}
+		q[n].qtype = 1;
 		n++;
 	}
 	fclose(f);
@@ -122,7 +184,14 @@ static int lookups(int argc, char **argv)
 			snprintf(cats[c].name, sizeof(cats[c].name), "%s", q[i].category);
 			ncats++;
 		}
-		enum nx_filter_action a = nx_filter_snap_match(s, q[i].name, q[i].len, ~0ull, &r);
+		enum nx_filter_action a = match(s, &q[i], &r);
+		if (g_side && r.side_rule >= 0 && strncmp(q[i].category, "blocked", 7) == 0 &&
+		    a != NX_FILTER_ACT_BLOCK) {
+			size_t tl = 0;
+			const char *t = nx_filter_side_rule_text(g_side, r.side_rule, &tl);
+			printf("  %s %s: %s by side rule '%.*s' (source %d)\n", q[i].category,
+			       q[i].name, nx_filter_action_name(a), (int)tl, t, r.source);
+		}
 		cats[c].n++;
 		cats[c].block += a == NX_FILTER_ACT_BLOCK;
 		cats[c].allow += a == NX_FILTER_ACT_ALLOW;
@@ -137,15 +206,16 @@ static int lookups(int argc, char **argv)
 	double t0 = now(), t;
 	do {
 		for (size_t i = 0; i < n; i++) {
-			blocked += nx_filter_snap_match(s, q[i].name, q[i].len, ~0ull, &r) ==
-				   NX_FILTER_ACT_BLOCK;
+			blocked += match(s, &q[i], &r) == NX_FILTER_ACT_BLOCK;
 		}
 		done += n;
 		t = now() - t0;
 	} while (t < 3.0);
-	printf("lookups %lu in %.2f s: %.0f lookups/s on one core (%.0f ns each), blocked %.1f%%\n",
+	printf("lookups %lu in %.2f s: %.0f lookups/s on one core (%.0f ns each), blocked %.1f%% "
+	       "[%s]\n",
 	       done, t, (double)done / t, t * 1e9 / (double)done,
-	       100.0 * (double)blocked / (double)done);
+	       100.0 * (double)blocked / (double)done,
+	       side ? "nx_filter_lists_decide: snapshot + side structure" : "snapshot matcher");
 	printf("snapshot %llu entries, %llu bytes (%.2f B/entry), k=%u, FP bound per name %.3g; "
 	       "VmRSS %ld KiB, VmHWM %ld KiB (includes the %zu loaded query names)\n",
 	       (unsigned long long)nx_filter_snap_entries(s),
@@ -157,6 +227,7 @@ static int lookups(int argc, char **argv)
 		free(q[i].name);
 	}
 	free(q);
+	nx_filter_side_free(side);
 	nx_filter_snap_free(s);
 	return 0;
 }

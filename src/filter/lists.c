@@ -1,0 +1,605 @@
+/* The list levels in one call (snapshot + side structure) and the $dnsrewrite / hosts answer. */
+#include "filter/lists.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/stats.h"
+#include "dns/wire.h"
+#include "filter/side_impl.h"
+
+/* ---- PCRE2 working memory: one fixed block per thread, never grown ----
+ *
+ * pcre2_match keeps its backtracking frames in the match data and grows them (doubling, up to
+ * the heap limit) through the match data's allocator. This bump allocator hands out pieces of
+ * the calling thread's block and never frees: the sizes only grow, so the total stays below
+ * twice the heap limit plus the match data itself. When the block is spent, pcre2 gets NULL
+ * and the match ends with PCRE2_ERROR_NOMEMORY (counted as a limit hit, no match).
+ * The block is allocated on a thread's first regex match (once per thread, on the ledger
+ * under filter_side) rather than as static TLS, which glibc would zero -- and make resident
+ * -- in every thread of the process; a thread-exit destructor returns it. */
+#define RE_ARENA_BYTES (2u * NX_FILTER_RE_HEAP_KIB * 1024u + 16u * 1024u)
+
+struct re_arena {
+	size_t used;
+	pcre2_match_data *md; /* in buf */
+	_Alignas(max_align_t) unsigned char buf[RE_ARENA_BYTES];
+};
+
+static _Thread_local struct re_arena *tl_arena; /* owned by this thread (filter_side) */
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+static bool arena_key_ok;
+
+static void arena_release(void *p)
+{
+	nx_mem_free(NX_OWNER_filter_side, p, sizeof(struct re_arena));
+}
+
+static void arena_key_init(void)
+{
+	arena_key_ok = pthread_key_create(&arena_key, arena_release) == 0;
+}
+
+static void *arena_malloc(PCRE2_SIZE size, void *data)
+{
+	struct re_arena *a = data;
+	size_t n = (size + _Alignof(max_align_t) - 1) & ~(size_t)(_Alignof(max_align_t) - 1);
+	if (n > RE_ARENA_BYTES - a->used) {
+		return NULL;
+	}
+	void *p = a->buf + a->used;
+	a->used += n;
+	return p;
+}
+
+static void arena_free(void *p, void *data)
+{
+	(void)p;
+	(void)data;
+}
+
+static pcre2_match_data *match_data(void)
+{
+	if (tl_arena) {
+		return tl_arena->md;
+	}
+	pthread_once(&arena_once, arena_key_init);
+	struct re_arena *a = nx_mem_alloc(NX_OWNER_filter_side, sizeof(*a));
+	if (!a) {
+		return NULL;
+	}
+	a->used = 0;
+	/* the general context lives in the block too */
+	pcre2_general_context *g = pcre2_general_context_create(arena_malloc, arena_free, a);
+	a->md = g ? pcre2_match_data_create(1, g) : NULL;
+	tl_arena = a;
+	if (arena_key_ok) {
+		pthread_setspecific(arena_key, a);
+	}
+	return a->md;
+}
+
+void nx_filter_lists_thread_done(void)
+{
+	if (tl_arena) {
+		if (arena_key_ok) {
+			pthread_setspecific(arena_key, NULL);
+		}
+		arena_release(tl_arena);
+		tl_arena = NULL;
+	}
+}
+
+int nx_side_re_match(const struct nx_filter_side *s, uint32_t i, const char *subj, size_t len)
+{
+	pcre2_match_data *md = match_data();
+	if (!md) {
+		nx_stat_inc(NX_STAT_FILTER_REGEX_LIMIT);
+		return -1;
+	}
+	int rc = pcre2_match(s->re[i], (PCRE2_SPTR)subj, len, 0, 0, md, s->mctx);
+	if (rc >= 0) {
+		return 1;
+	}
+	if (rc == PCRE2_ERROR_NOMATCH) {
+		return 0;
+	}
+	nx_stat_inc(NX_STAT_FILTER_REGEX_LIMIT);
+	return -1;
+}
+
+uint64_t nx_filter_side_regex_limit_hits(void)
+{
+	return nx_stat_read(NX_STAT_FILTER_REGEX_LIMIT);
+}
+
+/* ---- does a rule apply to this client and type ---- */
+
+static bool addr_match(const struct side_val *v, const struct sockaddr *sa)
+{
+	const uint8_t *a;
+	if (!sa) {
+		return false;
+	}
+	if (sa->sa_family == AF_INET && v->family == 4) {
+		a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+	} else if (sa->sa_family == AF_INET6 && v->family == 6) {
+		a = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+	} else if (sa->sa_family == AF_INET6 && v->family == 4) {
+		/* a v4 client on a dual-stack socket arrives as ::ffff:a.b.c.d */
+		const uint8_t *a6 = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+		static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+		if (memcmp(a6, mapped, 12) != 0) {
+			return false;
+		}
+		a = a6 + 12;
+	} else {
+		return false;
+	}
+	unsigned full = v->prefix / 8, rest = v->prefix % 8;
+	if (memcmp(a, v->addr, full) != 0) {
+		return false;
+	}
+	if (rest) {
+		uint8_t m = (uint8_t)(0xffu << (8 - rest));
+		return (a[full] & m) == (v->addr[full] & m);
+	}
+	return true;
+}
+
+static bool under(const char *name, size_t nlen, const char *dom, size_t dlen)
+{
+	if (nlen == dlen) {
+		return memcmp(name, dom, dlen) == 0;
+	}
+	return nlen > dlen && name[nlen - dlen - 1] == '.' &&
+	       memcmp(name + nlen - dlen, dom, dlen) == 0;
+}
+
+static bool is_ipv4_text(const char *s, size_t len)
+{
+	unsigned dots = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '.') {
+			dots++;
+		} else if (s[i] < '0' || s[i] > '9') {
+			return false;
+		}
+	}
+	return dots == 3;
+}
+
+/* One kind of restriction: with positives, one must hit; no negative may hit. */
+struct tally {
+	bool pos, pos_hit, neg_hit;
+};
+
+static void tally_add(struct tally *t, bool neg, bool hit)
+{
+	if (neg) {
+		t->neg_hit |= hit;
+	} else {
+		t->pos = true;
+		t->pos_hit |= hit;
+	}
+}
+
+static bool tally_ok(const struct tally *t)
+{
+	return !t->neg_hit && (!t->pos || t->pos_hit);
+}
+
+bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
+		     const struct nx_filter_qctx *q, const char *name, size_t nlen)
+{
+	if (r->origin < NX_FILTER_SOURCES_MAX && !(q->eligible >> r->origin & 1u)) {
+		return false;
+	}
+	if (!r->nvals) {
+		return true;
+	}
+	struct tally client = {0}, ctag = {0}, type = {0};
+	const struct side_val *v = s->vals + r->vals_off;
+	for (uint16_t i = 0; i < r->nvals; i++, v++) {
+		const char *str = s->pool + v->off;
+		switch (v->kind) {
+		case V_ADDR:
+			tally_add(&client, v->neg, addr_match(v, q->client));
+			break;
+		case V_NAME:
+			tally_add(&client, v->neg,
+				  q->client_name && strlen(q->client_name) == v->len &&
+				      memcmp(q->client_name, str, v->len) == 0);
+			break;
+		case V_CTAG: {
+			bool hit = false;
+			for (size_t t = 0; t < q->ntags && !hit; t++) {
+				hit = strlen(q->tags[t]) == v->len &&
+				      memcmp(q->tags[t], str, v->len) == 0;
+			}
+			tally_add(&ctag, v->neg, hit);
+			break;
+		}
+		case V_DNSTYPE:
+			tally_add(&type, v->neg, v->qtype == q->qtype);
+			break;
+		case V_DENY:
+			/* $denyallow: the listed domains and everything under them are spared; so
+			 * are IP literals, which no domain list means */
+			if (under(name, nlen, str, v->len) || is_ipv4_text(name, nlen)) {
+				return false;
+			}
+			break;
+		default:
+			return false;
+		}
+	}
+	return tally_ok(&client) && tally_ok(&ctag) && tally_ok(&type);
+}
+
+/* ---- ranking ---- */
+
+/* Larger is stronger: user rules > list rules; class; specificity. */
+static uint32_t rank_of(const struct side_rule *r)
+{
+	bool user = r->origin >= NX_FILTER_SOURCES_MAX;
+	bool allow = r->flags & SR_ALLOW, imp = r->flags & SR_IMPORTANT;
+	uint32_t cls = allow && imp ? 4 : imp ? 3 : allow ? 2 : 1;
+	return (uint32_t)user << 16 | cls << 8 | r->nmods;
+}
+
+static uint32_t snap_rank(enum nx_filter_action a)
+{
+	return a == NX_FILTER_ACT_ALLOW ? 2u << 8 : a == NX_FILTER_ACT_BLOCK ? 1u << 8 : 0;
+}
+
+struct best {
+	int64_t rule; /* -1 none */
+	uint32_t rank;
+	uint8_t origin;
+	uint16_t off; /* matched name offset (text == wire offsets) */
+};
+
+static void consider(struct best *b, const struct nx_filter_side *s, uint32_t i, uint16_t off)
+{
+	const struct side_rule *r = &s->rules[i];
+	uint32_t rk = rank_of(r);
+	if (b->rule >= 0) {
+		if (rk < b->rank) {
+			return;
+		}
+		if (rk == b->rank &&
+		    (r->origin > b->origin || (r->origin == b->origin && i >= (uint32_t)b->rule))) {
+			return;
+		}
+	}
+	b->rule = i;
+	b->rank = rk;
+	b->origin = r->origin;
+	b->off = off;
+}
+
+struct scan_state {
+	struct best *b;
+	const char *text, *url;
+	size_t tlen, ulen;
+	unsigned runs; /* regex executions so far (NX_FILTER_RE_PER_QUERY_MAX) */
+};
+
+/* Try scan rule scan[j]: filters first (cheap), then at most two regex runs. */
+static void try_scan(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		     struct scan_state *st, uint32_t j, bool lit_found)
+{
+	uint32_t i = side->scan[j];
+	const struct side_rule *r = &side->rules[i];
+	if (st->b->rule >= 0 && rank_of(r) < st->b->rank) {
+		return; /* cannot win: skip the regex */
+	}
+	if (!nx_side_applies(side, r, q, st->text, st->tlen)) {
+		return;
+	}
+	bool hit = r->anchor == AN_ANY;
+	if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
+		const struct side_lit *l = &side->lit[r->re];
+		const char *subj = l->url ? st->url : st->text;
+		size_t slen = l->url ? st->ulen : st->tlen;
+		/* cheap refusals before PCRE2's call cost: too short, literal absent (for the
+		 * rules without a trigram: a 1-2 byte literal such as '#' no name contains) */
+		if (slen < l->minlen ||
+		    (l->anchored &&
+		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
+		       1u)) ||
+		    (l->len && !lit_found &&
+		     !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
+			return;
+		}
+		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
+			nx_stat_inc(NX_STAT_FILTER_REGEX_LIMIT);
+			return;
+		}
+		st->runs++;
+		hit = nx_side_re_match(side, r->re, subj, slen) == 1;
+	}
+	if (hit) {
+		consider(st->b, side, i, 0);
+	}
+}
+
+/* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
+ * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none. */
+static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
+		      size_t *clean)
+{
+	size_t o = 0, i = 0;
+	*nl = 0;
+	*clean = 0;
+	while (i < wlen && w[i] != 0) {
+		unsigned l = w[i];
+		if (l > 63 || i + 1 + l > wlen || *nl >= 127) {
+			*clean = wlen;
+			break;
+		}
+		starts[(*nl)++] = (uint16_t)i;
+		if (o) {
+			out[o++] = '.';
+		}
+		bool ok = true;
+		for (unsigned k = 0; k < l; k++) {
+			unsigned char c = w[i + 1 + k];
+			if (c >= 'A' && c <= 'Z') {
+				c = (unsigned char)(c + 32);
+			}
+			ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+			      c == '_';
+			out[o++] = (char)c;
+		}
+		i += 1 + l;
+		if (!ok) {
+			*clean = i; /* only labels after this one */
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
+					     const struct nx_filter_side *side,
+					     const struct nx_filter_qctx *q,
+					     struct nx_filter_result *out)
+{
+	nx_filter_result_clear(out);
+	nx_filter_snap_match_wire(snap, q->wire, q->wlen, q->eligible, out);
+	if (!side || side->nrules == 0) {
+		return (enum nx_filter_action)out->action;
+	}
+	char text[NX_DNS_NAME_MAX + 1];
+	uint16_t starts[128];
+	unsigned nl;
+	size_t clean;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
+	struct best b = {.rule = -1};
+	/* the index hash of the name and of every parent, in one backward pass */
+	uint64_t hs[128];
+	if (side->nidx) {
+		uint64_t h = SIDE_FNV_BASIS;
+		int k = (int)nl - 1;
+		for (size_t i = tlen; i-- > 0 && k >= 0;) {
+			h = (h ^ (unsigned char)text[i]) * SIDE_FNV_PRIME;
+			if (i == starts[k]) {
+				hs[k--] = side_hash_mix(h);
+			}
+		}
+	}
+	/* indexed rules: the name, then its parents nearest first */
+	for (unsigned k = 0; side->nidx && k < nl; k++) {
+		if (starts[k] < clean) {
+			continue;
+		}
+		/* text offset of label k: wire offset of its length byte */
+		const char *nm = text + starts[k];
+		size_t len = tlen - starts[k];
+		uint64_t h = hs[k];
+		if (!(side->name_bits[(h & 4095) / 64] >> (h % 64) & 1u)) {
+			continue;
+		}
+		size_t lo = 0, hi = side->nidx;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (side->idx[mid].h < h) {
+				lo = mid + 1;
+			} else {
+				hi = mid;
+			}
+		}
+		for (size_t j = lo; j < side->nidx && side->idx[j].h == h; j++) {
+			const struct side_rule *r = &side->rules[side->idx[j].rule];
+			if (r->name_len != len || memcmp(side->pool + r->name_off, nm, len) != 0) {
+				continue;
+			}
+			if ((r->anchor == AN_EXACT && k != 0) || (r->anchor == AN_WILD && k == 0)) {
+				continue;
+			}
+			if (!nx_side_applies(side, r, q, text, tlen)) {
+				continue;
+			}
+			consider(&b, side, side->idx[j].rule, starts[k]);
+		}
+	}
+	/* scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name only:
+	 * the ones without a literal, then those whose literal's filed trigram occurs in
+	 * "http://name/" (which contains the name, so it prefilters both subjects) */
+	if (clean == 0 && tlen > 0 && side->nscan) {
+		char url[NX_DNS_NAME_MAX + 16];
+		memcpy(url, "http://", 7);
+		memcpy(url + 7, text, tlen);
+		url[7 + tlen] = '/';
+		size_t ulen = tlen + 8;
+		struct scan_state st = {
+		    .b = &b, .text = text, .tlen = tlen, .url = url, .ulen = ulen};
+		for (uint32_t j = 0; j < side->nalways; j++) {
+			try_scan(side, q, &st, side->always[j], false);
+		}
+		if (side->ntri) {
+			/* dedup (a rule's trigram may occur twice): one bit per regex; only the
+			 * words in use are cleared */
+			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64];
+			memset(seen, 0, (side->nre + 63) / 64 * sizeof(seen[0]));
+			for (size_t k = 0; k + 3 <= ulen; k++) {
+				uint32_t bk = side_tri(url + k);
+				if (!(side->tri_bits[bk / 64] >> (bk % 64) & 1u)) {
+					continue;
+				}
+				uint32_t tv = side_tri_val(url + k);
+				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
+				     x++) {
+					const struct side_tri *t = &side->tri_rule[x];
+					uint32_t re = t->re;
+					if (t->tri != tv || (seen[re / 64] >> (re % 64) & 1u)) {
+						continue;
+					}
+					/* the literal, if here, starts tri_pos before this window:
+					 * one compare in place of a search (another occurrence of
+					 * the trigram gets its own window) */
+					if (k < t->tri_pos || k - t->tri_pos + t->lit_len > ulen ||
+					    memcmp(url + k - t->tri_pos, side->pool + t->lit_off,
+						   t->lit_len) != 0) {
+						continue;
+					}
+					uint32_t j = t->j;
+					seen[re / 64] |= 1ull << (re % 64);
+					try_scan(side, q, &st, j, true);
+				}
+			}
+		}
+	}
+	if (b.rule < 0) {
+		return (enum nx_filter_action)out->action;
+	}
+	/* the snapshot wins ties: its rules have no modifiers */
+	uint32_t sr = snap_rank((enum nx_filter_action)out->action);
+	if (sr && b.rank <= sr) {
+		return (enum nx_filter_action)out->action;
+	}
+	const struct side_rule *r = &side->rules[b.rule];
+	bool user = r->origin >= NX_FILTER_SOURCES_MAX;
+	bool allow = r->flags & SR_ALLOW;
+	out->action = allow ? NX_FILTER_ACT_ALLOW : NX_FILTER_ACT_BLOCK;
+	out->side_rule = (int32_t)b.rule;
+	out->rewrite = allow ? NX_FILTER_RW_NONE : r->rewrite;
+	out->source = user ? -1 : r->origin;
+	out->rule = -1;
+	if (user) {
+		out->reason = allow ? NX_FILTER_R_user_allow : NX_FILTER_R_user_deny;
+	} else if (allow) {
+		out->reason = NX_FILTER_R_blocklist_exception;
+	} else if (r->rewrite == NX_FILTER_RW_HOSTS) {
+		out->reason = NX_FILTER_R_blocklist_hosts;
+	} else if (r->rewrite != NX_FILTER_RW_NONE) {
+		out->reason = NX_FILTER_R_blocklist_rewrite;
+	} else {
+		out->reason = NX_FILTER_R_blocklist_rule;
+	}
+	if (side_indexed(r->anchor)) {
+		out->matched_off = b.off;
+		out->matched_len = (uint16_t)(q->wlen - b.off);
+	} else {
+		out->matched_off = 0;
+		out->matched_len = 0;
+	}
+	return (enum nx_filter_action)out->action;
+}
+
+/* ---- the answer ---- */
+
+int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+			     const struct nx_filter_result *res, const struct nx_dns_reply_ctx *ctx,
+			     uint32_t ttl, uint8_t *buf, size_t cap)
+{
+	if (!side || res->side_rule < 0 || (uint32_t)res->side_rule >= side->nrules ||
+	    res->rewrite == NX_FILTER_RW_NONE) {
+		return -EINVAL;
+	}
+	const struct side_rule *win = &side->rules[res->side_rule];
+	if (win->rewrite == NX_FILTER_RW_NXDOMAIN) {
+		return nx_dns_build_error(buf, cap, ctx, 3, -1, NULL);
+	}
+	if (win->rewrite == NX_FILTER_RW_REFUSED) {
+		return nx_dns_build_error(buf, cap, ctx, 5, -1, NULL);
+	}
+	/* the records of every rule like the winner: same name, anchor, origin and kind */
+	struct nx_dns_rr_spec rrs[NX_FILTER_REWRITE_RRS_MAX];
+	size_t n = 0;
+	char text[NX_DNS_NAME_MAX + 1];
+	uint16_t starts[128];
+	unsigned nl;
+	size_t clean;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
+	const struct side_rule *cname = NULL;
+	uint32_t first = (uint32_t)res->side_rule, last = first + 1;
+	size_t lo = 0;
+	if (side_indexed(win->anchor)) {
+		uint64_t h = side_hash(side->pool + win->name_off, win->name_len);
+		size_t hi = side->nidx;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (side->idx[mid].h < h) {
+				lo = mid + 1;
+			} else {
+				hi = mid;
+			}
+		}
+		for (; lo < side->nidx && side->idx[lo].h == h && n < NX_FILTER_REWRITE_RRS_MAX;
+		     lo++) {
+			const struct side_rule *r = &side->rules[side->idx[lo].rule];
+			if (r->name_len != win->name_len || r->anchor != win->anchor ||
+			    r->origin != win->origin || r->rewrite != win->rewrite ||
+			    (r->flags & (SR_ALLOW | SR_IMPORTANT)) !=
+				(win->flags & (SR_ALLOW | SR_IMPORTANT)) ||
+			    memcmp(side->pool + r->name_off, side->pool + win->name_off,
+				   r->name_len) != 0 ||
+			    !nx_side_applies(side, r, q, text, tlen)) {
+				continue;
+			}
+			if (r->rr_type == 5 && !cname) {
+				cname = r;
+			}
+			if (r->rr_type == q->qtype && r->rdlen) {
+				rrs[n++] = (struct nx_dns_rr_spec){
+				    NULL,
+				    0,
+				    r->rr_type,
+				    ttl,
+				    (const uint8_t *)side->pool + r->rdata_off,
+				    r->rdlen};
+			}
+		}
+	} else {
+		for (uint32_t i = first; i < last; i++) {
+			const struct side_rule *r = &side->rules[i];
+			if (r->rr_type == 5) {
+				cname = r;
+			}
+			if (r->rr_type == q->qtype && r->rdlen) {
+				rrs[n++] = (struct nx_dns_rr_spec){
+				    NULL,
+				    0,
+				    r->rr_type,
+				    ttl,
+				    (const uint8_t *)side->pool + r->rdata_off,
+				    r->rdlen};
+			}
+		}
+	}
+	if (cname) {
+		/* AdGuard Home: a CNAME rewrite replaces the records of the other rules */
+		rrs[0] = (struct nx_dns_rr_spec){
+		    NULL, 0, 5, ttl, (const uint8_t *)side->pool + cname->rdata_off, cname->rdlen};
+		n = 1;
+	}
+	return nx_dns_build_answer(buf, cap, ctx, 0, true, rrs, n, NULL, 0, -1, NULL);
+}

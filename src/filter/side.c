@@ -1,0 +1,894 @@
+/* The side structure: builder ($badfilter, name index, regex prefilter), loader, accessors. */
+#include "filter/side.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/ledger.h"
+#include "base/stats.h"
+#include "dns/msg.h"
+#include "filter/impl.h"
+#include "filter/side_impl.h"
+
+/* ---- builder ---- */
+
+struct nx_filter_side_builder {
+	struct nx_filter_side s; /* under construction */
+	size_t rules_cap, vals_cap, pool_cap, re_cap;
+	uint64_t *keys;	    /* canonical-text hash per rule, with its origin (for $badfilter) */
+	uint64_t *keys_any; /* the same without the origin (for a user $badfilter) */
+	uint64_t *bad;	    /* canonical-text hashes of $badfilter rules */
+	size_t nbad, bad_cap;
+	/* A user's $badfilter cancels the rule in any list, as in AdGuard Home, where custom
+	 * rules are how a person turns off a list's rule. */
+	uint64_t *bad_any;
+	size_t nbad_any, bad_any_cap;
+	pcre2_general_context *gctx;
+	pcre2_compile_context *cctx;
+	struct parsed p;
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap) {
+		return 0;
+	}
+	size_t nc = *cap ? *cap * 2 : 64;
+	while (nc < need) {
+		nc *= 2;
+	}
+	void *n = nx_mem_realloc(NX_OWNER_filter_side, *arr, *cap * elem, nc * elem);
+	if (!n) {
+		return -ENOMEM;
+	}
+	*arr = n;
+	*cap = nc;
+	return 0;
+}
+
+static int pool_add(struct nx_filter_side_builder *b, const void *p, size_t n, uint32_t *off)
+{
+	if (b->s.pool_len + n > UINT32_MAX) {
+		return NX_ELIMIT;
+	}
+	int rc = grow((void **)&b->s.pool, &b->pool_cap, b->s.pool_len + n + 1, 1);
+	if (rc) {
+		return rc;
+	}
+	*off = (uint32_t)b->s.pool_len;
+	if (n) {
+		memcpy(b->s.pool + b->s.pool_len, p, n);
+	}
+	b->s.pool_len += n;
+	return 0;
+}
+
+int nx_filter_side_builder_new(struct nx_filter_side_builder **out)
+{
+	*out = NULL;
+	struct nx_filter_side_builder *b = nx_mem_calloc(NX_OWNER_filter_side, 1, sizeof(*b));
+	if (!b) {
+		return -ENOMEM;
+	}
+	b->gctx = pcre2_general_context_create(nx_side_re_malloc, nx_side_re_free, NULL);
+	b->cctx = b->gctx ? pcre2_compile_context_create(b->gctx) : NULL;
+	b->s.mctx = b->gctx ? pcre2_match_context_create(b->gctx) : NULL;
+	if (!b->cctx || !b->s.mctx) {
+		nx_filter_side_builder_free(b);
+		return -ENOMEM;
+	}
+	pcre2_set_match_limit(b->s.mctx, NX_FILTER_RE_MATCH_LIMIT);
+	pcre2_set_depth_limit(b->s.mctx, NX_FILTER_RE_DEPTH_LIMIT);
+	pcre2_set_heap_limit(b->s.mctx, NX_FILTER_RE_HEAP_KIB);
+	*out = b;
+	return 0;
+}
+
+static void side_release(struct nx_filter_side *s, size_t rules_cap, size_t vals_cap,
+			 size_t pool_cap, size_t re_cap, size_t idx_n, size_t scan_n)
+{
+	for (uint32_t i = 0; i < s->nre; i++) {
+		pcre2_code_free(s->re[i]);
+	}
+	nx_mem_free(NX_OWNER_filter_side, s->re, re_cap * sizeof(*s->re));
+	nx_mem_free(NX_OWNER_filter_side, s->lit, re_cap * sizeof(*s->lit));
+	nx_mem_free(NX_OWNER_filter_side, s->tri_off,
+		    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
+	nx_mem_free(NX_OWNER_filter_side, s->tri_rule, s->ntri * sizeof(*s->tri_rule));
+	nx_mem_free(NX_OWNER_filter_side, s->always, s->nalways * sizeof(*s->always));
+	nx_mem_free(NX_OWNER_filter_side, s->rules, rules_cap * sizeof(*s->rules));
+	nx_mem_free(NX_OWNER_filter_side, s->vals, vals_cap * sizeof(*s->vals));
+	nx_mem_free(NX_OWNER_filter_side, s->pool, pool_cap);
+	nx_mem_free(NX_OWNER_filter_side, s->idx, idx_n * sizeof(*s->idx));
+	nx_mem_free(NX_OWNER_filter_side, s->scan, scan_n * sizeof(*s->scan));
+	pcre2_match_context_free(s->mctx);
+}
+
+void nx_filter_side_builder_free(struct nx_filter_side_builder *b)
+{
+	if (!b) {
+		return;
+	}
+	side_release(&b->s, b->rules_cap, b->vals_cap, b->pool_cap, b->re_cap, 0, 0);
+	nx_mem_free(NX_OWNER_filter_side, b->keys, b->rules_cap * sizeof(*b->keys));
+	nx_mem_free(NX_OWNER_filter_side, b->keys_any, b->rules_cap * sizeof(*b->keys_any));
+	nx_mem_free(NX_OWNER_filter_side, b->bad, b->bad_cap * sizeof(*b->bad));
+	nx_mem_free(NX_OWNER_filter_side, b->bad_any, b->bad_any_cap * sizeof(*b->bad_any));
+	pcre2_compile_context_free(b->cctx);
+	pcre2_general_context_free(b->gctx);
+	nx_mem_free(NX_OWNER_filter_side, b, sizeof(*b));
+}
+
+/* Keeps origin-free keys apart from origin 0's (canon_key(0, ...) is both otherwise). */
+#define ANY_SALT 0x9e3779b97f4a7c15ull
+
+static uint64_t canon_key(unsigned origin, const char *canon, size_t len)
+{
+	return XXH3_64bits_withSeed(canon, len, origin + 1);
+}
+
+static int add_vals(struct nx_filter_side_builder *b, struct side_rule *r, const struct pval *v,
+		    unsigned n, enum side_vkind kind)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int rc =
+		    grow((void **)&b->s.vals, &b->vals_cap, b->s.nvals + 1, sizeof(*b->s.vals));
+		if (rc) {
+			return rc;
+		}
+		struct side_val *sv = &b->s.vals[b->s.nvals];
+		memset(sv, 0, sizeof(*sv));
+		sv->kind = (uint8_t)kind;
+		sv->neg = v[i].neg;
+		char tmp[NX_FILTER_NAME_MAX + 64];
+		if (kind == V_DNSTYPE) {
+			sv->qtype = nx_side_type_from_text(v[i].s, v[i].len);
+		} else if (kind == V_ADDR && v[i].len < sizeof(tmp)) {
+			/* address, CIDR, or else a client name */
+			memcpy(tmp, v[i].s, v[i].len);
+			tmp[v[i].len] = '\0';
+			char *slash = strchr(tmp, '/');
+			long pfx = -1;
+			if (slash) {
+				char *end;
+				*slash = '\0';
+				pfx = strtol(slash + 1, &end, 10);
+				if (*end || slash[1] == '\0') {
+					pfx = -2;
+				}
+			}
+			if (pfx != -2 && inet_pton(AF_INET, tmp, sv->addr) == 1 && pfx <= 32) {
+				sv->family = 4;
+				sv->prefix = (uint8_t)(pfx < 0 ? 32 : pfx);
+			} else if (pfx != -2 && inet_pton(AF_INET6, tmp, sv->addr) == 1 &&
+				   pfx <= 128) {
+				sv->family = 6;
+				sv->prefix = (uint8_t)(pfx < 0 ? 128 : pfx);
+			} else {
+				sv->kind = V_NAME;
+			}
+		} else if (kind == V_ADDR) {
+			sv->kind = V_NAME;
+		}
+		if (sv->kind == V_NAME || kind == V_CTAG || kind == V_DENY) {
+			const char *src = v[i].s;
+			size_t l = v[i].len;
+			char norm[NX_FILTER_NAME_MAX + 1];
+			if (kind == V_DENY) {
+				size_t nl;
+				if (nx_filter_name_norm(src, l, norm, &nl) == NX_FILTER_SKIP_NONE) {
+					src = norm;
+					l = nl;
+				}
+			}
+			rc = pool_add(b, src, l, &sv->off);
+			if (rc) {
+				return rc;
+			}
+			sv->len = (uint16_t)l;
+		}
+		b->s.nvals++;
+		r->nvals++;
+	}
+	return 0;
+}
+
+static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const char *text,
+		      size_t tlen, unsigned origin, enum nx_filter_rewrite hosts_rw, uint16_t htype,
+		      const uint8_t *haddr, char *err, size_t errlen)
+{
+	if (p->badfilter) {
+		int rc = grow((void **)&b->bad, &b->bad_cap, b->nbad + 1, sizeof(*b->bad));
+		if (rc) {
+			return rc;
+		}
+		b->bad[b->nbad++] = canon_key(origin, p->canon, p->canon_len);
+		if (origin >= NX_FILTER_SOURCES_MAX) {
+			rc = grow((void **)&b->bad_any, &b->bad_any_cap, b->nbad_any + 1,
+				  sizeof(*b->bad_any));
+			if (rc) {
+				return rc;
+			}
+			b->bad_any[b->nbad_any++] = canon_key(0, p->canon, p->canon_len) ^ ANY_SALT;
+		}
+		b->s.st.badfilter++;
+		return 0;
+	}
+	if (b->s.nrules >= NX_FILTER_SIDE_RULES_MAX) {
+		nx_side_errf(err, errlen, "more than %u side rules", NX_FILTER_SIDE_RULES_MAX);
+		return NX_ELIMIT;
+	}
+	bool scanned = p->anchor == AN_RE_HOST || p->anchor == AN_RE_URL;
+	if (scanned && b->s.nre >= NX_FILTER_SIDE_REGEX_MAX) {
+		nx_side_errf(err, errlen, "more than %u regex / pattern rules",
+			     NX_FILTER_SIDE_REGEX_MAX);
+		return NX_ELIMIT;
+	}
+	size_t old_cap = b->rules_cap;
+	int rc = grow((void **)&b->s.rules, &b->rules_cap, b->s.nrules + 1, sizeof(*b->s.rules));
+	if (rc) {
+		return rc;
+	}
+	if (b->rules_cap != old_cap) {
+		void *nk = nx_mem_realloc(NX_OWNER_filter_side, b->keys, old_cap * sizeof(*b->keys),
+					  b->rules_cap * sizeof(*b->keys));
+		if (!nk) {
+			return -ENOMEM;
+		}
+		b->keys = nk;
+		void *na = nx_mem_realloc(NX_OWNER_filter_side, b->keys_any,
+					  old_cap * sizeof(*b->keys_any),
+					  b->rules_cap * sizeof(*b->keys_any));
+		if (!na) {
+			return -ENOMEM;
+		}
+		b->keys_any = na;
+	}
+	struct side_rule *r = &b->s.rules[b->s.nrules];
+	memset(r, 0, sizeof(*r));
+	r->re = UINT32_MAX;
+	r->origin = (uint8_t)origin;
+	r->anchor = (uint8_t)p->anchor;
+	r->vals_off = b->s.nvals;
+	if (p->allow || (origin == NX_FILTER_ORIGIN_USER_ALLOW)) {
+		r->flags |= SR_ALLOW;
+	}
+	if (p->important) {
+		r->flags |= SR_IMPORTANT;
+	}
+	r->flags |= (p->nclient ? SR_CLIENT : 0) | (p->nctag ? SR_CTAG : 0) |
+		    (p->ntype ? SR_DNSTYPE : 0) | (p->ndeny ? SR_DENY : 0);
+	r->nmods = p->nmods;
+	r->rewrite = (uint8_t)(hosts_rw != NX_FILTER_RW_NONE ? hosts_rw : p->rewrite);
+	if (r->flags & SR_ALLOW) {
+		r->rewrite = NX_FILTER_RW_NONE;
+	}
+	if (hosts_rw != NX_FILTER_RW_NONE) {
+		r->nmods = 1; /* a listed address is more specific than a plain block */
+		r->rr_type = htype;
+		r->rdlen = htype == 1 ? 4 : 16;
+		rc = pool_add(b, haddr, r->rdlen, &r->rdata_off);
+	} else if (p->rdlen) {
+		r->rr_type = p->rr_type;
+		r->rdlen = p->rdlen;
+		rc = pool_add(b, p->rdata, p->rdlen, &r->rdata_off);
+	}
+	if (!rc) {
+		rc = pool_add(b, text, tlen, &r->text_off);
+		r->text_len = (uint16_t)tlen;
+	}
+	if (!rc && side_indexed(p->anchor)) {
+		rc = pool_add(b, p->name, p->nlen, &r->name_off);
+		r->name_len = (uint16_t)p->nlen;
+	}
+	if (!rc) {
+		rc = add_vals(b, r, p->client, p->nclient, V_ADDR);
+	}
+	if (!rc) {
+		rc = add_vals(b, r, p->ctag, p->nctag, V_CTAG);
+	}
+	if (!rc) {
+		rc = add_vals(b, r, p->type, p->ntype, V_DNSTYPE);
+	}
+	if (!rc) {
+		rc = add_vals(b, r, p->deny, p->ndeny, V_DENY);
+	}
+	if (!rc && scanned) {
+		char src[NX_FILTER_LINE_MAX * 2 + 64];
+		const char *rs = p->pat + 1;
+		size_t rl = p->plen - 2;
+		if (p->anchor == AN_RE_URL) {
+			if (nx_side_pattern_regex(p->pat, p->plen, src, sizeof(src))) {
+				nx_side_errf(err, errlen, "pattern too long");
+				return NX_EFORMAT;
+			}
+			rs = src;
+			rl = strlen(src);
+		}
+		size_t old_re_cap = b->re_cap;
+		rc = grow((void **)&b->s.re, &b->re_cap, b->s.nre + 1, sizeof(*b->s.re));
+		if (!rc && b->re_cap != old_re_cap) {
+			void *nl = nx_mem_realloc(NX_OWNER_filter_side, b->s.lit,
+						  old_re_cap * sizeof(*b->s.lit),
+						  b->re_cap * sizeof(*b->s.lit));
+			if (!nl) {
+				/* keep re and lit the same capacity: give the re growth back */
+				void *nr = nx_mem_realloc(NX_OWNER_filter_side, b->s.re,
+							  b->re_cap * sizeof(*b->s.re),
+							  old_re_cap * sizeof(*b->s.re));
+				if (nr || old_re_cap == 0) {
+					b->s.re = nr;
+					b->re_cap = old_re_cap;
+				}
+				rc = -ENOMEM;
+			} else {
+				b->s.lit = nl;
+			}
+		}
+		if (!rc) {
+			char lit[NX_FILTER_LINE_MAX];
+			size_t ll = p->anchor == AN_RE_URL
+					? nx_side_lit_pattern(p->pat, p->plen, lit)
+					: nx_side_lit_regex(p->pat + 1, p->plen - 2, lit);
+			struct side_lit sl = {0, (uint16_t)ll, 0};
+			rc = ll ? pool_add(b, lit, ll, &sl.off) : 0;
+			pcre2_code *re =
+			    rc ? NULL : nx_side_re_compile(rs, rl, b->cctx, err, errlen);
+			if (!rc && !re) {
+				return NX_EFORMAT;
+			}
+			if (!rc) {
+				uint32_t ml = 0;
+				pcre2_pattern_info(re, PCRE2_INFO_MINLENGTH, &ml);
+				sl.minlen = (uint8_t)(ml > 255 ? 255 : ml);
+				/* a host pattern (no '/' or ':') says the same of "name" and of
+				 * "http://name/"; one with them only makes sense on the URL */
+				sl.url = p->anchor == AN_RE_URL && (memchr(p->pat, '/', p->plen) ||
+								    memchr(p->pat, ':', p->plen));
+				/* an anchored regex with a known set of first bytes: most names
+				 * are refused by one bit test, before PCRE2's per-call cost */
+				uint32_t opts = 0, fct = 0, fcu = 0;
+				const uint8_t *bm = NULL;
+				pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &opts);
+				pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODETYPE, &fct);
+				pcre2_pattern_info(re, PCRE2_INFO_FIRSTBITMAP, &bm);
+				if ((opts & PCRE2_ANCHORED) && fct == 1) {
+					pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODEUNIT, &fcu);
+					/* caseless: both cases are possible first bytes */
+					unsigned lo = fcu | (fcu >= 'A' && fcu <= 'Z' ? 0x20u : 0);
+					unsigned up = fcu >= 'a' && fcu <= 'z' ? fcu - 0x20u : lo;
+					sl.first[lo / 8] |= (uint8_t)(1u << (lo % 8));
+					sl.first[up / 8] |= (uint8_t)(1u << (up % 8));
+					sl.anchored = 1;
+				} else if ((opts & PCRE2_ANCHORED) && fct == 0 && bm) {
+					memcpy(sl.first, bm, 32);
+					sl.anchored = 1;
+				}
+				b->s.re[b->s.nre] = re;
+				b->s.lit[b->s.nre] = sl;
+				r->re = b->s.nre++;
+			}
+		}
+	}
+	if (rc) {
+		if (rc == -ENOMEM) {
+			nx_side_errf(err, errlen, "out of memory");
+		}
+		return rc;
+	}
+	b->keys[b->s.nrules] = canon_key(origin, p->canon, p->canon_len);
+	b->keys_any[b->s.nrules] = canon_key(0, p->canon, p->canon_len) ^ ANY_SALT;
+	b->s.nrules++;
+	return 0;
+}
+
+int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, size_t len,
+			    unsigned origin, char *err, size_t errlen)
+{
+	nx_side_errf(err, errlen, "%s", "");
+	if (origin >= NX_FILTER_SOURCES_MAX && origin != NX_FILTER_ORIGIN_USER_DENY &&
+	    origin != NX_FILTER_ORIGIN_USER_ALLOW) {
+		nx_side_errf(err, errlen, "bad origin %u", origin);
+		return -EINVAL;
+	}
+	while (len > 0 && side_space(line[0])) {
+		line++;
+		len--;
+	}
+	while (len > 0 && (side_space(line[len - 1]) || line[len - 1] == '\n')) {
+		len--;
+	}
+	if (len == 0 || line[0] == '#' || line[0] == '!') {
+		return 0;
+	}
+	int rc;
+	if (len > NX_FILTER_LINE_MAX || len > UINT16_MAX) {
+		nx_side_errf(err, errlen, "line longer than %u bytes", NX_FILTER_LINE_MAX);
+		rc = NX_EFORMAT;
+		goto refused;
+	}
+	/* hosts line "addr name": an answer */
+	size_t t0 = 0;
+	while (t0 < len && !side_space(line[t0])) {
+		t0++;
+	}
+	char abuf[64];
+	uint8_t addr[16];
+	if (t0 < len && t0 < sizeof(abuf)) {
+		memcpy(abuf, line, t0);
+		abuf[t0] = '\0';
+		uint16_t htype = inet_pton(AF_INET, abuf, addr) == 1	? 1
+				 : inet_pton(AF_INET6, abuf, addr) == 1 ? 28
+									: 0;
+		if (htype) {
+			size_t pos = t0;
+			unsigned names = 0;
+			rc = 0;
+			while (pos < len && rc == 0) {
+				while (pos < len && side_space(line[pos])) {
+					pos++;
+				}
+				if (pos >= len || line[pos] == '#') {
+					break;
+				}
+				size_t t = pos;
+				while (t < len && !side_space(line[t])) {
+					t++;
+				}
+				struct parsed *p = &b->p;
+				memset(p, 0, offsetof(struct parsed, canon));
+				enum nx_filter_skip w =
+				    nx_filter_name_norm(line + pos, t - pos, p->name, &p->nlen);
+				if (w != NX_FILTER_SKIP_NONE) {
+					nx_side_errf(err, errlen,
+						     "hosts line: '%.*s' is not a usable name (%s)",
+						     (int)(t - pos), line + pos,
+						     nx_filter_skip_name(w));
+					rc = NX_EFORMAT;
+					break;
+				}
+				p->anchor = AN_EXACT;
+				p->canon_len = (size_t)snprintf(p->canon, sizeof(p->canon), "%s %s",
+								abuf, p->name);
+				rc = add_parsed(b, p, line, len, origin, NX_FILTER_RW_HOSTS, htype,
+						addr, err, errlen);
+				names++;
+				pos = t;
+			}
+			if (rc == 0 && names == 0) {
+				nx_side_errf(err, errlen, "hosts line without a name");
+				rc = NX_EFORMAT;
+			}
+			if (rc) {
+				goto refused;
+			}
+			return 0;
+		}
+	}
+	/* user-rule shorthand "*.x": proper subdomains of x (indexed, no regex slot) */
+	char conv[NX_FILTER_LINE_MAX + 8];
+	const char *ln = line;
+	size_t ll = len;
+	bool wild = false;
+	if (len > 2 && line[0] == '*' && line[1] == '.' && !memchr(line + 2, '*', len - 2) &&
+	    !memchr(line, '$', len)) {
+		ll = (size_t)snprintf(conv, sizeof(conv), "||%.*s^", (int)(len - 2), line + 2);
+		ln = conv;
+		wild = true;
+	}
+	struct parsed *p = &b->p;
+	enum nx_filter_skip w = nx_side_parse_rule(p, ln, ll, err, errlen);
+	if (w != NX_FILTER_SKIP_NONE) {
+		rc = NX_EFORMAT;
+		goto refused;
+	}
+	if (wild) {
+		p->anchor = AN_WILD;
+		memcpy(p->canon, line, len);
+		p->canon_len = len;
+	}
+	rc = add_parsed(b, p, line, len, origin, NX_FILTER_RW_NONE, 0, NULL, err, errlen);
+	if (rc) {
+		goto refused;
+	}
+	return 0;
+refused:
+	b->s.st.refused++;
+	nx_stat_inc(NX_STAT_FILTER_SIDE_REFUSED);
+	return rc;
+}
+
+int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir, const char *name,
+			       unsigned origin)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.side", dir, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return errno == ENOENT ? 0 : -errno;
+	}
+	struct nx_lr lr;
+	int rc = nx_lr_init(&lr, fd);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	char err[256];
+	for (;;) {
+		const char *line;
+		size_t len;
+		bool too_long;
+		rc = nx_lr_next(&lr, NX_FILTER_LINE_MAX, &line, &len, &too_long);
+		if (rc <= 0) {
+			break;
+		}
+		if (too_long) {
+			b->s.st.refused++;
+			continue;
+		}
+		int arc = nx_filter_side_add_line(b, line, len, origin, err, sizeof(err));
+		if (arc == -ENOMEM) {
+			rc = arc;
+			break;
+		}
+	}
+	nx_lr_deinit(&lr);
+	close(fd);
+	return rc < 0 ? rc : 0;
+}
+
+static int idx_cmp(const void *a, const void *b)
+{
+	const struct side_idx *x = a, *y = b;
+	if (x->h != y->h) {
+		return x->h < y->h ? -1 : 1;
+	}
+	return x->rule < y->rule ? -1 : x->rule > y->rule;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The trigram prefilter over scan[]: each rule with a literal of >= 3 bytes is filed under
+ * the literal's trigram whose bucket is least loaded (counted over all literals first); the
+ * rest go to `always`. */
+static int build_prefilter(struct nx_filter_side *s)
+{
+	if (s->nscan == 0) {
+		return 0;
+	}
+	uint32_t *cnt = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS, sizeof(*cnt));
+	uint32_t *pick = nx_mem_calloc(NX_OWNER_filter_side, s->nscan, sizeof(*pick));
+	s->tri_off = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS + 1, sizeof(*s->tri_off));
+	int rc = cnt && pick && s->tri_off ? 0 : -ENOMEM;
+	uint32_t ntri = 0, nalw = 0;
+	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+		const struct side_rule *r = &s->rules[s->scan[j]];
+		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
+		if (!l || l->len < 3) {
+			continue;
+		}
+		for (uint16_t k = 0; k + 3 <= l->len; k++) {
+			cnt[side_tri(s->pool + l->off + k)]++;
+		}
+	}
+	/* trigrams every query has ("http://" around the name) or most have (the big TLDs, www):
+	 * filing a rule there would visit it on nearly every query */
+	static const char common[][4] = {"htt", "ttp", "tp:", "p:/", "://", "com", ".co", "om/",
+					 "net", ".ne", "et/", "org", ".or", "rg/", "www", "ww."};
+	for (size_t c = 0; !rc && c < sizeof(common) / sizeof(common[0]); c++) {
+		cnt[side_tri(common[c])] += 1u << 20;
+	}
+	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+		const struct side_rule *r = &s->rules[s->scan[j]];
+		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
+		if (!l || l->len < 3) {
+			pick[j] = UINT32_MAX;
+			nalw++;
+			continue;
+		}
+		uint32_t best = side_tri(s->pool + l->off);
+		uint16_t pos = 0;
+		for (uint16_t k = 1; k + 3 <= l->len; k++) {
+			uint32_t t = side_tri(s->pool + l->off + k);
+			if (cnt[t] < cnt[best]) {
+				best = t;
+				pos = k;
+			}
+		}
+		s->lit[r->re].tri_pos = pos;
+		pick[j] = best;
+		ntri++;
+	}
+	if (!rc && ntri) {
+		s->tri_rule = nx_mem_calloc(NX_OWNER_filter_side, ntri, sizeof(*s->tri_rule));
+		rc = s->tri_rule ? 0 : -ENOMEM;
+	}
+	if (!rc && nalw) {
+		s->always = nx_mem_calloc(NX_OWNER_filter_side, nalw, sizeof(*s->always));
+		rc = s->always ? 0 : -ENOMEM;
+	}
+	if (!rc) {
+		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
+		for (uint32_t j = 0; j < s->nscan; j++) {
+			if (pick[j] != UINT32_MAX) {
+				cnt[pick[j]]++;
+			}
+		}
+		uint32_t acc = 0;
+		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
+			s->tri_off[bk] = acc;
+			acc += cnt[bk];
+		}
+		s->tri_off[SIDE_TRI_BUCKETS] = acc;
+		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
+			if (cnt[bk]) {
+				s->tri_bits[bk / 64] |= 1ull << (bk % 64);
+			}
+		}
+		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
+		for (uint32_t j = 0; j < s->nscan; j++) {
+			if (pick[j] == UINT32_MAX) {
+				s->always[s->nalways++] = j;
+				s->st.unfiltered++;
+			} else {
+				const struct side_rule *r = &s->rules[s->scan[j]];
+				const struct side_lit *l = &s->lit[r->re];
+				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] =
+				    (struct side_tri){side_tri_val(s->pool + l->off + l->tri_pos),
+						      j,
+						      l->off,
+						      l->len,
+						      l->tri_pos,
+						      r->re};
+				s->ntri++;
+			}
+		}
+	}
+	nx_mem_free(NX_OWNER_filter_side, cnt, cnt ? SIDE_TRI_BUCKETS * sizeof(*cnt) : 0);
+	nx_mem_free(NX_OWNER_filter_side, pick, pick ? s->nscan * sizeof(*pick) : 0);
+	if (rc) {
+		nx_mem_free(NX_OWNER_filter_side, s->tri_off,
+			    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
+		nx_mem_free(NX_OWNER_filter_side, s->tri_rule, ntri * sizeof(*s->tri_rule));
+		nx_mem_free(NX_OWNER_filter_side, s->always, nalw * sizeof(*s->always));
+		s->tri_off = s->always = NULL;
+		s->tri_rule = NULL;
+		s->ntri = s->nalways = 0;
+	}
+	return rc;
+}
+
+int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side **out)
+{
+	*out = NULL;
+	struct nx_filter_side *s = &b->s;
+	/* $badfilter: cancel rules whose canonical text (same origin) a badfilter names */
+	if (b->nbad || b->nbad_any) {
+		if (b->nbad) {
+			qsort(b->bad, b->nbad, sizeof(*b->bad), key_cmp);
+		}
+		if (b->nbad_any) {
+			qsort(b->bad_any, b->nbad_any, sizeof(*b->bad_any), key_cmp);
+		}
+		for (uint32_t i = 0; i < s->nrules; i++) {
+			if ((b->nbad &&
+			     bsearch(&b->keys[i], b->bad, b->nbad, sizeof(*b->bad), key_cmp)) ||
+			    (b->nbad_any && bsearch(&b->keys_any[i], b->bad_any, b->nbad_any,
+						    sizeof(*b->bad_any), key_cmp))) {
+				s->rules[i].dead = 1;
+				s->st.cancelled++;
+			}
+		}
+	}
+	uint32_t n = 0, nidx = 0, nscan = 0;
+	for (uint32_t i = 0; i < s->nrules; i++) {
+		if (s->rules[i].dead) {
+			continue;
+		}
+		s->rules[n] = s->rules[i];
+		struct side_rule *r = &s->rules[n++];
+		if (side_indexed(r->anchor)) {
+			nidx++;
+		} else {
+			nscan++;
+		}
+	}
+	s->nrules = n;
+	int rc = 0;
+	if (nidx) {
+		s->idx = nx_mem_calloc(NX_OWNER_filter_side, nidx, sizeof(*s->idx));
+		rc = s->idx ? 0 : -ENOMEM;
+	}
+	if (!rc && nscan) {
+		s->scan = nx_mem_calloc(NX_OWNER_filter_side, nscan, sizeof(*s->scan));
+		rc = s->scan ? 0 : -ENOMEM;
+	}
+	if (rc) {
+		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
+		s->idx = NULL;
+		nx_filter_side_builder_free(b);
+		return rc;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct side_rule *r = &s->rules[i];
+		s->st.rules++;
+		if (r->rewrite != NX_FILTER_RW_NONE) {
+			s->st.rewrites++;
+		}
+		if (side_indexed(r->anchor)) {
+			uint64_t h = side_hash(s->pool + r->name_off, r->name_len);
+			s->idx[s->nidx++] = (struct side_idx){h, i, 0};
+			s->name_bits[(h & 4095) / 64] |= 1ull << (h % 64);
+			s->st.named++;
+		} else {
+			s->scan[s->nscan++] = i;
+			if (r->re != UINT32_MAX) {
+				s->st.regexes++;
+			}
+		}
+	}
+	if (s->nidx) {
+		qsort(s->idx, s->nidx, sizeof(*s->idx), idx_cmp);
+	}
+	rc = build_prefilter(s);
+	if (rc) {
+		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
+		nx_mem_free(NX_OWNER_filter_side, s->scan, nscan * sizeof(*s->scan));
+		s->idx = NULL;
+		s->scan = NULL;
+		s->nidx = s->nscan = 0;
+		nx_filter_side_builder_free(b);
+		return rc;
+	}
+	struct nx_filter_side *o = nx_mem_calloc(NX_OWNER_filter_side, 1, sizeof(*o));
+	if (!o) {
+		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
+		nx_mem_free(NX_OWNER_filter_side, s->scan, nscan * sizeof(*s->scan));
+		s->idx = NULL;
+		s->scan = NULL;
+		nx_filter_side_builder_free(b);
+		return -ENOMEM;
+	}
+	/* shrink every array to its size: the built object frees by exact sizes */
+	*o = *s;
+#define SHRINK(field, cap)                                                                         \
+	do {                                                                                       \
+		size_t want_ = (size_t)o->n##field * sizeof(*o->field);                            \
+		if (want_ == 0) {                                                                  \
+			nx_mem_free(NX_OWNER_filter_side, o->field, (cap) * sizeof(*o->field));    \
+			o->field = NULL;                                                           \
+		} else if (want_ != (cap) * sizeof(*o->field)) {                                   \
+			void *p_ = nx_mem_realloc(NX_OWNER_filter_side, o->field,                  \
+						  (cap) * sizeof(*o->field), want_);               \
+			if (p_) {                                                                  \
+				o->field = p_;                                                     \
+			} else {                                                                   \
+				/* keep it, counted at its used size: the free's size */           \
+				nx_ledger_charge(NX_OWNER_filter_side,                             \
+						 -(int64_t)((cap) * sizeof(*o->field) - want_),    \
+						 0);                                               \
+			}                                                                          \
+		}                                                                                  \
+	} while (0)
+	SHRINK(rules, b->rules_cap);
+	SHRINK(vals, b->vals_cap);
+	SHRINK(re, b->re_cap);
+	{
+		/* lit is parallel to re: same count */
+		size_t want = (size_t)o->nre * sizeof(*o->lit), had = b->re_cap * sizeof(*o->lit);
+		if (want == 0) {
+			nx_mem_free(NX_OWNER_filter_side, o->lit, had);
+			o->lit = NULL;
+		} else if (want != had) {
+			void *p = nx_mem_realloc(NX_OWNER_filter_side, o->lit, had, want);
+			if (p) {
+				o->lit = p;
+			} else {
+				nx_ledger_charge(NX_OWNER_filter_side, -(int64_t)(had - want), 0);
+			}
+		}
+	}
+#undef SHRINK
+	if (o->pool_len == 0) {
+		nx_mem_free(NX_OWNER_filter_side, o->pool, b->pool_cap);
+		o->pool = NULL;
+	} else if (o->pool_len != b->pool_cap) {
+		void *p = nx_mem_realloc(NX_OWNER_filter_side, o->pool, b->pool_cap, o->pool_len);
+		if (p) {
+			o->pool = p;
+		} else {
+			nx_ledger_charge(NX_OWNER_filter_side,
+					 -(int64_t)(b->pool_cap - o->pool_len), 0);
+		}
+	}
+	size_t bytes = sizeof(*o) + o->nrules * sizeof(*o->rules) + o->nvals * sizeof(*o->vals) +
+		       o->nidx * sizeof(*o->idx) + o->nscan * sizeof(*o->scan) +
+		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len +
+		       (o->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*o->tri_off) : 0) +
+		       o->ntri * sizeof(*o->tri_rule) + o->nalways * sizeof(*o->always);
+	for (uint32_t i = 0; i < o->nre; i++) {
+		size_t sz = 0;
+		pcre2_pattern_info(o->re[i], PCRE2_INFO_SIZE, &sz);
+		bytes += sz;
+	}
+	o->st.bytes = bytes;
+	/* the builder no longer owns the arrays */
+	nx_mem_free(NX_OWNER_filter_side, b->keys, b->rules_cap * sizeof(*b->keys));
+	nx_mem_free(NX_OWNER_filter_side, b->keys_any, b->rules_cap * sizeof(*b->keys_any));
+	b->keys = b->keys_any = NULL;
+	memset(s, 0, sizeof(*s));
+	b->rules_cap = b->vals_cap = b->pool_cap = b->re_cap = 0;
+	s->mctx = NULL;
+	nx_filter_side_builder_free(b);
+	*out = o;
+	return 0;
+}
+
+int nx_filter_side_open(const struct nx_filter_snap_source *src, unsigned n,
+			struct nx_filter_side **out)
+{
+	*out = NULL;
+	if (n > NX_FILTER_SOURCES_MAX) {
+		return NX_ELIMIT;
+	}
+	struct nx_filter_side_builder *b;
+	int rc = nx_filter_side_builder_new(&b);
+	if (rc) {
+		return rc;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		rc = nx_filter_side_load_source(b, src[i].dir, src[i].name, i);
+		if (rc) {
+			nx_filter_side_builder_free(b);
+			return rc;
+		}
+	}
+	return nx_filter_side_build(b, out);
+}
+
+void nx_filter_side_free(struct nx_filter_side *s)
+{
+	if (!s) {
+		return;
+	}
+	side_release(s, s->nrules, s->nvals, s->pool_len, s->nre, s->nidx, s->nscan);
+	nx_mem_free(NX_OWNER_filter_side, s, sizeof(*s));
+}
+
+void nx_filter_side_stats(const struct nx_filter_side *s, struct nx_filter_side_stats *out)
+{
+	if (!s) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	*out = s->st;
+}
+
+const char *nx_filter_side_rule_text(const struct nx_filter_side *s, int32_t idx, size_t *len)
+{
+	if (!s || idx < 0 || (uint32_t)idx >= s->nrules) {
+		return NULL;
+	}
+	*len = s->rules[idx].text_len;
+	return s->pool + s->rules[idx].text_off;
+}
+
+int nx_filter_side_rule_origin(const struct nx_filter_side *s, int32_t idx)
+{
+	if (!s || idx < 0 || (uint32_t)idx >= s->nrules) {
+		return -1;
+	}
+	return s->rules[idx].origin;
+}

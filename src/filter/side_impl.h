@@ -1,0 +1,247 @@
+/*
+ * Internals of the side structure shared by side.c (parse, build) and lists.c (match, answer).
+ * Never included from outside src/filter.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <xxhash.h>
+
+#include "dns/wire.h"
+#include "filter/parse.h"
+#include "filter/side.h"
+
+/* How a side rule finds its names. */
+enum side_anchor {
+	AN_EXACT,   /* |x^, hosts line: x only (indexed) */
+	AN_SUB,	    /* ||x^: x and every name under it (indexed) */
+	AN_ANY,	    /* empty pattern restricted by modifiers: every name (scanned) */
+	AN_RE_HOST, /* /re/: PCRE2 over the lower-case name (scanned) */
+	AN_RE_URL,  /* URL pattern: PCRE2 over the name and over "http://name/" (scanned) */
+	AN_WILD,    /* *.x (user rules): proper subdomains of x only (indexed) */
+};
+
+static inline bool side_indexed(unsigned anchor)
+{
+	return anchor == AN_EXACT || anchor == AN_SUB || anchor == AN_WILD;
+}
+
+/* Hosts-line address that blocks instead of answering (0.0.0.0, 127.0.0.1, ::, ::1, scoped). */
+bool nx_filter_hosts_null_addr(const char *s, size_t len);
+
+#define SR_ALLOW 0x01u	   /* @@ (or a plain rule of the user allow list) */
+#define SR_IMPORTANT 0x02u /* $important */
+#define SR_CLIENT 0x04u	   /* has $client values */
+#define SR_CTAG 0x08u	   /* has $ctag values */
+#define SR_DNSTYPE 0x10u   /* has $dnstype values */
+#define SR_DENY 0x20u	   /* has $denyallow values */
+
+/* One rule. Offsets are into the pool (texts, names, rdata, value strings). */
+struct side_rule {
+	uint32_t text_off;  /* rule text as written */
+	uint32_t name_off;  /* anchored name (indexed anchors), lower case */
+	uint32_t rdata_off; /* $dnsrewrite / hosts rdata */
+	uint32_t vals_off;  /* first of nvals values in the value array */
+	uint32_t re;	    /* regex index (AN_RE_*), else UINT32_MAX */
+	uint16_t text_len;
+	uint16_t name_len;
+	uint16_t rdlen;
+	uint16_t rr_type; /* RECORDS / HOSTS: A, AAAA, CNAME, TXT */
+	uint16_t nvals;
+	uint8_t origin;	 /* source index or NX_FILTER_ORIGIN_USER_* */
+	uint8_t anchor;	 /* enum side_anchor */
+	uint8_t flags;	 /* SR_* */
+	uint8_t nmods;	 /* specificity: how many restricting modifiers */
+	uint8_t rewrite; /* enum nx_filter_rewrite */
+	uint8_t dead;	 /* cancelled by $badfilter (build only) */
+};
+_Static_assert(sizeof(struct side_rule) == 36, "side_rule is part of the side's memory budget");
+
+enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY };
+
+/* One value of a $client / $ctag / $dnstype / $denyallow list. */
+struct side_val {
+	uint8_t kind;	/* enum side_vkind */
+	uint8_t neg;	/* written with ~ */
+	uint8_t family; /* V_ADDR: 4 or 6 */
+	uint8_t prefix; /* V_ADDR: prefix length in bits */
+	uint16_t qtype; /* V_DNSTYPE */
+	uint16_t len;	/* V_NAME / V_CTAG / V_DENY: string length */
+	uint32_t off;	/* string in pool */
+	uint8_t addr[16];
+};
+
+/* Name index entry: XXH3-64 of the anchored name, rule index; sorted by (h, rule). */
+struct side_idx {
+	uint64_t h;
+	uint32_t rule;
+	uint32_t pad;
+};
+
+/* A literal every subject matched by regex i contains (lower case), for the prefilter. */
+struct side_lit {
+	uint32_t off;	  /* in pool */
+	uint16_t len;	  /* 0: none known (the regex runs on every clean name) */
+	uint8_t minlen;	  /* PCRE2_INFO_MINLENGTH, capped: shorter subjects cannot match */
+	uint8_t url;	  /* AN_RE_URL with '/' or ':': matched against "http://name/" only */
+	uint8_t anchored; /* anchored at the subject's start and `first` is its first bytes */
+	uint8_t pad;
+	uint16_t tri_pos;  /* offset in the literal of the trigram it is filed under */
+	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
+};
+
+/* One prefilter entry: the exact trigram (buckets collide) and everything the in-place literal
+ * check needs, so a query touches the rule only when the literal is really there. */
+struct side_tri {
+	uint32_t tri;	  /* the 3 bytes, big-endian in the low 24 bits */
+	uint32_t j;	  /* position in scan[] */
+	uint32_t lit_off; /* the literal in pool */
+	uint16_t lit_len;
+	uint16_t tri_pos; /* offset of the trigram in the literal */
+	uint32_t re;	  /* regex index (the dedup bit) */
+};
+
+static inline uint32_t side_tri_val(const char *p)
+{
+	return (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
+	       (unsigned char)p[2];
+}
+
+/* Trigram prefilter buckets (power of two): a query looks up each 3-byte window of its URL
+ * form ("http://name/"), so only regexes whose rarest literal trigram occurs are run. */
+#define SIDE_TRI_BUCKETS 4096u
+
+static inline uint32_t side_tri(const char *p)
+{
+	uint32_t v = (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
+		     (unsigned char)p[2];
+	return (v * 2654435761u) >> 20; /* top 12 bits: SIDE_TRI_BUCKETS */
+}
+
+struct nx_filter_side {
+	struct side_rule *rules; /* owned (filter_side) */
+	uint32_t nrules;
+	struct side_val *vals; /* owned */
+	uint32_t nvals;
+	struct side_idx *idx; /* owned, nidx entries */
+	uint32_t nidx;
+	uint32_t *scan; /* owned: rules with a scanned anchor, in rule order */
+	uint32_t nscan;
+	pcre2_code **re; /* owned, nre compiled patterns */
+	uint32_t nre;
+	struct side_lit *lit; /* owned, nre entries (parallel to re) */
+	/* prefilter: scan[] positions grouped by bucket (CSR) + those with no usable literal */
+	uint32_t *tri_off;	   /* owned, SIDE_TRI_BUCKETS + 1 offsets into tri_rule (or NULL) */
+	struct side_tri *tri_rule; /* owned, ntri entries grouped by bucket */
+	uint32_t ntri;
+	uint32_t *always; /* owned, nalways positions into scan[] */
+	uint32_t nalways;
+	/* One bit per bucket: most of a query's names and trigrams hit nothing, and these 2 x
+	 * 512 B stay in cache where the index and the offsets would miss. */
+	uint64_t name_bits[64]; /* bit (h & 4095): some indexed rule's name hashes there */
+	uint64_t tri_bits[64];	/* bit b: trigram bucket b is not empty */
+	char *pool;		/* owned, pool_len bytes */
+	size_t pool_len;
+	pcre2_match_context *mctx; /* owned: the limits, read-only once built */
+	struct nx_filter_side_stats st;
+};
+
+/* The name index's hash: FNV-1a over the name's bytes from the last to the first, then a
+ * final mix. Walking backwards, a query name yields the hash of every parent on the way in
+ * one pass (side_hash_step at each label start), instead of one hash call per parent. */
+#define SIDE_FNV_BASIS 0xcbf29ce484222325ull
+#define SIDE_FNV_PRIME 0x100000001b3ull
+
+static inline uint64_t side_hash_mix(uint64_t h)
+{
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	return h ^ (h >> 32);
+}
+
+static inline uint64_t side_hash(const char *name, size_t len)
+{
+	uint64_t h = SIDE_FNV_BASIS;
+	for (size_t i = len; i-- > 0;) {
+		h = (h ^ (unsigned char)name[i]) * SIDE_FNV_PRIME;
+	}
+	return side_hash_mix(h);
+}
+
+/* Check one rule line (shared by the compiler's parser and the builder): NONE or the skip
+ * reason, with a message in err. */
+enum nx_filter_skip nx_filter_side_check(const char *line, size_t len, char *err, size_t errlen);
+
+/* Does r apply to q apart from its name (eligibility, $client, $ctag, $dnstype, $denyallow)?
+ * name/nlen: the query name in text form (for $denyallow). */
+struct nx_filter_qctx;
+bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
+		     const struct nx_filter_qctx *q, const char *name, size_t nlen);
+/* Run regex i over subject: 1 match, 0 no match, < 0 limit or error (counted). */
+int nx_side_re_match(const struct nx_filter_side *s, uint32_t i, const char *subj, size_t len);
+
+/* ---- the rule parser (side_parse.c), shared with the builder (side.c) ---- */
+
+#define MODVAL_MAX NX_FILTER_SIDE_VALUES_MAX
+
+struct pval {
+	const char *s; /* unquoted value, in scratch */
+	size_t len;
+	bool neg;
+};
+
+struct parsed {
+	bool allow, important, badfilter;
+	enum side_anchor anchor;
+	const char *pat; /* pattern between "@@" and "$" */
+	size_t plen;
+	char name[NX_FILTER_NAME_MAX + 1]; /* indexed anchors */
+	size_t nlen;
+	bool is_regex;
+	/* modifiers */
+	unsigned nclient, nctag, ntype, ndeny;
+	struct pval client[MODVAL_MAX], ctag[MODVAL_MAX], type[MODVAL_MAX], deny[MODVAL_MAX];
+	uint8_t nmods;
+	uint8_t rewrite; /* enum nx_filter_rewrite */
+	uint16_t rr_type;
+	uint8_t rdata[NX_FILTER_TXT_MAX + 1 > NX_DNS_NAME_MAX ? NX_FILTER_TXT_MAX + 1
+							      : NX_DNS_NAME_MAX];
+	uint16_t rdlen;
+	bool has_rewrite;
+	/* canonical key for $badfilter: text without the badfilter modifier */
+	char canon[NX_FILTER_LINE_MAX + 8];
+	size_t canon_len;
+	/* value storage for unquoted values */
+	char scratch[NX_FILTER_LINE_MAX + 1];
+	size_t scratch_used;
+};
+
+static inline bool side_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* snprintf into err (may be NULL) */
+void nx_side_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* PCRE2 allocator on NX_OWNER_filter_side (compile time) */
+void *nx_side_re_malloc(PCRE2_SIZE size, void *data);
+void nx_side_re_free(void *p, void *data);
+/* DNS type mnemonic or TYPEn -> number; 0 when unknown */
+uint16_t nx_side_type_from_text(const char *s, size_t len);
+/* One adblock-style rule into p: NONE, or the skip reason with a message in err */
+enum nx_filter_skip nx_side_parse_rule(struct parsed *p, const char *line, size_t len, char *err,
+				       size_t errlen);
+/* The literal every match contains (lower case, into out): its length, 0 when none is known */
+size_t nx_side_lit_pattern(const char *s, size_t len, char *out);
+size_t nx_side_lit_regex(const char *s, size_t len, char *out);
+/* Adblock URL pattern -> PCRE2 source; 0 or NX_ELIMIT (cap) */
+int nx_side_pattern_regex(const char *s, size_t len, char *out, size_t cap);
+/* Compile caseless, no JIT, no \C; NULL with the message in err */
+pcre2_code *nx_side_re_compile(const char *src, size_t len, pcre2_compile_context *cctx, char *err,
+			       size_t errlen);
