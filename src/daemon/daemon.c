@@ -729,7 +729,7 @@ int nx_daemon_run(const char *config_path)
 		uv_barrier_init(&d->stop_barrier, started);
 	}
 	for (unsigned i = 0; i < started; i++) {
-		d->workers[i].stopping = true;
+		atomic_store(&d->workers[i].stopping, true);
 		nx_worker_wake(&d->workers[i]);
 	}
 	for (unsigned i = 0; i < started; i++) {

@@ -92,7 +92,9 @@ struct nx_worker {
 	unsigned n_pending_alloc;
 	struct waiter *free_waiters;
 	unsigned n_waiters_alloc;
-	bool stopping;
+	/* set by the main thread at shutdown, read by this worker on every wake: atomic, as a
+	 * wake for a reload can be reading it while the main thread sets it */
+	atomic_bool stopping;
 	pthread_mutex_t inbox_lock;
 	struct nx_handoff *inbox;   /* stream answers from other workers (owned, NX_OWNER_tcp_writes) */
 	struct nx_cache *cache;     /* borrowed: the daemon's, shared by all workers (NULL = off) */

@@ -91,7 +91,7 @@ static void on_wake(uv_async_t *a)
 	} else {
 		nx_snapref_release(s);
 	}
-	if (w->stopping) {
+	if (atomic_load(&w->stopping)) {
 		stop_worker(w, true);
 	}
 }

@@ -288,7 +288,8 @@ def wait_until(pred, timeout: float = 5.0, interval: float = 0.05):
 # -------------------------------------------------------------------- the daemon
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                     "ERROR: ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
+                     "ERROR: ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer",
+                     "WARNING: ThreadSanitizer")
 
 
 class Nxdns:

@@ -46,6 +46,10 @@
 #define UNDER_ASAN 1
 #endif
 #endif
+/* ThreadSanitizer's allocator is not glibc's either: mallinfo2 reads zeros under it too */
+#if defined(__SANITIZE_THREAD__) && !defined(UNDER_ASAN)
+#define UNDER_ASAN 1
+#endif
 
 #define WIRE_MAX (256 * 1024)
 
