@@ -351,6 +351,78 @@ static void rules_round_trip(void **state)
 	assert_int_equal(f->reloads, 5);
 }
 
+/* PUT: text, list and groups in one rewrite; a refused new text keeps the old rule. */
+static void rules_edit(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads.example\", \"new_rule\": \"Ads2.Example.\"}",
+	     200, NULL);
+	assert_string_equal(joined(json_object_get(r.json, "deny")),
+			    "ads2.example,*.tracker.example");
+	fx_resp_free(&r);
+	/* groups only */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"groups\": [\"kids\"]}", 200,
+	     NULL);
+	fx_resp_free(&r);
+	assert_non_null(f->conf->deny_scopes);
+	assert_int_equal(f->conf->deny_scopes[0].n_groups, 1);
+	assert_string_equal(f->conf->deny_scopes[0].groups[0], "kids");
+	/* a new text keeps the groups unless told */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"new_rule\": \"ads3.example\"}",
+	     200, NULL);
+	fx_resp_free(&r);
+	assert_string_equal(f->conf->deny_rules[0], "ads3.example");
+	assert_int_equal(f->conf->deny_scopes[0].n_groups, 1);
+	/* to the other list, every client again */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads3.example\", \"new_list\": \"allow\", "
+	     "\"groups\": null}",
+	     200, NULL);
+	assert_string_equal(joined(json_object_get(r.json, "allow")), "good.example,ads3.example");
+	assert_string_equal(joined(json_object_get(r.json, "deny")), "*.tracker.example");
+	fx_resp_free(&r);
+	assert_true(f->conf->allow_scopes == NULL || f->conf->allow_scopes[1].n_groups == 0);
+	int reloads = f->reloads;
+
+	/* refusals change nothing */
+	char *before = fx_read(f->path);
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"deny\", \"rule\": \"*.tracker.example\", \"new_rule\": \"/[/\"}",
+		"invalid_setting", "rule");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"deny\", \"rule\": \"*.tracker.example\", \"groups\": [\"nosuch\"]}",
+		"invalid_setting", "rule");
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"nope.example\", \"new_rule\": \"x.example\"}",
+	     404, "not_found");
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_rule\": \"GOOD.example\"}",
+	     409, "exists");
+	fx_resp_free(&r);
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_list\": \"block\"}",
+		"bad_request", "list");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": []}",
+		"bad_request", "groups");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": \"kids\"}",
+		"bad_request", "groups");
+	char *after = fx_read(f->path);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_string_equal(f->conf->deny_rules[0], "*.tracker.example");
+	assert_int_equal(f->conf->n_allow_rules, 2);
+	/* the loader's refusals reloaded nothing new into effect */
+	assert_true(f->reloads >= reloads);
+}
+
 /* ---- groups ---- */
 
 static void groups_round_trip(void **state)
@@ -625,6 +697,43 @@ static void pause_and_resume(void **state)
 		"seconds");
 }
 
+/* until_resumed: no end, shown as such, ended by a resume; the old forms still work. */
+static void pause_until_resumed(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	call(f, &r, "POST", "/api/filter/pause", "{\"until_resumed\": true}", 200, NULL);
+	assert_true(json_is_true(json_object_get(r.json, "paused")));
+	assert_true(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_true(json_is_null(json_object_get(r.json, "until_ms")));
+	fx_resp_free(&r);
+	assert_true(f->paused_until == NX_ADMIN_PAUSE_UNTIL_RESUMED);
+	call(f, &r, "GET", "/api/filter/pause", NULL, 200, NULL);
+	assert_true(json_is_true(json_object_get(r.json, "until_resumed")));
+	fx_resp_free(&r);
+	/* a timed pause replaces it and is not "until resumed" */
+	call(f, &r, "POST", "/api/filter/pause", "{\"seconds\": 300}", 200, NULL);
+	assert_false(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_true(json_integer_value(json_object_get(r.json, "until_ms")) > 0);
+	fx_resp_free(&r);
+	call(f, &r, "POST", "/api/filter/pause", "{\"until_resumed\": true}", 200, NULL);
+	fx_resp_free(&r);
+	call(f, &r, "POST", "/api/filter/pause", "{\"resume\": true}", 200, NULL);
+	assert_false(json_is_true(json_object_get(r.json, "paused")));
+	assert_false(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_int_equal(json_integer_value(json_object_get(r.json, "until_ms")), 0);
+	fx_resp_free(&r);
+	assert_int_equal(f->paused_until, 0);
+
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": false}", "bad_request",
+		"until_resumed");
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": true, \"seconds\": 60}",
+		"bad_request", "seconds");
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": true, \"resume\": true}",
+		"bad_request", "resume");
+	assert_int_equal(f->paused_until, 0);
+}
+
 static void lookup(void **state)
 {
 	struct fx *f = *state;
@@ -645,6 +754,36 @@ static void lookup(void **state)
 	fx_resp_free(&r);
 	call(f, &r, "GET", "/api/lookup", NULL, 400, "bad_request");
 	expect_field(&r, "name");
+	fx_resp_free(&r);
+
+	/* type and client id reach the hook; the answer names the type */
+	call(f, &r, "GET", "/api/lookup?name=ads.example", NULL, 200, NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 1);
+	assert_string_equal(fx_str(&r, "type"), "A");
+	assert_null(fx_str(&r, "client_id"));
+	fx_resp_free(&r);
+	call(f, &r, "GET", "/api/lookup?name=ads.example&type=https&client_id=kid-phone", NULL,
+	     200, NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 65);
+	assert_string_equal(fx_str(&r, "type"), "HTTPS");
+	assert_string_equal(fx_str(&r, "client_id"), "kid-phone");
+	fx_resp_free(&r);
+	call(f, &r, "GET", "/api/lookup?name=ads.example&type=28", NULL, 200, NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 28);
+	fx_resp_free(&r);
+	const char *bad_types[] = {"BOGUS", "0", "65536", "-1", "1x"};
+	for (size_t i = 0; i < NX_ARRAY_LEN(bad_types); i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/api/lookup?name=a.example&type=%s", bad_types[i]);
+		call(f, &r, "GET", path, NULL, 400, "bad_request");
+		expect_field(&r, "type");
+		fx_resp_free(&r);
+	}
+	call(f, &r, "GET",
+	     "/api/lookup?name=a.example&client_id="
+	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	     NULL, 400, "bad_request");
+	expect_field(&r, "client_id");
 	fx_resp_free(&r);
 }
 
@@ -715,6 +854,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(lookup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(session_needs_csrf, setup, teardown),
 	    cmocka_unit_test_setup_teardown(busy_refuses_changes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(rules_edit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(pause_until_resumed, setup, teardown),
 	    cmocka_unit_test(without_hooks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
