@@ -185,7 +185,18 @@ export function doneCount(p: Record<string, Phase>): { done: number; total: numb
 
 /* ---- lookup ---------------------------------------------------------------------------------- */
 
-export interface Lookup { name: string; action: string; reason: string; matched: string; source: string }
+export interface Lookup { name: string; action: string; reason: string; matched: string; source: string; type?: string }
+
+/** The record types the lookup offers (the server takes any mnemonic it knows or a number). */
+export const LOOKUP_TYPES = ['A', 'AAAA', 'HTTPS', 'CNAME', 'MX', 'TXT', 'PTR', 'SRV', 'ANY'] as const;
+
+/** GET /api/lookup's query: name and type always, client and client_id when given. */
+export function lookupQuery(name: string, type: string, client: string, clientId: string): string {
+  const q = new URLSearchParams({ name: name.trim(), type: type || 'A' });
+  if (client.trim()) q.set('client', client.trim());
+  if (clientId.trim()) q.set('client_id', clientId.trim());
+  return `/api/lookup?${q.toString()}`;
+}
 
 const REASONS: Record<string, string> = {
   none: 'no list or rule matches it',
@@ -202,7 +213,8 @@ const REASONS: Record<string, string> = {
 export function lookupText(r: Lookup): string {
   const verb = r.action === 'block' ? 'Blocked' : r.action === 'local' ? 'Answered locally' : 'Allowed';
   const why = REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
-  let s = `${verb}: ${why}`;
+  // the type is said when it is not the plain address question
+  let s = r.type && r.type !== 'A' ? `${verb} for ${r.type}: ${why}` : `${verb}: ${why}`;
   if (r.source) s += ` (list “${r.source}”`;
   if (r.matched && r.matched !== r.name) s += `${r.source ? ', ' : ' ('}entry ${r.matched}`;
   if (r.source || (r.matched && r.matched !== r.name)) s += ')';
