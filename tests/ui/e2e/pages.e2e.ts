@@ -96,9 +96,22 @@ describe('rules page', () => {
     await item('data-rule', 'ruled.e2e.test').getByRole('button', { name: 'Edit deny rule ruled.e2e.test' }).click();
     await expect.poll(() => page().getByLabel('Rule', { exact: true }).inputValue()).toBe('ruled.e2e.test');
     expect(await s.focusedId()).toBe('rule-text');
+    // a refused new rule keeps the old one (one request: nothing was removed first)
+    await page().getByLabel('Rule', { exact: true }).fill('bad..name');
+    await page().getByRole('button', { name: 'Save rule' }).click();
+    await expect.poll(() => s.fieldError('rule-text').innerText()).toContain("'bad..name': not a name");
+    expect(await item('data-rule', 'ruled.e2e.test').count()).toBe(1);
+    await s.resolvesTo('ruled.e2e.test', BLOCK_A);
+    const calls: string[] = [];
+    const onReq = (r: { method(): string; url(): string }) => {
+      if (r.url().includes('/api/filter/rules')) calls.push(r.method());
+    };
+    page().on('request', onReq);
     await page().getByLabel('Rule', { exact: true }).fill('*.ruled.e2e.test');
     await page().getByRole('button', { name: 'Save rule' }).click();
     await expect.poll(() => item('data-rule', '*.ruled.e2e.test').count()).toBe(1);
+    page().off('request', onReq);
+    expect(calls).toEqual(['PUT']);
     expect(await item('data-rule', 'ruled.e2e.test').count()).toBe(0);
     expect(await item('data-rule', '*.ruled.e2e.test').innerText()).toContain('every name below ruled.e2e.test');
     await s.resolvesTo('x.ruled.e2e.test', BLOCK_A);
