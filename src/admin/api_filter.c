@@ -924,7 +924,5 @@ int nx_admin_handle_lookup(struct nx_admin_req *req)
 					    about_client ? "client" : "name", "%s",
 					    err ? err : "the name cannot be looked up");
 	}
-	char tbuf[16];
-	json_object_set_new(out, "type", json_string(nx_dns_type_name((uint16_t)qtype, tbuf)));
-	return nx_admin_reply_json(req, 200, out);
+	return nx_admin_reply_json(req, 200, out); /* as `nxdns lookup` prints it */
 }

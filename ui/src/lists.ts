@@ -185,7 +185,7 @@ export function doneCount(p: Record<string, Phase>): { done: number; total: numb
 
 /* ---- lookup ---------------------------------------------------------------------------------- */
 
-export interface Lookup { name: string; action: string; reason: string; matched: string; source: string; type?: string }
+export interface Lookup { name: string; action: string; reason: string; matched: string; source: string }
 
 /** The record types the lookup offers (the server takes any mnemonic it knows or a number). */
 export const LOOKUP_TYPES = ['A', 'AAAA', 'HTTPS', 'CNAME', 'MX', 'TXT', 'PTR', 'SRV', 'ANY'] as const;
@@ -209,12 +209,12 @@ const REASONS: Record<string, string> = {
   blocklist_wildcard: 'a list blocks it and its subdomains',
 };
 
-/** The lookup's answer as one sentence. */
-export function lookupText(r: Lookup): string {
+/** The lookup's answer as one sentence; `type`, the record type asked about, is said unless
+ * it is the plain address question (A). */
+export function lookupText(r: Lookup, type = 'A'): string {
   const verb = r.action === 'block' ? 'Blocked' : r.action === 'local' ? 'Answered locally' : 'Allowed';
   const why = REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
-  // the type is said when it is not the plain address question
-  let s = r.type && r.type !== 'A' ? `${verb} for ${r.type}: ${why}` : `${verb}: ${why}`;
+  let s = type !== 'A' ? `${verb} for ${type}: ${why}` : `${verb}: ${why}`;
   if (r.source) s += ` (list “${r.source}”`;
   if (r.matched && r.matched !== r.name) s += `${r.source ? ', ' : ' ('}entry ${r.matched}`;
   if (r.source || (r.matched && r.matched !== r.name)) s += ')';

@@ -230,7 +230,6 @@ describe('lists page', () => {
     await page.getByLabel('Record type').selectOption('AAAA');
     await page.getByLabel('Client id (optional)').fill('kid-phone');
     await page.getByRole('button', { name: 'Look up' }).click();
-    // the type comes back in the server's answer, so the sentence names it
     await expect.poll(() => page.getByTestId('lookup-result').innerText()).toBe('Blocked for AAAA: a list names it (list “web”).');
     page.off('request', onReq);
     const q = new URL(asked[asked.length - 1]).searchParams;

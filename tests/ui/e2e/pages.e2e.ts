@@ -31,13 +31,14 @@ describe('navigation', () => {
     await page().setViewportSize({ width: 390, height: 844 });
     const nav = page().getByRole('navigation', { name: 'Pages' });
     const links = await nav.getByRole('link').allInnerTexts();
-    expect(links).toEqual(['Dashboard', 'Query log', 'Lists', 'Rules', 'Groups', 'Clients', 'Local records', 'Settings']);
+    expect(links).toEqual(['Dashboard', 'Query log', 'Lists', 'Rules', 'Groups', 'Clients', 'Local records', 'Settings', 'Security']);
     // every link is inside the phone's width (the bar wraps, nothing scrolls off)
     for (const box of await nav.getByRole('link').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().right))) {
       expect(box).toBeLessThanOrEqual(390);
     }
     for (const [name, heading] of [['Rules', 'Rules'], ['Groups', 'Groups'], ['Clients', 'Clients'],
-      ['Local records', 'Local records'], ['Settings', 'Settings'], ['Dashboard', 'Dashboard']]) {
+      ['Local records', 'Local records'], ['Settings', 'Settings'], ['Security', 'Security'],
+      ['Dashboard', 'Dashboard']]) {
       await nav.getByRole('link', { name, exact: true }).focus();
       await page().keyboard.press('Enter');
       await expect.poll(() => page().getByRole('heading', { level: 1 }).innerText()).toBe(heading);

@@ -157,10 +157,10 @@ describe('lookup query', () => {
       '/api/lookup?name=ads.test&type=A&client=192.168.1.5&client_id=kid-phone');
   });
 
-  it('says the type in the answer unless it is A', () => {
-    expect(lookupText({ name: 'x.test', action: 'block', reason: 'user_deny', matched: 'x.test', source: '', type: 'HTTPS' }))
-      .toBe('Blocked for HTTPS: a user deny rule matches it.');
-    expect(lookupText({ name: 'x.test', action: 'block', reason: 'user_deny', matched: 'x.test', source: '', type: 'A' }))
-      .toBe('Blocked: a user deny rule matches it.');
+  it('says the type asked about unless it is A', () => {
+    const r = { name: 'x.test', action: 'block', reason: 'user_deny', matched: 'x.test', source: '' };
+    expect(lookupText(r, 'HTTPS')).toBe('Blocked for HTTPS: a user deny rule matches it.');
+    expect(lookupText(r, 'A')).toBe('Blocked: a user deny rule matches it.');
+    expect(lookupText(r)).toBe('Blocked: a user deny rule matches it.');
   });
 });

@@ -295,7 +295,7 @@ function LookupCard({ api }: { api: Api }) {
     setResult('');
     try {
       const r = await api.get<Lookup>(lookupQuery(name, type, client, clientId));
-      setResult(lookupText(r));
+      setResult(lookupText(r, type));
     } catch (e) {
       const known = ['name', 'type', 'client', 'client_id'];
       const f = e instanceof ApiError && e.field && known.includes(e.field) ? e.field : 'form';
