@@ -1,7 +1,8 @@
 """The admin API's one-request forms (issue 12), against the running daemon and checked over
 DNS: a pause until resumed (no end, shown as such, the old forms unchanged); a user rule's
 text, list and groups changed by one PUT (a refused new rule leaves the old one, the file
-unchanged); /api/lookup with a record type and a DoH/DoT client id, agreeing with
+unchanged); a local record changed by one PUT, named by name, type and value; /api/lookup
+with a record type and a DoH/DoT client id, agreeing with
 `nxdns lookup --type`.
 """
 
@@ -169,3 +170,42 @@ def test_lookup_type_and_client_id(make_upstream, make_nxdns, tmp_path):
                      ("client_id=" + "a" * 65, "client_id"), ("client=nope", "client")]:
         assert_error(api.get("/api/lookup?name=ads.example.test&" + q), 400, "bad_request",
                      field)
+
+
+# ------------------------------------------------------------------ local records: one PUT
+
+@pytest.mark.nx_timeout(90)
+def test_local_record_edit_in_one_request(make_upstream, make_nxdns, tmp_path):
+    up = make_upstream()
+    nx = _nx(make_nxdns, tmp_path, up)
+    api = logged_in(nx)
+
+    def a_of(name):
+        r = nx.udp(make_query(name, "A"))
+        return r.rcode(), answers(r)
+
+    assert a_of("nas.lan") == (dns.rcode.NOERROR, ["192.168.1.10"])
+    r = api.ok("PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.10",
+               {"value": "192.168.1.20", "ttl": 120})
+    assert [(x["name"], x["value"], x["ttl"]) for x in r["local_records"]] == \
+        [("nas.lan", "192.168.1.20", 120)], r
+    assert wait_until(lambda: a_of("nas.lan") == (dns.rcode.NOERROR, ["192.168.1.20"]), 10)
+
+    # refused: the old record keeps answering, the file is unchanged
+    before = nx.config_path.read_text()
+    assert_error(api.put("/api/local-records?name=nas.lan&type=A",
+                         {"value": "192.168.1.999"}), 400, "invalid_setting", "local_records")
+    assert_error(api.put("/api/local-records?name=nope.lan&type=A", {"ttl": 5}), 404,
+                 "not_found")
+    assert_error(api.put("/api/local-records?name=nas.lan&type=A&value=10.9.9.9",
+                         {"ttl": 5}), 404, "not_found")
+    assert_error(api.put("/api/local-records?name=nas.lan", {"ttl": 5}), 400, "bad_request",
+                 "type")
+    assert nx.config_path.read_text() == before
+    assert a_of("nas.lan") == (dns.rcode.NOERROR, ["192.168.1.20"])
+
+    # rename: the new name answers, the old one goes upstream again
+    api.ok("PUT", "/api/local-records?name=NAS.lan.&type=a", {"name": "files.lan"})
+    assert wait_until(lambda: a_of("files.lan") == (dns.rcode.NOERROR, ["192.168.1.20"]), 10)
+    assert a_of("nas.lan") == (dns.rcode.NOERROR, ["192.0.2.1"])
+

@@ -248,9 +248,23 @@ describe('local records page', () => {
   it('edits a record (the new value answers, the old one is gone), then removes it', async () => {
     await item('data-record', 'nas.e2e.test').getByRole('button', { name: 'Edit A record of nas.e2e.test' }).click();
     await expect.poll(() => page().getByLabel('Value').inputValue()).toBe('192.168.7.7');
+    // a refused new value keeps the old record, answering over DNS as before
+    await page().getByLabel('Value').fill('192.168.7.999');
+    await page().getByRole('button', { name: 'Save record' }).click();
+    await expect.poll(() => s.fieldError('local-value').count()).toBe(1);
+    expect(await item('data-record', 'nas.e2e.test').innerText()).toContain('192.168.7.7');
+    await s.resolvesTo('nas.e2e.test', '192.168.7.7');
+    // one request changes it
+    const calls: string[] = [];
+    const onReq = (r: { method(): string; url(): string }) => {
+      if (r.url().includes('/api/local-records')) calls.push(r.method());
+    };
+    page().on('request', onReq);
     await page().getByLabel('Value').fill('192.168.7.8');
     await page().getByRole('button', { name: 'Save record' }).click();
     await expect.poll(() => status('Saved').innerText()).toBe('Saved the A record of nas.e2e.test.');
+    page().off('request', onReq);
+    expect(calls).toEqual(['PUT']);
     expect(await item('data-record', 'nas.e2e.test').count()).toBe(1);
     expect(await item('data-record', 'nas.e2e.test').innerText()).toContain('192.168.7.8');
     await s.resolvesTo('nas.e2e.test', '192.168.7.8');

@@ -423,6 +423,82 @@ static void rules_edit(void **state)
 	assert_true(f->reloads >= reloads);
 }
 
+/* The record named as DELETE names it, in effect after one PUT. */
+static const char *local_value_of(json_t *view, const char *name, const char *type)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(view, "local_records"), i, o)
+	{
+		if (!strcmp(json_string_value(json_object_get(o, "name")), name) &&
+		    !strcmp(json_string_value(json_object_get(o, "type")), type)) {
+			return json_string_value(json_object_get(o, "value"));
+		}
+	}
+	return NULL;
+}
+
+/* PUT /api/local-records?name&type[&value]: one record changed in one rewrite. */
+static void locals_edit(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	/* named as the loader reads names: case and a trailing dot do not matter */
+	call(f, &r, "PUT", "/api/local-records?name=NAS.lan.&type=a",
+	     "{\"value\": \"192.168.1.11\", \"ttl\": 60}", 200, NULL);
+	assert_string_equal(local_value_of(r.json, "nas.lan", "A"), "192.168.1.11");
+	fx_resp_free(&r);
+	char *text = fx_read(f->path);
+	assert_non_null(strstr(text, "192.168.1.11"));
+	assert_null(strstr(text, "192.168.1.10"));
+	/* the other record kept its place and spelling: nas.lan is still written first */
+	assert_true(strstr(text, "nas.lan") < strstr(text, "files.lan"));
+	free(text);
+	assert_int_equal(f->conf->n_locals, 2);
+
+	/* rename a CNAME named with its value (spelled differently) */
+	call(f, &r, "PUT", "/api/local-records?name=files.lan&type=CNAME&value=NAS.LAN.",
+	     "{\"name\": \"share.lan\"}", 200, NULL);
+	assert_string_equal(local_value_of(r.json, "share.lan", "CNAME"), "nas.lan");
+	assert_null(local_value_of(r.json, "files.lan", "CNAME"));
+	fx_resp_free(&r);
+
+	/* a second A record of nas.lan: the value must say which */
+	call(f, &r, "POST", "/api/local-records",
+	     "{\"name\": \"nas.lan\", \"type\": \"A\", \"value\": \"192.168.1.12\"}", 201, NULL);
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A", "{\"ttl\": 30}", 409,
+	     "ambiguous");
+	expect_field(&r, "value");
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.001.012",
+	     "{\"value\": \"192.168.1.13\"}", 404, "not_found"); /* not an address spelling */
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.12",
+	     "{\"value\": \"192.168.1.13\"}", 200, NULL);
+	fx_resp_free(&r);
+
+	/* refusals change nothing */
+	char *before = fx_read(f->path);
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"value\": \"not-an-address\"}", "invalid_setting", "local_records");
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"type\": \"BOGUS\"}", "invalid_setting", "local_records");
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"ttl\": \"60\"}", "bad_request", "ttl");
+	refused(f, "PUT", "/api/local-records?type=A", "{\"ttl\": 1}", "bad_request", "name");
+	refused(f, "PUT", "/api/local-records?name=nas.lan", "{\"ttl\": 1}", "bad_request",
+		"type");
+	call(f, &r, "PUT", "/api/local-records?name=nope.lan&type=A", "{\"ttl\": 1}", 404,
+	     "not_found");
+	fx_resp_free(&r);
+	char *after = fx_read(f->path);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_int_equal(f->conf->n_locals, 3);
+}
+
 /* ---- groups ---- */
 
 static void groups_round_trip(void **state)
@@ -854,6 +930,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(busy_refuses_changes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(rules_edit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(pause_until_resumed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(locals_edit, setup, teardown),
 	    cmocka_unit_test(without_hooks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
