@@ -627,12 +627,10 @@ static bool groups_ok(struct nx_admin_req *req, const json_t *groups)
 int nx_admin_handle_rules_edit(struct nx_admin_req *req)
 {
 	enum { E_LIST, E_RULE, E_NEW_RULE, E_NEW_LIST, E_GROUPS };
-	static const struct nx_admin_field fields[] = {{"list", JSON_STRING, true},
-						       {"rule", JSON_STRING, true},
-						       {"new_rule", JSON_STRING, false},
-						       {"new_list", JSON_STRING, false},
-						       {"groups", NX_ADMIN_JSON_ANY, false},
-						       {NULL}};
+	static const struct nx_admin_field fields[] = {
+	    {"list", JSON_STRING, true},	  {"rule", JSON_STRING, true},
+	    {"new_rule", JSON_STRING, false},	  {"new_list", JSON_STRING, false},
+	    {"groups", NX_ADMIN_JSON_ANY, false}, {NULL}};
 	json_t *v[5];
 	const struct nx_conf *c = nx_admin_need_conf(req);
 	json_t *body = c ? nx_admin_req_json(req, fields, v) : NULL;
@@ -703,8 +701,8 @@ int nx_admin_handle_rules_edit(struct nx_admin_req *req)
 	json_t *vals[2] = {from_a, to_a};
 	rc = nx_admin_config_set(req, keys, vals, same_list ? 1 : 2, "rule");
 	if (rc == 0) {
-		nx_log(NX_LOG_INFO, "admin", "rule %s '%s' changed to %s '%s' through the API", list,
-		       rule, to_list, norm);
+		nx_log(NX_LOG_INFO, "admin", "rule %s '%s' changed to %s '%s' through the API",
+		       list, rule, to_list, norm);
 	}
 	rc = rules_done(req, rc, 200);
 out:
@@ -868,10 +866,18 @@ static int lookup_type(const char *s)
 		const char *name;
 		uint16_t type;
 	} types[] = {
-	    {"A", NX_DNS_T_A},	   {"AAAA", NX_DNS_T_AAAA}, {"CNAME", NX_DNS_T_CNAME},
-	    {"TXT", NX_DNS_T_TXT}, {"PTR", NX_DNS_T_PTR},   {"MX", NX_DNS_T_MX},
-	    {"NS", NX_DNS_T_NS},   {"SOA", NX_DNS_T_SOA},   {"HTTPS", NX_DNS_T_HTTPS},
-	    {"SRV", 33},	   {"SVCB", 64},	    {"CAA", 257},
+	    {"A", NX_DNS_T_A},
+	    {"AAAA", NX_DNS_T_AAAA},
+	    {"CNAME", NX_DNS_T_CNAME},
+	    {"TXT", NX_DNS_T_TXT},
+	    {"PTR", NX_DNS_T_PTR},
+	    {"MX", NX_DNS_T_MX},
+	    {"NS", NX_DNS_T_NS},
+	    {"SOA", NX_DNS_T_SOA},
+	    {"HTTPS", NX_DNS_T_HTTPS},
+	    {"SRV", 33},
+	    {"SVCB", 64},
+	    {"CAA", 257},
 	    {"ANY", NX_DNS_T_ANY},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(types); i++) {

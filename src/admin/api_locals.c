@@ -25,7 +25,7 @@
 #include "base/err.h"
 #include "base/log.h"
 
-#define VALUE_TOKENS_MAX 4 /* SRV "PRIORITY WEIGHT PORT HOST" has the most */
+#define VALUE_TOKENS_MAX 4  /* SRV "PRIORITY WEIGHT PORT HOST" has the most */
 #define RECORD_TEXT_MAX 300 /* "TYPE name" for the log line: a name is <= 253 bytes */
 
 /* `local_records` as the file writes it, as JSON (a new reference); NULL when the file cannot
@@ -44,9 +44,10 @@ static json_t *locals_written(const struct nx_conf *c)
 	struct fy_node *list = root && fy_node_is_mapping(root)
 				   ? fy_node_mapping_lookup_by_string(root, "local_records", 13)
 				   : NULL;
-	char *text = list && fy_node_is_sequence(list)
-			 ? fy_emit_node_to_string(list, FYECF_MODE_JSON_TP | FYECF_NO_ENDING_NEWLINE)
-			 : NULL;
+	char *text =
+	    list && fy_node_is_sequence(list)
+		? fy_emit_node_to_string(list, FYECF_MODE_JSON_TP | FYECF_NO_ENDING_NEWLINE)
+		: NULL;
 	fy_document_destroy(doc);
 	json_t *out = text ? json_loads(text, 0, NULL) : NULL;
 	free(text);
@@ -133,8 +134,9 @@ int nx_admin_handle_locals_edit(struct nx_admin_req *req)
 	const char *type = nx_admin_req_arg(req, "type");
 	const char *value = nx_admin_req_arg(req, "value");
 	if (!name || !*name) {
-		return nx_admin_reply_error(req, 400, "bad_request", "name",
-					    "name the record: PUT /api/local-records?name&type[&value]");
+		return nx_admin_reply_error(
+		    req, 400, "bad_request", "name",
+		    "name the record: PUT /api/local-records?name&type[&value]");
 	}
 	if (!type || !*type) {
 		return nx_admin_reply_error(req, 400, "bad_request", "type",
@@ -152,7 +154,8 @@ int nx_admin_handle_locals_edit(struct nx_admin_req *req)
 	json_t *e;
 	json_array_foreach(list, i, e)
 	{
-		const char *en = member(e, "name"), *et = member(e, "type"), *ev = member(e, "value");
+		const char *en = member(e, "name"), *et = member(e, "type"),
+			   *ev = member(e, "value");
 		if (en && et && same_name(en, name) && !strcasecmp(et, type) &&
 		    (!value || (ev && same_value(type, ev, value)))) {
 			at = at < 0 ? (ssize_t)i : at;
@@ -160,8 +163,9 @@ int nx_admin_handle_locals_edit(struct nx_admin_req *req)
 		}
 	}
 	if (!hits) {
-		rc = nx_admin_reply_error(req, 404, "not_found", NULL, "no %s record of %s%s%s", type,
-					  name, value ? " with value " : "", value ? value : "");
+		rc = nx_admin_reply_error(req, 404, "not_found", NULL, "no %s record of %s%s%s",
+					  type, name, value ? " with value " : "",
+					  value ? value : "");
 		goto out;
 	}
 	if (hits > 1) {

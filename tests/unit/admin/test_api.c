@@ -364,8 +364,7 @@ static void rules_edit(void **state)
 	fx_resp_free(&r);
 	/* groups only */
 	call(f, &r, "PUT", "/api/filter/rules",
-	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"groups\": [\"kids\"]}", 200,
-	     NULL);
+	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"groups\": [\"kids\"]}", 200, NULL);
 	fx_resp_free(&r);
 	assert_non_null(f->conf->deny_scopes);
 	assert_int_equal(f->conf->deny_scopes[0].n_groups, 1);
@@ -397,8 +396,8 @@ static void rules_edit(void **state)
 		"{\"list\": \"deny\", \"rule\": \"*.tracker.example\", \"groups\": [\"nosuch\"]}",
 		"invalid_setting", "rule");
 	call(f, &r, "PUT", "/api/filter/rules",
-	     "{\"list\": \"deny\", \"rule\": \"nope.example\", \"new_rule\": \"x.example\"}",
-	     404, "not_found");
+	     "{\"list\": \"deny\", \"rule\": \"nope.example\", \"new_rule\": \"x.example\"}", 404,
+	     "not_found");
 	fx_resp_free(&r);
 	call(f, &r, "PUT", "/api/filter/rules",
 	     "{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_rule\": \"GOOD.example\"}",
@@ -408,8 +407,8 @@ static void rules_edit(void **state)
 		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_list\": \"block\"}",
 		"bad_request", "list");
 	refused(f, "PUT", "/api/filter/rules",
-		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": []}",
-		"bad_request", "groups");
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": []}", "bad_request",
+		"groups");
 	refused(f, "PUT", "/api/filter/rules",
 		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": \"kids\"}",
 		"bad_request", "groups");
@@ -487,8 +486,7 @@ static void locals_edit(void **state)
 	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
 		"{\"ttl\": \"60\"}", "bad_request", "ttl");
 	refused(f, "PUT", "/api/local-records?type=A", "{\"ttl\": 1}", "bad_request", "name");
-	refused(f, "PUT", "/api/local-records?name=nas.lan", "{\"ttl\": 1}", "bad_request",
-		"type");
+	refused(f, "PUT", "/api/local-records?name=nas.lan", "{\"ttl\": 1}", "bad_request", "type");
 	call(f, &r, "PUT", "/api/local-records?name=nope.lan&type=A", "{\"ttl\": 1}", 404,
 	     "not_found");
 	fx_resp_free(&r);
@@ -837,8 +835,8 @@ static void lookup(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 1);
 	assert_null(fx_str(&r, "client_id"));
 	fx_resp_free(&r);
-	call(f, &r, "GET", "/api/lookup?name=ads.example&type=https&client_id=kid-phone", NULL,
-	     200, NULL);
+	call(f, &r, "GET", "/api/lookup?name=ads.example&type=https&client_id=kid-phone", NULL, 200,
+	     NULL);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 65);
 	assert_string_equal(fx_str(&r, "client_id"), "kid-phone");
 	fx_resp_free(&r);
