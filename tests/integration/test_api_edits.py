@@ -9,8 +9,10 @@ with a record type and a DoH/DoT client id, agreeing with
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.parse
+from pathlib import Path
 
 import dns.rcode
 import pytest
@@ -34,6 +36,20 @@ def _nx(make_nxdns, tmp_path, up, **over):
     }
     cfg.update(over)
     return start_nx(make_nxdns, [up], config=cfg)
+
+
+def _control_get(nx, route: str):
+    """One GET over the local control socket (src/admin/control.c): (status, JSON)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(str(Path(nx.config["state_dir"]) / "control.sock"))
+    s.sendall(f"GET {route} HTTP/1.0\r\n\r\n".encode())
+    raw = b""
+    while chunk := s.recv(65536):
+        raw += chunk
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
 
 
 def _blocked(nx, name) -> bool:
@@ -62,8 +78,13 @@ def test_pause_until_resumed(make_upstream, make_nxdns, tmp_path):
     assert not _blocked(nx, "ads.example.test")
     assert api.ok("GET", "/api/filter/pause") == r
     assert "paused until resumed" in nx.log()
-    # the lookup sees the pause too
+    # the lookup sees the pause too, and `nxdns lookup` (which reads it over the control socket)
     assert api.ok("GET", "/api/lookup?name=ads.example.test")["reason"] == "paused"
+    p = run_cli(["lookup", "--config", str(nx.config_path), "ads.example.test"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["reason"] == "paused", p.stdout
+    # the control socket's view is GET's
+    assert _control_get(nx, "/api/filter/pause") == (200, r)
     # a timed pause replaces it, and {seconds: 0} still resumes as it always did
     t = api.ok("POST", "/api/filter/pause", {"seconds": 600})
     assert t["until_resumed"] is False and t["until_ms"] > time.time() * 1000
