@@ -28,13 +28,10 @@
 #define VALUE_TOKENS_MAX 4  /* SRV "PRIORITY WEIGHT PORT HOST" has the most */
 #define RECORD_TEXT_MAX 300 /* "TYPE name" for the log line: a name is <= 253 bytes */
 
-/* `local_records` as the file writes it, as JSON (a new reference); NULL when the file cannot
- * be read or has no such list (then there is nothing to edit). */
+/* `local_records` as the file writes it, as JSON (a new reference): [] when the file has no
+ * such list, NULL when it cannot be read or emitted (the caller says so: nothing to edit). */
 static json_t *locals_written(const struct nx_conf *c)
 {
-	if (!c->path || c->path[0] == '<') {
-		return NULL;
-	}
 	struct fy_parse_cfg pc = {.flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS};
 	struct fy_document *doc = fy_document_build_from_file(&pc, c->path);
 	if (!doc) {
@@ -44,10 +41,11 @@ static json_t *locals_written(const struct nx_conf *c)
 	struct fy_node *list = root && fy_node_is_mapping(root)
 				   ? fy_node_mapping_lookup_by_string(root, "local_records", 13)
 				   : NULL;
-	char *text =
-	    list && fy_node_is_sequence(list)
-		? fy_emit_node_to_string(list, FYECF_MODE_JSON_TP | FYECF_NO_ENDING_NEWLINE)
-		: NULL;
+	if (!list || !fy_node_is_sequence(list)) {
+		fy_document_destroy(doc);
+		return json_array();
+	}
+	char *text = fy_emit_node_to_string(list, FYECF_MODE_JSON_TP | FYECF_NO_ENDING_NEWLINE);
 	fy_document_destroy(doc);
 	json_t *out = text ? json_loads(text, 0, NULL) : NULL;
 	free(text);
@@ -130,6 +128,10 @@ int nx_admin_handle_locals_edit(struct nx_admin_req *req)
 	if (!c) {
 		return 0;
 	}
+	if (!c->path || c->path[0] == '<' || !req->admin->hooks.reload) {
+		return nx_admin_reply_error(req, 503, "not_configured", NULL,
+					    "the server cannot rewrite its configuration file");
+	}
 	const char *name = nx_admin_req_arg(req, "name");
 	const char *type = nx_admin_req_arg(req, "type");
 	const char *value = nx_admin_req_arg(req, "value");
@@ -149,6 +151,12 @@ int nx_admin_handle_locals_edit(struct nx_admin_req *req)
 	}
 	int rc = 0;
 	json_t *list = locals_written(c);
+	if (!list) {
+		nx_log(NX_LOG_WARN, "admin", "cannot read local_records from %s", c->path);
+		rc = nx_admin_reply_error(req, 500, "config_unreadable", NULL,
+					  "cannot read local_records from %s", c->path);
+		goto out;
+	}
 	ssize_t at = -1;
 	size_t hits = 0, i;
 	json_t *e;
