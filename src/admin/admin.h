@@ -43,6 +43,8 @@
  * A browser opens ~6, plus a live stream and a CLI call; the others stay for everyone else. */
 #define NX_ADMIN_MAX_CONNECTIONS_PER_ADDR 10
 #define NX_ADMIN_LISTEN_BACKLOG 64
+/* The pause hook's "until resumed": INT64_MAX ms is later than any wall clock. */
+#define NX_ADMIN_PAUSE_UNTIL_RESUMED INT64_MAX
 
 /* Metrics exposition limits. */
 #define NX_METRICS_INITIAL_BYTES (16 * 1024)   /* first scrape; later ones start at the last size */
@@ -84,12 +86,15 @@ struct nx_admin_hooks {
 	/* Start a refresh of one source (name) or all (NULL). 0, NX_ENOTFOUND, NX_ENOSLOT
 	 * (running). */
 	int (*refresh)(void *ud, const char *source);
-	/* Pause filtering until until_ms (wall clock, ms; 0 = resume). Returns 0. */
+	/* Pause filtering until until_ms (wall clock, ms; 0 = resume; NX_ADMIN_PAUSE_UNTIL_RESUMED
+	 * = no end: later than any clock, so "now < until" needs no special case). Returns 0. */
 	int (*pause)(void *ud, int64_t until_ms);
 	int64_t (*paused_until)(void *ud); /* 0 = not paused */
-	/* The matcher's verdict, as `nxdns lookup`: {name, action, reason, matched, source}.
-	 * client may be NULL (default group). NULL + *err text on a bad name/client. */
-	json_t *(*lookup)(void *ud, const char *name, const char *client, const char **err);
+	/* The matcher's verdict, as `nxdns lookup`: {name, action, reason, matched, source}, for a
+	 * query of qtype (host order) from the client address and DoH/DoT client id (each may be
+	 * NULL: the default group, no id). NULL + *err text on a bad name/client. */
+	json_t *(*lookup)(void *ud, const char *name, uint16_t qtype, const char *client,
+			  const char *client_id, const char **err);
 	/* The DoT/DoH listeners' certificate in effect (borrowed until the next reload), NULL
 	 * without those listeners. The Apple profiles embed it when it is the self-signed one. */
 	struct nx_tls_creds *(*tls_creds)(void *ud);

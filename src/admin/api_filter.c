@@ -11,14 +11,17 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "admin/impl.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "dns/msg.h"
 #include "filter/compile.h"
 
-/* Longer than a month is "turn filtering off" (filter.enabled). */
+/* A timed pause longer than a month is a typo; for no end send until_resumed (or turn
+ * filter.enabled off, which a restart keeps). */
 #define PAUSE_MAX_S (30 * 86400)
 
 static int no_hook(struct nx_admin_req *req, const char *what)
@@ -591,6 +594,124 @@ out:
 	return rc;
 }
 
+/* A body's groups: an array of at least one name (the caller handles absent and null). false
+ * after answering 400. */
+static bool groups_ok(struct nx_admin_req *req, const json_t *groups)
+{
+	size_t gi;
+	json_t *g;
+	json_array_foreach(groups, gi, g)
+	{
+		if (!json_is_string(g)) {
+			nx_admin_reply_error(req, 400, "bad_request", "groups",
+					     "groups must be an array of group names");
+			return false;
+		}
+	}
+	if (groups && json_array_size(groups) == 0) {
+		nx_admin_reply_error(req, 400, "bad_request", "groups",
+				     "groups must name at least one group (null for every client)");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * PUT /api/filter/rules {list, rule, new_rule?, new_list?, groups?}: change one rule in one
+ * rewrite: its text (new_rule), its list (new_list: allow <-> deny) and/or its groups (an array
+ * of names; null = every client; absent = as they were). One rewrite of one or both lists, so
+ * a new text the loader refuses leaves the old rule in place (400 invalid_setting, field
+ * rule): a delete and an add from the client would lose the rule in between, and for good if
+ * the add is refused.
+ */
+int nx_admin_handle_rules_edit(struct nx_admin_req *req)
+{
+	enum { E_LIST, E_RULE, E_NEW_RULE, E_NEW_LIST, E_GROUPS };
+	static const struct nx_admin_field fields[] = {
+	    {"list", JSON_STRING, true},	  {"rule", JSON_STRING, true},
+	    {"new_rule", JSON_STRING, false},	  {"new_list", JSON_STRING, false},
+	    {"groups", NX_ADMIN_JSON_ANY, false}, {NULL}};
+	json_t *v[5];
+	const struct nx_conf *c = nx_admin_need_conf(req);
+	json_t *body = c ? nx_admin_req_json(req, fields, v) : NULL;
+	if (!body) {
+		return 0;
+	}
+	int rc = 0;
+	json_t *from_a = NULL, *to_a = NULL;
+	const char *list = json_string_value(v[E_LIST]);
+	const char *rule = json_string_value(v[E_RULE]);
+	const char *from_key, *to_key;
+	ssize_t idx, to_idx;
+	if (!rule_find(req, c, list, rule, &from_key, &idx)) {
+		goto out;
+	}
+	if (idx < 0) {
+		rc = nx_admin_reply_error(req, 404, "not_found", "rule", "the %s list has no '%s'",
+					  list, rule);
+		goto out;
+	}
+	const char *to_list = v[E_NEW_LIST] ? json_string_value(v[E_NEW_LIST]) : list;
+	const char *to_rule = v[E_NEW_RULE] ? json_string_value(v[E_NEW_RULE]) : rule;
+	if (!rule_find(req, c, to_list, to_rule, &to_key, &to_idx)) {
+		goto out; /* answered, naming list or rule */
+	}
+	bool same_list = !strcmp(from_key, to_key);
+	if (to_idx >= 0 && !(same_list && to_idx == idx)) {
+		rc = nx_admin_reply_error(req, 409, "exists", "rule", "the %s list has '%s'",
+					  to_list, to_rule);
+		goto out;
+	}
+	json_t *groups = NULL; /* the new item's groups (new reference) or NULL: every client */
+	if (!v[E_GROUPS]) {
+		const struct nx_conf_rule_scope *sc =
+		    rule_scope(c, !strcmp(from_key, "filter.allow"), (size_t)idx);
+		groups = sc ? groups_json(sc) : NULL;
+	} else if (!json_is_null(v[E_GROUPS])) {
+		if (!json_is_array(v[E_GROUPS])) {
+			rc = nx_admin_reply_error(req, 400, "bad_request", "groups",
+						  "groups must be an array of group names or null");
+			goto out;
+		}
+		if (!groups_ok(req, v[E_GROUPS])) {
+			goto out;
+		}
+		groups = json_incref(v[E_GROUPS]);
+	}
+	char norm[RULE_MAX];
+	normalise(to_rule, norm, sizeof(norm));
+	json_t *item = rule_item(norm, groups);
+	from_a = rules_array(c, from_key);
+	to_a = same_list ? json_incref(from_a) : rules_array(c, to_key);
+	if (!item || !from_a || !to_a) {
+		json_decref(item);
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (same_list) {
+		rc = json_array_set_new(from_a, (size_t)idx, item) ? -ENOMEM : 0;
+	} else {
+		json_array_remove(from_a, (size_t)idx);
+		rc = json_array_append_new(to_a, item) ? -ENOMEM : 0;
+	}
+	if (rc) {
+		goto out;
+	}
+	const char *keys[2] = {from_key, to_key};
+	json_t *vals[2] = {from_a, to_a};
+	rc = nx_admin_config_set(req, keys, vals, same_list ? 1 : 2, "rule");
+	if (rc == 0) {
+		nx_log(NX_LOG_INFO, "admin", "rule %s '%s' changed to %s '%s' through the API",
+		       list, rule, to_list, norm);
+	}
+	rc = rules_done(req, rc, 200);
+out:
+	json_decref(from_a);
+	json_decref(to_a);
+	json_decref(body);
+	return rc;
+}
+
 /* DELETE /api/filter/rules {list, rule} or /api/filter/rules/<list>/<rule> (rule url-encoded;
  * a regex may hold '/'). */
 int nx_admin_handle_rules_delete(struct nx_admin_req *req)
@@ -646,14 +767,21 @@ out:
 
 /* ---- pause ----------------------------------------------------------------------------------- */
 
+/* {paused, until_ms, until_resumed}: until_ms is null for a pause with no end (0 when not
+ * paused, as before), so a client that only knew timed pauses cannot mistake one for the other. */
 static int pause_view(struct nx_admin_req *req)
 {
 	const struct nx_admin_hooks *h = &req->admin->hooks;
 	int64_t until = h->paused_until(h->ud);
 	bool paused = until > nx_now_wall_ms();
-	return nx_admin_reply_json(req, 200,
-				   json_pack("{s:b, s:I}", "paused", paused, "until_ms",
-					     (json_int_t)(paused ? until : 0)));
+	bool forever = paused && until == NX_ADMIN_PAUSE_UNTIL_RESUMED;
+	json_t *o = json_pack("{s:b, s:b}", "paused", paused, "until_resumed", forever);
+	if (o) {
+		json_object_set_new(o, "until_ms",
+				    forever ? json_null()
+					    : json_integer((json_int_t)(paused ? until : 0)));
+	}
+	return nx_admin_reply_json(req, 200, o);
 }
 
 int nx_admin_handle_pause_get(struct nx_admin_req *req)
@@ -664,15 +792,22 @@ int nx_admin_handle_pause_get(struct nx_admin_req *req)
 	return pause_view(req);
 }
 
+/*
+ * POST /api/filter/pause: {seconds} (1..PAUSE_MAX_S; 0 resumes, as it always did), {resume:
+ * true}, or {until_resumed: true}: paused with no end until a resume (or a restart: the pause
+ * is not kept on disk). Exactly one of the three.
+ */
 int nx_admin_handle_pause_set(struct nx_admin_req *req)
 {
-	static const struct nx_admin_field fields[] = {
-	    {"seconds", JSON_INTEGER, false}, {"resume", NX_ADMIN_JSON_BOOL, false}, {NULL}};
+	static const struct nx_admin_field fields[] = {{"seconds", JSON_INTEGER, false},
+						       {"resume", NX_ADMIN_JSON_BOOL, false},
+						       {"until_resumed", NX_ADMIN_JSON_BOOL, false},
+						       {NULL}};
 	const struct nx_admin_hooks *h = &req->admin->hooks;
 	if (!h->pause || !h->paused_until) {
 		return no_hook(req, "pause control");
 	}
-	json_t *v[2];
+	json_t *v[3];
 	json_t *body = nx_admin_req_json(req, fields, v);
 	if (!body) {
 		return 0;
@@ -684,16 +819,24 @@ int nx_admin_handle_pause_set(struct nx_admin_req *req)
 					  "resume can only be true");
 		goto out;
 	}
-	if (v[1] && v[0]) {
-		rc = nx_admin_reply_error(req, 400, "bad_request", "seconds",
-					  "send seconds or resume, not both");
+	if (v[2] && !json_is_true(v[2])) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", "until_resumed",
+					  "until_resumed can only be true");
 		goto out;
 	}
-	if (!v[1]) {
+	if ((v[0] != NULL) + (v[1] != NULL) + (v[2] != NULL) > 1) {
+		rc = nx_admin_reply_error(req, 400, "bad_request", v[0] ? "seconds" : "resume",
+					  "send one of seconds, resume and until_resumed");
+		goto out;
+	}
+	if (v[2]) {
+		until = NX_ADMIN_PAUSE_UNTIL_RESUMED;
+	} else if (!v[1]) {
 		json_int_t s = v[0] ? json_integer_value(v[0]) : -1;
 		if (s < 0 || s > PAUSE_MAX_S) {
 			rc = nx_admin_reply_error(req, 400, "bad_request", "seconds",
-						  "seconds must be from 0 (resume) to %d",
+						  "seconds must be from 0 (resume) to %d, or send "
+						  "until_resumed: true",
 						  PAUSE_MAX_S);
 			goto out;
 		}
@@ -703,7 +846,10 @@ int nx_admin_handle_pause_set(struct nx_admin_req *req)
 	if (rc) {
 		goto out;
 	}
-	nx_log(NX_LOG_INFO, "admin", "filtering %s through the API", until ? "paused" : "resumed");
+	nx_log(NX_LOG_INFO, "admin", "filtering %s through the API",
+	       until == NX_ADMIN_PAUSE_UNTIL_RESUMED ? "paused until resumed"
+	       : until				     ? "paused"
+						     : "resumed");
 	rc = pause_view(req);
 out:
 	json_decref(body);
@@ -712,27 +858,77 @@ out:
 
 /* ---- lookup ---------------------------------------------------------------------------------- */
 
+/* `type`: a mnemonic of the types people ask about, or a number 1..65535 (as `nxdns lookup
+ * --type`). -1 when it is neither. */
+static int lookup_type(const char *s)
+{
+	static const struct {
+		const char *name;
+		uint16_t type;
+	} types[] = {
+	    {"A", NX_DNS_T_A},
+	    {"AAAA", NX_DNS_T_AAAA},
+	    {"CNAME", NX_DNS_T_CNAME},
+	    {"TXT", NX_DNS_T_TXT},
+	    {"PTR", NX_DNS_T_PTR},
+	    {"MX", NX_DNS_T_MX},
+	    {"NS", NX_DNS_T_NS},
+	    {"SOA", NX_DNS_T_SOA},
+	    {"HTTPS", NX_DNS_T_HTTPS},
+	    {"SRV", 33},
+	    {"SVCB", 64},
+	    {"CAA", 257},
+	    {"ANY", NX_DNS_T_ANY},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(types); i++) {
+		if (!strcasecmp(s, types[i].name)) {
+			return types[i].type;
+		}
+	}
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	return *s && isdigit((unsigned char)*s) && !*end && v > 0 && v <= 65535 ? (int)v : -1;
+}
+
+/* GET /api/lookup?name[&type][&client][&client_id]: what a query of that type (default A)
+ * from that address (default: the default group) with that DoH/DoT client id would get. */
 int nx_admin_handle_lookup(struct nx_admin_req *req)
 {
 	const struct nx_admin_hooks *h = &req->admin->hooks;
 	const char *name = nx_admin_req_arg(req, "name");
 	const char *client = nx_admin_req_arg(req, "client");
+	const char *type = nx_admin_req_arg(req, "type");
+	const char *client_id = nx_admin_req_arg(req, "client_id");
 	if (!name || !*name) {
 		return nx_admin_reply_error(req, 400, "bad_request", "name", "name is required");
 	}
 	if (client && !*client) {
 		client = NULL;
 	}
+	if (client_id && !*client_id) {
+		client_id = NULL;
+	}
+	int qtype = type && *type ? lookup_type(type) : NX_DNS_T_A;
+	if (qtype < 0) {
+		return nx_admin_reply_error(req, 400, "bad_request", "type",
+					    "type must be a record type (A, AAAA, HTTPS, MX, ...) "
+					    "or its number");
+	}
+	if (client_id && strlen(client_id) > NX_CONF_CLIENT_ID_MAX) {
+		return nx_admin_reply_error(req, 400, "bad_request", "client_id",
+					    "a client id has at most %d bytes",
+					    NX_CONF_CLIENT_ID_MAX);
+	}
 	if (!h->lookup) {
 		return no_hook(req, "lookup");
 	}
 	const char *err = NULL;
-	json_t *out = h->lookup(h->ud, name, client, &err);
+	json_t *out = h->lookup(h->ud, name, (uint16_t)qtype, client, client_id, &err);
 	if (!out) {
 		bool about_client = client && err && strstr(err, "client");
 		return nx_admin_reply_error(req, 400, "bad_request",
 					    about_client ? "client" : "name", "%s",
 					    err ? err : "the name cannot be looked up");
 	}
-	return nx_admin_reply_json(req, 200, out);
+	return nx_admin_reply_json(req, 200, out); /* as `nxdns lookup` prints it */
 }

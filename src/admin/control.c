@@ -192,8 +192,14 @@ static unsigned route_pause(struct conn *cn)
 	const struct nx_admin_hooks *h = &cn->ctl->hooks;
 	int64_t until = h->paused_until ? h->paused_until(h->ud) : 0;
 	bool paused = until > nx_now_wall_ms();
-	int n = snprintf(cn->err, sizeof(cn->err), "{\"paused\":%s,\"until_ms\":%lld}\n",
-			 paused ? "true" : "false", (long long)(paused ? until : 0));
+	bool forever = paused && until == NX_ADMIN_PAUSE_UNTIL_RESUMED;
+	char until_text[24] = "null"; /* a pause until resumed has no end */
+	if (!forever) {
+		snprintf(until_text, sizeof(until_text), "%lld", (long long)(paused ? until : 0));
+	}
+	int n = snprintf(cn->err, sizeof(cn->err),
+			 "{\"paused\":%s,\"until_ms\":%s,\"until_resumed\":%s}\n",
+			 paused ? "true" : "false", until_text, forever ? "true" : "false");
 	cn->body =
 	    (struct body){.data = cn->err, .len = (size_t)NX_MIN(n, (int)sizeof(cn->err) - 1)};
 	return 200;

@@ -434,6 +434,10 @@ int nx_admin_handle_locals_delete(struct nx_admin_req *req);
 /* mobileconfig.c: GET /api/apple/{doh,dot}.mobileconfig[?client_id=] */
 int nx_admin_handle_apple_doh(struct nx_admin_req *req);
 int nx_admin_handle_apple_dot(struct nx_admin_req *req);
+/* api_filter.c: PUT /api/filter/rules (one rule's text, list, groups in one rewrite) */
+int nx_admin_handle_rules_edit(struct nx_admin_req *req);
+/* api_locals.c: PUT /api/local-records?name&type[&value] (one record in one rewrite) */
+int nx_admin_handle_locals_edit(struct nx_admin_req *req);
 
 /* api_stats.c: close the query-log reader (stop). */
 void nx_admin_qlog_close(struct nx_admin *a);

@@ -85,6 +85,9 @@ const struct nx_admin_route nx_admin_routes[] = {
      * No "/" prefix row: unknown paths, /api/ ones above all, stay 404 JSON. */
     {"GET", "/", NX_ADMIN_EXACT, NX_ADMIN_AUTH_NONE, nx_admin_handle_static},
     {"GET", "/assets/", NX_ADMIN_PREFIX, NX_ADMIN_AUTH_NONE, nx_admin_handle_static},
+    /* edits in one request (api_filter.c) */
+    {"PUT", "/api/filter/rules", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_rules_edit},
+    {"PUT", "/api/local-records", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_locals_edit},
 };
 const size_t nx_admin_n_routes = sizeof(nx_admin_routes) / sizeof(nx_admin_routes[0]);
 

@@ -286,7 +286,8 @@ static int64_t paused_until(void *ud)
 }
 
 /* The same decision `nxdns lookup` prints, on the daemon's current generation. */
-static json_t *lookup_hook(void *ud, const char *name, const char *client, const char **err)
+static json_t *lookup_hook(void *ud, const char *name, uint16_t qtype, const char *client,
+			   const char *client_id, const char **err)
 {
 	struct nx_daemon *d = ud;
 	struct sockaddr_storage ss = {0};
@@ -308,7 +309,7 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
 		.paused = paused_until(d) != 0,
 	};
-	return nx_policy_lookup_json(&p, name, NX_DNS_T_A, (struct sockaddr *)&ss, NULL, err);
+	return nx_policy_lookup_json(&p, name, qtype, (struct sockaddr *)&ss, client_id, err);
 }
 
 static struct nx_tls_creds *tls_creds(void *ud)

@@ -405,7 +405,8 @@ def test_pause_for_seconds_and_resume(make_upstream, make_nxdns, tmp_path):
     up = make_upstream()
     nx = _nx(make_nxdns, tmp_path, up)
     api = logged_in(nx)
-    assert api.ok("GET", "/api/filter/pause") == {"paused": False, "until_ms": 0}
+    assert api.ok("GET", "/api/filter/pause") == {"paused": False, "until_ms": 0,
+                                                "until_resumed": False}
     assert _blocked(nx, "ads.example.test")
     t = time.time()
     r = api.ok("POST", "/api/filter/pause", {"seconds": 2})
@@ -420,7 +421,7 @@ def test_pause_for_seconds_and_resume(make_upstream, make_nxdns, tmp_path):
     api.ok("POST", "/api/filter/pause", {"seconds": 600})
     assert not _blocked(nx, "ads.example.test")
     r = api.ok("POST", "/api/filter/pause", {"resume": True})
-    assert r == {"paused": False, "until_ms": 0}, r
+    assert r == {"paused": False, "until_ms": 0, "until_resumed": False}, r
     assert _blocked(nx, "ads.example.test")
     wait_pushed_and_written(nx)
     reasons = {row["reason"] for row in qlog_rows(nx, "WHERE name = 'ads.example.test'")}

@@ -28,6 +28,8 @@ export interface AuthStatus {
   setup_required: boolean;
   authenticated: boolean;
   tls: boolean;
+  /** a second factor (TOTP) is enrolled: the login needs a code */
+  totp?: boolean;
   csrf?: string;
 }
 
@@ -42,10 +44,21 @@ export class Api {
     this.csrf = token;
   }
 
-  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return this.exchange<T>(method, path,
+      body === undefined ? undefined : JSON.stringify(body), 'application/json');
+  }
+
+  /** POST a file as the raw body (POST /api/restore streams it to disk, never parsed as JSON). */
+  upload<T>(path: string, data: Blob): Promise<T> {
+    return this.exchange<T>('POST', path, data, 'application/octet-stream');
+  }
+
+  private async exchange<T>(method: string, path: string, body: BodyInit | undefined,
+    contentType: string): Promise<T> {
     const headers: Record<string, string> = { Accept: 'application/json' };
     if (body !== undefined) {
-      headers['Content-Type'] = 'application/json';
+      headers['Content-Type'] = contentType;
     }
     if (method !== 'GET' && this.csrf) {
       headers['X-CSRF-Token'] = this.csrf;
@@ -55,7 +68,7 @@ export class Api {
       resp = await this.fetchFn(path, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body,
         credentials: 'same-origin',
         cache: 'no-store',
       });
@@ -105,8 +118,10 @@ export class Api {
     return st;
   }
 
-  async login(password: string): Promise<void> {
-    const r = await this.post<{ csrf: string }>('/api/auth/login', { password });
+  /** totp: the authenticator's code, sent only when given (the server asks with 401
+   * totp_required when a second factor is enrolled). */
+  async login(password: string, totp?: string): Promise<void> {
+    const r = await this.post<{ csrf: string }>('/api/auth/login', totp ? { password, totp } : { password });
     this.csrf = r.csrf;
   }
 

@@ -105,15 +105,14 @@ export function localBody(f: LocalForm): Record<string, unknown> {
 }
 
 /**
- * The index of a record in a list (the API has no record ids: indexes follow the server's
- * order, by name and type, so they move when one is added). Names compare without case or
- * trailing dot. -1 when absent.
+ * PUT's address for changing a record: the record named as the server names it, by name and
+ * type and its value (several records may share a name and type). The server changes it in one
+ * rewrite, so a new record it refuses leaves the old one.
  */
-export function findRecord(list: LocalRecord[], r: { name: string; type: string; value: string | null; ttl: number }): number {
-  const norm = (n: string) => n.toLowerCase().replace(/\.$/, '');
-  const hit = list.find((x) => norm(x.name) === norm(r.name) && x.type === r.type &&
-    x.value === r.value && x.ttl === r.ttl);
-  return hit ? hit.index : -1;
+export function localEditPath(r: { name: string; type: string; value: string | null }): string {
+  const q = new URLSearchParams({ name: r.name, type: r.type });
+  if (r.value !== null) q.set('value', r.value);
+  return `/api/local-records?${q.toString()}`;
 }
 
 /** Does the form describe exactly this record (then an edit has nothing to do)? */

@@ -187,6 +187,17 @@ export function doneCount(p: Record<string, Phase>): { done: number; total: numb
 
 export interface Lookup { name: string; action: string; reason: string; matched: string; source: string }
 
+/** The record types the lookup offers (the server takes any mnemonic it knows or a number). */
+export const LOOKUP_TYPES = ['A', 'AAAA', 'HTTPS', 'CNAME', 'MX', 'TXT', 'PTR', 'SRV', 'ANY'] as const;
+
+/** GET /api/lookup's query: name and type always, client and client_id when given. */
+export function lookupQuery(name: string, type: string, client: string, clientId: string): string {
+  const q = new URLSearchParams({ name: name.trim(), type: type || 'A' });
+  if (client.trim()) q.set('client', client.trim());
+  if (clientId.trim()) q.set('client_id', clientId.trim());
+  return `/api/lookup?${q.toString()}`;
+}
+
 const REASONS: Record<string, string> = {
   none: 'no list or rule matches it',
   paused: 'filtering is paused',
@@ -198,11 +209,12 @@ const REASONS: Record<string, string> = {
   blocklist_wildcard: 'a list blocks it and its subdomains',
 };
 
-/** The lookup's answer as one sentence. */
-export function lookupText(r: Lookup): string {
+/** The lookup's answer as one sentence; `type`, the record type asked about, is said unless
+ * it is the plain address question (A). */
+export function lookupText(r: Lookup, type = 'A'): string {
   const verb = r.action === 'block' ? 'Blocked' : r.action === 'local' ? 'Answered locally' : 'Allowed';
   const why = REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
-  let s = `${verb}: ${why}`;
+  let s = type !== 'A' ? `${verb} for ${type}: ${why}` : `${verb}: ${why}`;
   if (r.source) s += ` (list “${r.source}”`;
   if (r.matched && r.matched !== r.name) s += `${r.source ? ', ' : ' ('}entry ${r.matched}`;
   if (r.source || (r.matched && r.matched !== r.name)) s += ')';

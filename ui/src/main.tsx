@@ -14,6 +14,7 @@ import { Groups } from './pages/Groups';
 import { Clients } from './pages/Clients';
 import { LocalRecords } from './pages/LocalRecords';
 import { Settings } from './pages/Settings';
+import { Security } from './pages/Security';
 import { PauseControl } from './components/Pause';
 import { pageOf, PAGES } from './pages';
 import 'uplot/dist/uPlot.min.css';
@@ -33,6 +34,7 @@ function Page({ id }: { id: string }) {
     case 'clients': return <Clients api={api} />;
     case 'local': return <LocalRecords api={api} />;
     case 'settings': return <Settings api={api} />;
+    case 'security': return <Security api={api} />;
     default: return <Dashboard api={api} />;
   }
 }
@@ -41,6 +43,7 @@ function App() {
   const [view, setView] = useState<View>('loading');
   const [error, setError] = useState('');
   const [notice, setNotice] = useState('');
+  const [totp, setTotp] = useState(false);
   // Which signed-in page shows: the address's #fragment, so a link or a reload keeps it.
   const [page, setPage] = useState(location.hash);
   useEffect(() => {
@@ -52,6 +55,7 @@ function App() {
   const refresh = async () => {
     try {
       const st = await api.status();
+      setTotp(!!st.totp);
       setView(st.setup_required ? 'setup' : st.authenticated ? 'dashboard' : 'login');
     } catch (e) {
       setError(describe(e));
@@ -120,7 +124,7 @@ function App() {
         )}
         {view === 'setup' && <Setup api={api} onDone={() => { setNotice(''); void refresh(); }} />}
         {view === 'login' && (
-          <Login api={api} notice={notice} onDone={() => { setNotice(''); void refresh(); }} />
+          <Login api={api} notice={notice} totp={totp} onDone={() => { setNotice(''); void refresh(); }} />
         )}
         {view === 'dashboard' && <Page id={pageOf(page).id} />}
       </main>

@@ -11,6 +11,7 @@ export const PAGES: readonly PageDef[] = [
   { id: 'clients', hash: '#/clients', title: 'Clients' },
   { id: 'local', hash: '#/local', title: 'Local records' },
   { id: 'settings', hash: '#/settings', title: 'Settings' },
+  { id: 'security', hash: '#/security', title: 'Security' },
 ];
 
 /** The page a location.hash shows ("#/rules", "#/rules?x", "" -> dashboard). */

@@ -1,5 +1,5 @@
 // The Rules page's logic (tests/ui/unit/rules.test.ts): the user's allow and deny rules
-// (GET/POST/DELETE /api/filter/rules) as rows, what each rule matches in words, and the
+// (GET/POST/PUT/DELETE /api/filter/rules) as rows, what each rule matches in words, and the
 // calls an edit makes.
 
 export type RuleList = 'allow' | 'deny';
@@ -34,13 +34,20 @@ export function normalise(rule: string): string {
   return l.length > 1 && l.endsWith('.') ? l.slice(0, -1) : l;
 }
 
+/** The body of PUT /api/filter/rules for an edit. */
+export interface RuleEdit { list: RuleList; rule: string; new_rule?: string; new_list?: RuleList }
+
 /**
- * The calls an edit makes: the new rule is added first and the old one removed only once that
- * succeeded, so a rule the server refuses leaves the old one in place. An edit that changes
- * nothing makes no call.
+ * The one request an edit makes (PUT /api/filter/rules: the server replaces the rule in one
+ * rewrite, so a new rule it refuses leaves the old one, and the rule's groups stay as they
+ * were). Only what changed is sent; an edit that changes nothing makes no call (null).
  */
-export function editSteps(old: RuleRow, next: RuleRow): { add: RuleRow | null; remove: RuleRow | null } {
-  const n = { list: next.list, rule: next.rule.trim() };
-  if (n.list === old.list && normalise(n.rule) === normalise(old.rule)) return { add: null, remove: null };
-  return { add: n, remove: old };
+export function editBody(old: RuleRow, next: RuleRow): RuleEdit | null {
+  const rule = next.rule.trim();
+  const sameRule = normalise(rule) === normalise(old.rule);
+  if (next.list === old.list && sameRule) return null;
+  const b: RuleEdit = { list: old.list, rule: old.rule };
+  if (!sameRule) b.new_rule = rule;
+  if (next.list !== old.list) b.new_list = next.list;
+  return b;
 }

@@ -222,6 +222,24 @@ describe('lists page', () => {
     expect(await page.getByTestId('lookup-result').innerText()).toBe('');
   });
 
+  it('looks up a name for a record type and a client id', async () => {
+    const asked: string[] = [];
+    const onReq = (r: { url(): string }) => { if (r.url().includes('/api/lookup?')) asked.push(r.url()); };
+    page.on('request', onReq);
+    await page.getByLabel('Name', { exact: true }).last().fill('b.web.test');
+    await page.getByLabel('Record type').selectOption('AAAA');
+    await page.getByLabel('Client id (optional)').fill('kid-phone');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await expect.poll(() => page.getByTestId('lookup-result').innerText()).toBe('Blocked for AAAA: a list names it (list “web”).');
+    page.off('request', onReq);
+    const q = new URL(asked[asked.length - 1]).searchParams;
+    expect([q.get('name'), q.get('type'), q.get('client_id')]).toEqual(['b.web.test', 'AAAA', 'kid-phone']);
+    await shoot('lists-lookup-type');
+    await axeCheck('lists lookup with a type');
+    await page.getByLabel('Record type').selectOption('A');
+    await page.getByLabel('Client id (optional)').fill('');
+  });
+
   it('edits a source: an unknown group is refused at the field, disabling it applies', async () => {
     await source('web').getByRole('button', { name: 'Edit web' }).click();
     await expect.poll(() => page.getByRole('heading', { name: 'Edit “web”' }).count()).toBe(1);

@@ -31,13 +31,14 @@ describe('navigation', () => {
     await page().setViewportSize({ width: 390, height: 844 });
     const nav = page().getByRole('navigation', { name: 'Pages' });
     const links = await nav.getByRole('link').allInnerTexts();
-    expect(links).toEqual(['Dashboard', 'Query log', 'Lists', 'Rules', 'Groups', 'Clients', 'Local records', 'Settings']);
+    expect(links).toEqual(['Dashboard', 'Query log', 'Lists', 'Rules', 'Groups', 'Clients', 'Local records', 'Settings', 'Security']);
     // every link is inside the phone's width (the bar wraps, nothing scrolls off)
     for (const box of await nav.getByRole('link').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().right))) {
       expect(box).toBeLessThanOrEqual(390);
     }
     for (const [name, heading] of [['Rules', 'Rules'], ['Groups', 'Groups'], ['Clients', 'Clients'],
-      ['Local records', 'Local records'], ['Settings', 'Settings'], ['Dashboard', 'Dashboard']]) {
+      ['Local records', 'Local records'], ['Settings', 'Settings'], ['Security', 'Security'],
+      ['Dashboard', 'Dashboard']]) {
       await nav.getByRole('link', { name, exact: true }).focus();
       await page().keyboard.press('Enter');
       await expect.poll(() => page().getByRole('heading', { level: 1 }).innerText()).toBe(heading);
@@ -96,9 +97,22 @@ describe('rules page', () => {
     await item('data-rule', 'ruled.e2e.test').getByRole('button', { name: 'Edit deny rule ruled.e2e.test' }).click();
     await expect.poll(() => page().getByLabel('Rule', { exact: true }).inputValue()).toBe('ruled.e2e.test');
     expect(await s.focusedId()).toBe('rule-text');
+    // a refused new rule keeps the old one (one request: nothing was removed first)
+    await page().getByLabel('Rule', { exact: true }).fill('bad..name');
+    await page().getByRole('button', { name: 'Save rule' }).click();
+    await expect.poll(() => s.fieldError('rule-text').innerText()).toContain("'bad..name': not a name");
+    expect(await item('data-rule', 'ruled.e2e.test').count()).toBe(1);
+    await s.resolvesTo('ruled.e2e.test', BLOCK_A);
+    const calls: string[] = [];
+    const onReq = (r: { method(): string; url(): string }) => {
+      if (r.url().includes('/api/filter/rules')) calls.push(r.method());
+    };
+    page().on('request', onReq);
     await page().getByLabel('Rule', { exact: true }).fill('*.ruled.e2e.test');
     await page().getByRole('button', { name: 'Save rule' }).click();
     await expect.poll(() => item('data-rule', '*.ruled.e2e.test').count()).toBe(1);
+    page().off('request', onReq);
+    expect(calls).toEqual(['PUT']);
     expect(await item('data-rule', 'ruled.e2e.test').count()).toBe(0);
     expect(await item('data-rule', '*.ruled.e2e.test').innerText()).toContain('every name below ruled.e2e.test');
     await s.resolvesTo('x.ruled.e2e.test', BLOCK_A);
@@ -234,9 +248,23 @@ describe('local records page', () => {
   it('edits a record (the new value answers, the old one is gone), then removes it', async () => {
     await item('data-record', 'nas.e2e.test').getByRole('button', { name: 'Edit A record of nas.e2e.test' }).click();
     await expect.poll(() => page().getByLabel('Value').inputValue()).toBe('192.168.7.7');
+    // a refused new value keeps the old record, answering over DNS as before
+    await page().getByLabel('Value').fill('192.168.7.999');
+    await page().getByRole('button', { name: 'Save record' }).click();
+    await expect.poll(() => s.fieldError('local-value').count()).toBe(1);
+    expect(await item('data-record', 'nas.e2e.test').innerText()).toContain('192.168.7.7');
+    await s.resolvesTo('nas.e2e.test', '192.168.7.7');
+    // one request changes it
+    const calls: string[] = [];
+    const onReq = (r: { method(): string; url(): string }) => {
+      if (r.url().includes('/api/local-records')) calls.push(r.method());
+    };
+    page().on('request', onReq);
     await page().getByLabel('Value').fill('192.168.7.8');
     await page().getByRole('button', { name: 'Save record' }).click();
     await expect.poll(() => status('Saved').innerText()).toBe('Saved the A record of nas.e2e.test.');
+    page().off('request', onReq);
+    expect(calls).toEqual(['PUT']);
     expect(await item('data-record', 'nas.e2e.test').count()).toBe(1);
     expect(await item('data-record', 'nas.e2e.test').innerText()).toContain('192.168.7.8');
     await s.resolvesTo('nas.e2e.test', '192.168.7.8');

@@ -59,8 +59,13 @@ describe('pause', () => {
     await page().getByRole('button', { name: 'Pause filtering until resumed' }).click();
     await expect.poll(() => pauseState().innerText()).toBe('Filtering is paused: until resumed');
     await s.resolvesTo('tracker.e2e.test', UP_A);
+    // a pause with no end, not a long one: the server says so
+    const st = await (await s.ctx.request.get(`${s.nx.base}/api/filter/pause`)).json();
+    expect([st.paused, st.until_resumed, st.until_ms]).toEqual([true, true, null]);
     await page().reload();
     await expect.poll(() => pauseState().innerText()).toBe('Filtering is paused: until resumed');
+    await s.shoot('paused-until-resumed');
+    await s.axeCheck('paused until resumed');
     await page().getByRole('button', { name: 'Resume filtering' }).click();
     await expect.poll(() => pauseState().innerText()).toBe('Filtering is on');
     await s.resolvesTo('tracker.e2e.test', BLOCK_A);

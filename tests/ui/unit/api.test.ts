@@ -33,6 +33,27 @@ describe('Api', () => {
     expect(f.calls[2].init.method).toBe('POST');
   });
 
+  it('sends the second factor only when given', async () => {
+    const f = fake([json(200, { csrf: 't' }), json(200, { csrf: 't2' })]);
+    const api = new Api(f.fetch);
+    await api.login('pw', '123456');
+    expect(JSON.parse(f.calls[0].init.body as string)).toEqual({ password: 'pw', totp: '123456' });
+    await api.login('pw', '');
+    expect(JSON.parse(f.calls[1].init.body as string)).toEqual({ password: 'pw' });
+  });
+
+  it('uploads a file as the raw body with the CSRF token', async () => {
+    const f = fake([json(200, { csrf: 'c9' }), json(200, { config: true })]);
+    const api = new Api(f.fetch);
+    await api.login('pw');
+    const blob = new Blob([new Uint8Array([0x1f, 0x8b, 8])]);
+    expect(await api.upload('/api/restore', blob)).toEqual({ config: true });
+    expect(f.calls[1].init.method).toBe('POST');
+    expect(f.calls[1].init.body).toBe(blob);
+    expect(header(f.calls[1], 'Content-Type')).toBe('application/octet-stream');
+    expect(header(f.calls[1], 'X-CSRF-Token')).toBe('c9');
+  });
+
   it('takes the CSRF token back from the auth status after a reload', async () => {
     const f = fake([json(200, { setup_required: false, authenticated: true, tls: false, csrf: 'c2' }), json(200, {})]);
     const api = new Api(f.fetch);

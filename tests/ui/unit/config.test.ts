@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
-  LocalRecord, clientBody, clientForm, emptyClient, emptyGroup, emptyLocal, findRecord, groupBody,
-  groupForm, idText, localBody, localForm, sameRecord, toggle,
+  LocalRecord, clientBody, clientForm, emptyClient, emptyGroup, emptyLocal, groupBody,
+  groupForm, idText, localBody, localEditPath, localForm, sameRecord, toggle,
 } from '../../../ui/src/config';
 
 describe('groups', () => {
@@ -54,12 +54,12 @@ describe('local records', () => {
     expect(localBody({ name: 'a', type: 'TXT', value: 'hi', ttl: '1h' }).ttl).toBe('1h');
   });
 
-  it('finds a record again after its index moved', () => {
-    const list = [rec({ name: 'a.lan', index: 0 }), rec({ index: 1, ttl: 60 }), rec({ index: 2 })];
-    expect(findRecord(list, rec({ index: 7 }))).toBe(2);
-    expect(findRecord(list, rec({ name: 'NAS.lan.', ttl: 60 }))).toBe(1);
-    expect(findRecord(list, rec({ value: '10.0.0.3' }))).toBe(-1);
-    expect(findRecord(list, rec({ type: 'AAAA' }))).toBe(-1);
+  it('names the record to change by name, type and value (url-encoded)', () => {
+    expect(localEditPath(rec({ name: 'nas.lan', type: 'A', value: '10.0.0.2' })))
+      .toBe('/api/local-records?name=nas.lan&type=A&value=10.0.0.2');
+    expect(localEditPath(rec({ name: 'x.lan', type: 'TXT', value: 'v=spf1 a&b' })))
+      .toBe('/api/local-records?name=x.lan&type=TXT&value=v%3Dspf1+a%26b');
+    expect(localEditPath(rec({ name: 'x.lan', type: 'TXT', value: null }))).toBe('/api/local-records?name=x.lan&type=TXT');
   });
 
   it('knows when an edit changes nothing', () => {

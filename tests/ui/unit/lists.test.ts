@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../../ui/src/api';
 import {
-  Source, ago, doneCount, emptyForm, entries, errorField, fieldMessage, formOf, lookupText, markOf,
+  Source, ago, doneCount, emptyForm, entries, errorField, fieldMessage, formOf, lookupQuery, lookupText, markOf,
   parseGroups, progress, skipRows, sourceBody,
 } from '../../../ui/src/lists';
 
@@ -147,5 +147,20 @@ describe('lookupText', () => {
       .toBe('Allowed: no list or rule matches it.');
     expect(lookupText({ name: 'ok.test', action: 'allow', reason: 'user_allow', matched: 'ok.test', source: '' }))
       .toBe('Allowed: a user allow rule matches it.');
+  });
+});
+
+describe('lookup query', () => {
+  it('always sends name and type, client and client id only when given', () => {
+    expect(lookupQuery(' ads.test ', 'AAAA', '', '')).toBe('/api/lookup?name=ads.test&type=AAAA');
+    expect(lookupQuery('ads.test', '', ' 192.168.1.5 ', ' kid-phone ')).toBe(
+      '/api/lookup?name=ads.test&type=A&client=192.168.1.5&client_id=kid-phone');
+  });
+
+  it('says the type asked about unless it is A', () => {
+    const r = { name: 'x.test', action: 'block', reason: 'user_deny', matched: 'x.test', source: '' };
+    expect(lookupText(r, 'HTTPS')).toBe('Blocked for HTTPS: a user deny rule matches it.');
+    expect(lookupText(r, 'A')).toBe('Blocked: a user deny rule matches it.');
+    expect(lookupText(r)).toBe('Blocked: a user deny rule matches it.');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { editSteps, normalise, ruleDeletePath, ruleRows, ruleScope } from '../../../ui/src/rules';
+import { editBody, normalise, ruleDeletePath, ruleRows, ruleScope } from '../../../ui/src/rules';
 
 describe('rules', () => {
   it('lists allow rules first, each list in the server\'s order', () => {
@@ -25,10 +25,11 @@ describe('rules', () => {
     expect(normalise('/Ab./')).toBe('/Ab./');
   });
 
-  it('edits by adding the new rule, then removing the old one; no change, no call', () => {
+  it('edits with one request naming only what changed; no change, no call', () => {
     const old = { list: 'deny' as const, rule: 'a.test' };
-    expect(editSteps(old, { list: 'deny', rule: ' b.test ' })).toEqual({ add: { list: 'deny', rule: 'b.test' }, remove: old });
-    expect(editSteps(old, { list: 'allow', rule: 'a.test' })).toEqual({ add: { list: 'allow', rule: 'a.test' }, remove: old });
-    expect(editSteps(old, { list: 'deny', rule: 'A.test.' })).toEqual({ add: null, remove: null });
+    expect(editBody(old, { list: 'deny', rule: ' b.test ' })).toEqual({ list: 'deny', rule: 'a.test', new_rule: 'b.test' });
+    expect(editBody(old, { list: 'allow', rule: 'a.test' })).toEqual({ list: 'deny', rule: 'a.test', new_list: 'allow' });
+    expect(editBody(old, { list: 'allow', rule: 'c.test' })).toEqual({ list: 'deny', rule: 'a.test', new_rule: 'c.test', new_list: 'allow' });
+    expect(editBody(old, { list: 'deny', rule: 'A.test.' })).toBeNull();
   });
 });

@@ -145,8 +145,10 @@ FX_FN int64_t fx_hook_paused_until(void *ud)
 	return ((struct fx *)ud)->paused_until;
 }
 
-/* Names containing "bad" are refused; client "nope" is unknown. */
-FX_FN json_t *fx_hook_lookup(void *ud, const char *name, const char *client, const char **err)
+/* Names containing "bad" are refused; client "nope" is unknown. The answer echoes the qtype
+ * and client id it was given, so a test sees what the route passed through. */
+FX_FN json_t *fx_hook_lookup(void *ud, const char *name, uint16_t qtype, const char *client,
+			     const char *client_id, const char **err)
 {
 	if (strstr(name, "bad")) {
 		*err = "not a domain name";
@@ -156,9 +158,9 @@ FX_FN json_t *fx_hook_lookup(void *ud, const char *name, const char *client, con
 		*err = "unknown client 'nope'";
 		return NULL;
 	}
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}", "name", name, "action", "block",
-			 "reason", "user_deny", "matched", name, "source", "filter.deny", "client",
-			 client);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:i, s:s?}", "name", name, "action",
+			 "block", "reason", "user_deny", "matched", name, "source", "filter.deny",
+			 "client", client, "qtype", (int)qtype, "client_id", client_id);
 }
 
 FX_FN void fx_on_wake(uv_async_t *h)

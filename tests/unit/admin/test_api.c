@@ -351,6 +351,152 @@ static void rules_round_trip(void **state)
 	assert_int_equal(f->reloads, 5);
 }
 
+/* PUT: text, list and groups in one rewrite; a refused new text keeps the old rule. */
+static void rules_edit(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads.example\", \"new_rule\": \"Ads2.Example.\"}",
+	     200, NULL);
+	assert_string_equal(joined(json_object_get(r.json, "deny")),
+			    "ads2.example,*.tracker.example");
+	fx_resp_free(&r);
+	/* groups only */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"groups\": [\"kids\"]}", 200, NULL);
+	fx_resp_free(&r);
+	assert_non_null(f->conf->deny_scopes);
+	assert_int_equal(f->conf->deny_scopes[0].n_groups, 1);
+	assert_string_equal(f->conf->deny_scopes[0].groups[0], "kids");
+	/* a new text keeps the groups unless told */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads2.example\", \"new_rule\": \"ads3.example\"}",
+	     200, NULL);
+	fx_resp_free(&r);
+	assert_string_equal(f->conf->deny_rules[0], "ads3.example");
+	assert_int_equal(f->conf->deny_scopes[0].n_groups, 1);
+	/* to the other list, every client again */
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"ads3.example\", \"new_list\": \"allow\", "
+	     "\"groups\": null}",
+	     200, NULL);
+	assert_string_equal(joined(json_object_get(r.json, "allow")), "good.example,ads3.example");
+	assert_string_equal(joined(json_object_get(r.json, "deny")), "*.tracker.example");
+	fx_resp_free(&r);
+	assert_true(f->conf->allow_scopes == NULL || f->conf->allow_scopes[1].n_groups == 0);
+	int reloads = f->reloads;
+
+	/* refusals change nothing */
+	char *before = fx_read(f->path);
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"deny\", \"rule\": \"*.tracker.example\", \"new_rule\": \"/[/\"}",
+		"invalid_setting", "rule");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"deny\", \"rule\": \"*.tracker.example\", \"groups\": [\"nosuch\"]}",
+		"invalid_setting", "rule");
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"deny\", \"rule\": \"nope.example\", \"new_rule\": \"x.example\"}", 404,
+	     "not_found");
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/filter/rules",
+	     "{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_rule\": \"GOOD.example\"}",
+	     409, "exists");
+	fx_resp_free(&r);
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"new_list\": \"block\"}",
+		"bad_request", "list");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": []}", "bad_request",
+		"groups");
+	refused(f, "PUT", "/api/filter/rules",
+		"{\"list\": \"allow\", \"rule\": \"ads3.example\", \"groups\": \"kids\"}",
+		"bad_request", "groups");
+	char *after = fx_read(f->path);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_string_equal(f->conf->deny_rules[0], "*.tracker.example");
+	assert_int_equal(f->conf->n_allow_rules, 2);
+	/* the loader's refusals reloaded nothing new into effect */
+	assert_true(f->reloads >= reloads);
+}
+
+/* The record named as DELETE names it, in effect after one PUT. */
+static const char *local_value_of(json_t *view, const char *name, const char *type)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(view, "local_records"), i, o)
+	{
+		if (!strcmp(json_string_value(json_object_get(o, "name")), name) &&
+		    !strcmp(json_string_value(json_object_get(o, "type")), type)) {
+			return json_string_value(json_object_get(o, "value"));
+		}
+	}
+	return NULL;
+}
+
+/* PUT /api/local-records?name&type[&value]: one record changed in one rewrite. */
+static void locals_edit(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	/* named as the loader reads names: case and a trailing dot do not matter */
+	call(f, &r, "PUT", "/api/local-records?name=NAS.lan.&type=a",
+	     "{\"value\": \"192.168.1.11\", \"ttl\": 60}", 200, NULL);
+	assert_string_equal(local_value_of(r.json, "nas.lan", "A"), "192.168.1.11");
+	fx_resp_free(&r);
+	char *text = fx_read(f->path);
+	assert_non_null(strstr(text, "192.168.1.11"));
+	assert_null(strstr(text, "192.168.1.10"));
+	/* the other record kept its place and spelling: nas.lan is still written first */
+	assert_true(strstr(text, "nas.lan") < strstr(text, "files.lan"));
+	free(text);
+	assert_int_equal(f->conf->n_locals, 2);
+
+	/* rename a CNAME named with its value (spelled differently) */
+	call(f, &r, "PUT", "/api/local-records?name=files.lan&type=CNAME&value=NAS.LAN.",
+	     "{\"name\": \"share.lan\"}", 200, NULL);
+	assert_string_equal(local_value_of(r.json, "share.lan", "CNAME"), "nas.lan");
+	assert_null(local_value_of(r.json, "files.lan", "CNAME"));
+	fx_resp_free(&r);
+
+	/* a second A record of nas.lan: the value must say which */
+	call(f, &r, "POST", "/api/local-records",
+	     "{\"name\": \"nas.lan\", \"type\": \"A\", \"value\": \"192.168.1.12\"}", 201, NULL);
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A", "{\"ttl\": 30}", 409,
+	     "ambiguous");
+	expect_field(&r, "value");
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.001.012",
+	     "{\"value\": \"192.168.1.13\"}", 404, "not_found"); /* not an address spelling */
+	fx_resp_free(&r);
+	call(f, &r, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.12",
+	     "{\"value\": \"192.168.1.13\"}", 200, NULL);
+	fx_resp_free(&r);
+
+	/* refusals change nothing */
+	char *before = fx_read(f->path);
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"value\": \"not-an-address\"}", "invalid_setting", "local_records");
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"type\": \"BOGUS\"}", "invalid_setting", "local_records");
+	refused(f, "PUT", "/api/local-records?name=nas.lan&type=A&value=192.168.1.13",
+		"{\"ttl\": \"60\"}", "bad_request", "ttl");
+	refused(f, "PUT", "/api/local-records?type=A", "{\"ttl\": 1}", "bad_request", "name");
+	refused(f, "PUT", "/api/local-records?name=nas.lan", "{\"ttl\": 1}", "bad_request", "type");
+	call(f, &r, "PUT", "/api/local-records?name=nope.lan&type=A", "{\"ttl\": 1}", 404,
+	     "not_found");
+	fx_resp_free(&r);
+	char *after = fx_read(f->path);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	assert_int_equal(f->conf->n_locals, 3);
+}
+
 /* ---- groups ---- */
 
 static void groups_round_trip(void **state)
@@ -625,6 +771,43 @@ static void pause_and_resume(void **state)
 		"seconds");
 }
 
+/* until_resumed: no end, shown as such, ended by a resume; the old forms still work. */
+static void pause_until_resumed(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	call(f, &r, "POST", "/api/filter/pause", "{\"until_resumed\": true}", 200, NULL);
+	assert_true(json_is_true(json_object_get(r.json, "paused")));
+	assert_true(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_true(json_is_null(json_object_get(r.json, "until_ms")));
+	fx_resp_free(&r);
+	assert_true(f->paused_until == NX_ADMIN_PAUSE_UNTIL_RESUMED);
+	call(f, &r, "GET", "/api/filter/pause", NULL, 200, NULL);
+	assert_true(json_is_true(json_object_get(r.json, "until_resumed")));
+	fx_resp_free(&r);
+	/* a timed pause replaces it and is not "until resumed" */
+	call(f, &r, "POST", "/api/filter/pause", "{\"seconds\": 300}", 200, NULL);
+	assert_false(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_true(json_integer_value(json_object_get(r.json, "until_ms")) > 0);
+	fx_resp_free(&r);
+	call(f, &r, "POST", "/api/filter/pause", "{\"until_resumed\": true}", 200, NULL);
+	fx_resp_free(&r);
+	call(f, &r, "POST", "/api/filter/pause", "{\"resume\": true}", 200, NULL);
+	assert_false(json_is_true(json_object_get(r.json, "paused")));
+	assert_false(json_is_true(json_object_get(r.json, "until_resumed")));
+	assert_int_equal(json_integer_value(json_object_get(r.json, "until_ms")), 0);
+	fx_resp_free(&r);
+	assert_int_equal(f->paused_until, 0);
+
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": false}", "bad_request",
+		"until_resumed");
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": true, \"seconds\": 60}",
+		"bad_request", "seconds");
+	refused(f, "POST", "/api/filter/pause", "{\"until_resumed\": true, \"resume\": true}",
+		"bad_request", "resume");
+	assert_int_equal(f->paused_until, 0);
+}
+
 static void lookup(void **state)
 {
 	struct fx *f = *state;
@@ -645,6 +828,34 @@ static void lookup(void **state)
 	fx_resp_free(&r);
 	call(f, &r, "GET", "/api/lookup", NULL, 400, "bad_request");
 	expect_field(&r, "name");
+	fx_resp_free(&r);
+
+	/* type and client id reach the hook */
+	call(f, &r, "GET", "/api/lookup?name=ads.example", NULL, 200, NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 1);
+	assert_null(fx_str(&r, "client_id"));
+	fx_resp_free(&r);
+	call(f, &r, "GET", "/api/lookup?name=ads.example&type=https&client_id=kid-phone", NULL, 200,
+	     NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 65);
+	assert_string_equal(fx_str(&r, "client_id"), "kid-phone");
+	fx_resp_free(&r);
+	call(f, &r, "GET", "/api/lookup?name=ads.example&type=28", NULL, 200, NULL);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "qtype")), 28);
+	fx_resp_free(&r);
+	const char *bad_types[] = {"BOGUS", "0", "65536", "-1", "1x"};
+	for (size_t i = 0; i < NX_ARRAY_LEN(bad_types); i++) {
+		char path[96];
+		snprintf(path, sizeof(path), "/api/lookup?name=a.example&type=%s", bad_types[i]);
+		call(f, &r, "GET", path, NULL, 400, "bad_request");
+		expect_field(&r, "type");
+		fx_resp_free(&r);
+	}
+	call(f, &r, "GET",
+	     "/api/lookup?name=a.example&client_id="
+	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	     NULL, 400, "bad_request");
+	expect_field(&r, "client_id");
 	fx_resp_free(&r);
 }
 
@@ -715,6 +926,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(lookup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(session_needs_csrf, setup, teardown),
 	    cmocka_unit_test_setup_teardown(busy_refuses_changes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(rules_edit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(pause_until_resumed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(locals_edit, setup, teardown),
 	    cmocka_unit_test(without_hooks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@ interface Props {
   error?: string;
   autofocus?: boolean;
   minLength?: number;
+  inputMode?: string;
 }
 
 export function Field(p: Props) {
@@ -31,6 +32,7 @@ export function Field(p: Props) {
         value={p.value}
         required
         minLength={p.minLength}
+        inputMode={p.inputMode as any}
         autocomplete={p.autocomplete}
         autoFocus={p.autofocus}
         spellcheck={false}

@@ -1,10 +1,10 @@
 // Pause filtering for 5 min / 1 h / until resumed, and resume: on every signed-in page, under
-// the top bar. The server keeps the pause (GET/POST /api/filter/pause); the page counts down to
-// its end and reads it again then, and every POLL_MS otherwise (another tab or the API may
-// have changed it).
+// the top bar. The server keeps the pause (GET/POST /api/filter/pause; "until resumed" is a
+// pause with no end, not a long one); the page counts down to a timed pause's end and reads it
+// again then, and every POLL_MS otherwise (another tab or the API may have changed it).
 import { useEffect, useState } from 'preact/hooks';
 import { Api, describe } from '../api';
-import { PAUSE_CHOICES, PauseState, pauseOver, remainingText } from '../pause';
+import { PAUSE_CHOICES, PauseBody, PauseState, choiceName, pauseOver, remainingText, untilResumed } from '../pause';
 
 const POLL_MS = 15000;
 
@@ -30,17 +30,19 @@ export function PauseControl({ api }: { api: Api }) {
     return () => clearInterval(t);
   }, []);
 
-  // the countdown: a tick a second while paused; at the end the server says what holds
+  // the countdown: a tick a second while a timed pause runs; at the end the server says what
+  // holds (a pause until resumed has nothing to count)
+  const forever = st ? untilResumed(st) : false;
   useEffect(() => {
-    if (!st?.paused) return;
+    if (!st?.paused || forever) return;
     const t = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(t);
-  }, [st?.paused]);
+  }, [st?.paused, forever]);
   useEffect(() => {
     if (st && pauseOver(st, now)) void read();
   }, [now]);
 
-  const send = async (body: { seconds: number } | { resume: true }) => {
+  const send = async (body: PauseBody) => {
     setBusy(true);
     setErr('');
     try {
@@ -79,8 +81,8 @@ export function PauseControl({ api }: { api: Api }) {
       {!paused && open && (
         <div class="choices" id="pause-choices" role="group" aria-label="Pause filtering for">
           {PAUSE_CHOICES.map((c) => (
-            <button type="button" key={c.seconds} disabled={busy} onClick={() => void send({ seconds: c.seconds })}
-              aria-label={`Pause filtering ${c.label === 'Until resumed' ? 'until resumed' : `for ${c.label}`}`}>
+            <button type="button" key={c.label} disabled={busy} onClick={() => void send(c.body)}
+              aria-label={choiceName(c.label)}>
               {c.label}
             </button>
           ))}

@@ -6,8 +6,9 @@ import { Api, ApiError, describe } from '../api';
 import { count } from '../format';
 import {
   FORMATS, FieldName, Form, Lookup, Mark, Phase, Source, ago, doneCount, emptyForm, entries,
-  errorField, fieldMessage, formOf, lookupText, markOf, progress, skipRows, sourceBody,
+  errorField, fieldMessage, formOf, LOOKUP_TYPES, lookupQuery, lookupText, markOf, progress, skipRows, sourceBody,
 } from '../lists';
+import { Choice } from '../components/Inputs';
 import './lists.css';
 
 const POLL_MS = 1000;      // while a refresh round runs: one status read a second
@@ -283,20 +284,21 @@ function SourceView({ s, now, phase }: { s: Source; now: number; phase?: Phase }
 
 function LookupCard({ api }: { api: Api }) {
   const [name, setName] = useState('');
+  const [type, setType] = useState<string>('A');
   const [client, setClient] = useState('');
-  const [err, setErr] = useState<Partial<Record<'name' | 'client' | 'form', string>>>({});
+  const [clientId, setClientId] = useState('');
+  const [err, setErr] = useState<Partial<Record<'name' | 'type' | 'client' | 'client_id' | 'form', string>>>({});
   const [result, setResult] = useState('');
   const submit = async (ev: Event) => {
     ev.preventDefault();
     setErr({});
     setResult('');
     try {
-      const q = new URLSearchParams({ name: name.trim() });
-      if (client.trim()) q.set('client', client.trim());
-      const r = await api.get<Lookup>(`/api/lookup?${q.toString()}`);
-      setResult(lookupText(r));
+      const r = await api.get<Lookup>(lookupQuery(name, type, client, clientId));
+      setResult(lookupText(r, type));
     } catch (e) {
-      const f = e instanceof ApiError && (e.field === 'name' || e.field === 'client') ? e.field : 'form';
+      const known = ['name', 'type', 'client', 'client_id'];
+      const f = e instanceof ApiError && e.field && known.includes(e.field) ? e.field : 'form';
       setErr({ [f]: describe(e) });
     }
   };
@@ -307,8 +309,12 @@ function LookupCard({ api }: { api: Api }) {
         <div class="lookup-row">
           <TextField id="lookup-name" label="Name" value={name} error={err.name} onInput={setName}
             hint="A domain name, e.g. ads.example.com." />
+          <Choice id="lookup-type" label="Record type" value={type} choices={LOOKUP_TYPES} error={err.type}
+            hint="What the device asks for: A (IPv4), AAAA (IPv6), HTTPS, ..." onChange={setType} />
           <TextField id="lookup-client" label="As seen from client (optional)" value={client} optional
             error={err.client} hint="An IP address; empty: the default group." onInput={setClient} />
+          <TextField id="lookup-client-id" label="Client id (optional)" value={clientId} optional
+            error={err.client_id} hint="The DoH/DoT client id a device uses, if any." onInput={setClientId} />
         </div>
         {err.form && <p class="error" role="alert">{err.form}</p>}
         <button type="submit">Look up</button>

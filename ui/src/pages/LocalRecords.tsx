@@ -1,12 +1,11 @@
-// The Local records page: names this box answers itself (GET/POST /api/local-records, DELETE
-// /api/local-records/<index>). The API has no edit: an edit adds the new record, then removes
-// the old one, found again in the answer (indexes move when a record is added), so a record
-// the server refuses leaves the old one in place. The loader validates; its refusal is shown
-// at the field.
+// The Local records page: names this box answers itself (GET/POST /api/local-records, PUT
+// /api/local-records?name&type&value, DELETE /api/local-records/<index>). An edit is one PUT:
+// the server swaps the record in one rewrite, so a record it refuses leaves the old one in
+// place. The loader validates; its refusal is shown at the field.
 import { useEffect, useState } from 'preact/hooks';
 import { Api, describe } from '../api';
 import { locate } from '../forms';
-import { LOCAL_FIELDS, LocalForm, LocalRecord, RR_TYPES, emptyLocal, findRecord, localBody, localForm, sameRecord } from '../config';
+import { LOCAL_FIELDS, LocalForm, LocalRecord, RR_TYPES, emptyLocal, localBody, localEditPath, localForm, sameRecord } from '../config';
 import { Choice, Text, focusLater } from '../components/Inputs';
 import './edit.css';
 
@@ -52,11 +51,9 @@ export function LocalRecords({ api }: { api: Api }) {
         reset();
         return;
       }
-      let r = await api.post<View>('/api/local-records', body);
-      if (editing) {
-        const at = findRecord(r.local_records, editing);
-        if (at >= 0) r = await api.request<View>('DELETE', `/api/local-records/${at}`);
-      }
+      const r = editing
+        ? await api.request<View>('PUT', localEditPath(editing), body)
+        : await api.post<View>('/api/local-records', body);
       setRecords(r.local_records);
       setSaved(editing ? `Saved the ${body.type as string} record of ${body.name as string}.`
         : `Added: ${body.name as string} answers ${body.value as string}.`);

@@ -1,10 +1,10 @@
-// The Rules page: the user's allow and deny rules (GET/POST/DELETE /api/filter/rules), listed,
-// added, edited (add the new, then remove the old), removed. The server validates; its refusal
+// The Rules page: the user's allow and deny rules (GET/POST/PUT/DELETE /api/filter/rules),
+// listed, added, edited (one PUT: the server swaps the rule in one rewrite), removed. The server validates; its refusal
 // is shown at the field (`rule`, `list`).
 import { useEffect, useState } from 'preact/hooks';
 import { Api, describe } from '../api';
 import { locate } from '../forms';
-import { RuleList, RuleRow, Rules as RulesView, editSteps, ruleDeletePath, ruleRows, ruleScope } from '../rules';
+import { RuleList, RuleRow, Rules as RulesView, editBody, ruleDeletePath, ruleRows, ruleScope } from '../rules';
 import { Choice, Text, focusLater } from '../components/Inputs';
 import './edit.css';
 
@@ -45,11 +45,8 @@ export function Rules({ api }: { api: Api }) {
     setSaved('');
     try {
       if (editing) {
-        const steps = editSteps(editing, { list, rule });
-        let r = rules;
-        if (steps.add) r = await api.post<RulesView>('/api/filter/rules', steps.add);
-        if (steps.remove) r = await api.request<RulesView>('DELETE', ruleDeletePath(steps.remove));
-        setRules(r);
+        const body = editBody(editing, { list, rule });
+        if (body) setRules(await api.request<RulesView>('PUT', '/api/filter/rules', body));
         setSaved(`Saved the ${list} rule ${rule.trim()}.`);
       } else {
         setRules(await api.post<RulesView>('/api/filter/rules', { list, rule: rule.trim() }));
