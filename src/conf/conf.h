@@ -151,6 +151,7 @@ struct nx_conf_token {
 	char *name;                                  /* owned: [a-z0-9][a-z0-9_-]{0,63}, unique */
 	uint8_t hash[NX_CONF_TOKEN_HASH_BYTES];      /* SHA-256 of the token text */
 	unsigned created;                            /* Unix seconds, as written */
+	bool read_only;                              /* scope: read (GET/HEAD routes only) */
 };
 
 enum nx_conf_block_mode {
@@ -277,6 +278,12 @@ struct nx_conf {
 	/* admin.totp_secret: the TOTP second factor (RFC 6238), base32 as written */
 	char *admin_totp_secret; /* owned, or NULL: not enrolled ("" or "off") */
 	bool admin_totp_off;	 /* written "off": removed on purpose (a reload may drop it) */
+
+	/* sync.*: following a primary (src/sync/) */
+	char *sync_primary;	  /* owned: https://host[:port] without a trailing '/', or NULL */
+	char *sync_token;	  /* owned: the primary's API token, or NULL */
+	unsigned sync_interval_s; /* seconds between pulls */
+	char *sync_pin;		  /* owned: base64 SHA-256 of the primary's SPKI, or NULL */
 };
 
 /*
