@@ -93,6 +93,11 @@ struct nx_admin_hooks {
 	/* The DoT/DoH listeners' certificate in effect (borrowed until the next reload), NULL
 	 * without those listeners. The Apple profiles embed it when it is the self-signed one. */
 	struct nx_tls_creds *(*tls_creds)(void *ud);
+	/* A replica's sync (src/sync/sync.h): GET /api/sync/status's document (new reference)
+	 * and POST /api/sync/now (0 started, NX_ENOSLOT running, NX_ENOTFOUND not a replica).
+	 * NULL: this server is no replica. */
+	json_t *(*sync_status)(void *ud);
+	int (*sync_now)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 

@@ -35,7 +35,8 @@
 	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")        \
 	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies") \
 	X(rate_limit, "per-client rate-limit table (fixed size, allocated when access.rate_limit.qps > 0)") \
-	X(import, "nxdns import: the model read from another server's settings (CLI only)")
+	X(import, "nxdns import: the model read from another server's settings (CLI only)")    \
+	X(sync, "replica sync: its status, and an export document while it is built or applied")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

@@ -147,7 +147,13 @@
 	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
 	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)") \
 	X(RL_LOG_SUPPRESSED, "nxdns_rate_limit_log_suppressed_total", "",                      \
-	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")
+	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)") \
+	X(SYNC_APPLIED, "nxdns_sync_pulls_total", "result=\"applied\"",                          \
+	  "A replica's pulls from sync.primary, by result (failed ones keep the last good config)") \
+	X(SYNC_NOT_MODIFIED, "nxdns_sync_pulls_total", "result=\"not_modified\"", "")            \
+	X(SYNC_FETCH_FAILED, "nxdns_sync_pulls_total", "result=\"fetch_failed\"", "")            \
+	X(SYNC_INVALID, "nxdns_sync_pulls_total", "result=\"invalid\"", "")                      \
+	X(SYNC_RELOAD_FAILED, "nxdns_sync_pulls_total", "result=\"reload_failed\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

@@ -339,6 +339,8 @@ int nx_daemon_admin_start(struct nx_daemon *d)
 		.paused_until = paused_until,
 		.lookup = lookup_hook,
 		.tls_creds = tls_creds,
+		.sync_status = nx_daemon_sync_status,
+		.sync_now = nx_daemon_sync_now,
 		.ud = d,
 	};
 	if (!c->admin_enabled) {
