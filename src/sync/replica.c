@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <sodium.h>
+
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
@@ -75,6 +77,19 @@ static void restore_file(const struct nx_conf *c)
 	}
 }
 
+/* SHA-256 of a whole file (the config: small); false when it cannot be read. */
+static bool file_hash(const char *path, uint8_t out[32])
+{
+	char *text;
+	size_t len;
+	if (nx_sync_read_file(path, NX_SYNC_EXPORT_MAX, &text, &len) != 0) {
+		return false;
+	}
+	crypto_hash_sha256(out, (const unsigned char *)text, len);
+	nx_mem_free(NX_OWNER_sync, text, len + 1);
+	return true;
+}
+
 static void apply_download(struct nx_sync *s)
 {
 	const struct nx_conf *c = s->hooks.conf(s->hooks.ud);
@@ -89,6 +104,8 @@ static void apply_download(struct nx_sync *s)
 	char gen[NX_SYNC_GEN_LEN], etag[NX_SYNC_ETAG_MAX];
 	nx_sync_etag_of(doc, len, gen, etag);
 	char err[NX_SYNC_ERR_MAX];
+	uint8_t before[32], after[32];
+	bool had = file_hash(c->path, before);
 	rc = nx_sync_apply(c, doc, len, err, sizeof(err));
 	nx_mem_free(NX_OWNER_sync, doc, len + 1);
 	if (rc) {
@@ -97,6 +114,13 @@ static void apply_download(struct nx_sync *s)
 	}
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s", c->path);
+	if (had && file_hash(path, after) && !memcmp(before, after, sizeof(before))) {
+		/* the file already says it (a full pull after another reload): no reload */
+		snprintf(s->etag, sizeof(s->etag), "%s", etag);
+		snprintf(s->gen, sizeof(s->gen), "%s", gen);
+		finish(s, NX_STAT_SYNC_APPLIED, "applied", NULL);
+		return;
+	}
 	s->reloading = true;
 	rc = s->hooks.reload(s->hooks.ud, err, sizeof(err));
 	s->reloading = false;
@@ -123,6 +147,10 @@ static void on_fetched(void *ud, const struct nx_fetch_result *res)
 {
 	struct nx_sync *s = ud;
 	s->running = false;
+	/* res lives in the fetcher: it is freed after the last use below. Between pulls the
+	 * replica holds no fetcher (its state is filter_build's, a transient owner). */
+	struct nx_fetcher *f = s->fetcher;
+	s->fetcher = NULL;
 	switch (res->status) {
 	case NX_FETCH_OK:
 		apply_download(s);
@@ -142,6 +170,7 @@ static void on_fetched(void *ud, const struct nx_fetch_result *res)
 		       nx_fetch_status_name(res->status), res->error);
 		break;
 	}
+	nx_fetcher_free(f);
 }
 
 static int start_pull(struct nx_sync *s)
@@ -181,6 +210,8 @@ static int start_pull(struct nx_sync *s)
 		rc = nx_fetcher_start(s->fetcher, &req, on_fetched, s);
 	}
 	if (rc) {
+		nx_fetcher_free(s->fetcher);
+		s->fetcher = NULL;
 		finish(s, NX_STAT_SYNC_FETCH_FAILED, "fetch_failed", "cannot start the pull: %s",
 		       nx_strerror(rc));
 		return rc;
@@ -210,6 +241,12 @@ void nx_sync_reconfigure(struct nx_sync *s)
 	const char *primary = c && c->sync_primary ? c->sync_primary : "";
 	unsigned interval = primary[0] ? c->sync_interval_s : 0;
 	bool moved = strcmp(primary, s->primary) != 0;
+	if (!s->reloading) {
+		/* a reload of ours changed nothing we track; any other (SIGHUP, an API edit, a
+		 * restore) may have touched synced keys by hand: ask for the whole export next
+		 * time, so a 304 cannot keep them drifted */
+		s->etag[0] = '\0';
+	}
 	if (moved) {
 		/* another primary: nothing it said before counts */
 		snprintf(s->primary, sizeof(s->primary), "%s", primary);

@@ -192,6 +192,17 @@ def test_replica_follows_primary(make_upstream, make_nxdns, tmp_path):
     assert _blocked(replica, "ads.example")
     # a refresh is no edit
     assert rapi.post("/api/filter/sources/refresh").status != 409
+    # a synced key edited by hand on the replica (and SIGHUP) is put back at the next pull,
+    # not kept by a 304
+    drifted = replica.config_path.read_text().replace('"ads.example"', '"drift.example"')
+    assert "drift.example" in drifted
+    applied = replica.counter("nxdns_sync_pulls_total", result="applied")
+    replica.write_config_text(drifted)
+    replica.send_signal(signal.SIGHUP)
+    _wait(lambda: replica.counter("nxdns_sync_pulls_total", result="applied") > applied
+          and "drift.example" not in replica.config_path.read_text(),
+          "the primary's rule written back", timeout=INTERVAL * 3 + 10, nx=[replica])
+    assert _blocked(replica, "ads.example") and not _blocked(replica, "drift.example")
 
     # the read-only token: exports, and cannot write anywhere on the primary
     tapi = HttpsApi(primary, cert.cert)
