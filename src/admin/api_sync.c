@@ -24,7 +24,8 @@ static void peer_text(const struct nx_admin_req *req, char *out, size_t cap)
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 	out[0] = '\0';
 	if (sa && sa->sa_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+			  (socklen_t)cap);
 	} else if (sa && sa->sa_family == AF_INET6) {
 		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
 		if (IN6_IS_ADDR_V4MAPPED(a6)) {
@@ -104,7 +105,7 @@ int nx_admin_handle_sync_export(struct nx_admin_req *req)
 		r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	} else {
 		r = MHD_create_response_from_buffer_with_free_callback_cls(len, doc, export_free,
-									    doc);
+									   doc);
 		if (!r) {
 			nx_sync_export_free(doc, len);
 		} else if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
@@ -130,10 +131,10 @@ int nx_admin_handle_sync_replicas(struct nx_admin_req *req)
 		if (r->used) {
 			json_array_append_new(
 			    list, json_pack("{s:s, s:s, s:I, s:i, s:s?, s:I}", "token", r->token,
-					    "address", r->address, "last_sync", (json_int_t)r->last_ms,
-					    "status", (int)r->status, "generation",
-					    r->generation[0] ? r->generation : NULL, "pulls",
-					    (json_int_t)r->pulls));
+					    "address", r->address, "last_sync",
+					    (json_int_t)r->last_ms, "status", (int)r->status,
+					    "generation", r->generation[0] ? r->generation : NULL,
+					    "pulls", (json_int_t)r->pulls));
 		}
 	}
 	return nx_admin_reply_json(req, 200, json_pack("{s:o}", "replicas", list));

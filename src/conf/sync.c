@@ -83,9 +83,8 @@ static int token_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struc
 	/* it goes into an HTTP header line: printable ASCII only */
 	for (const char *p = buf; *p; p++) {
 		if (*p <= ' ' || *p > '~') {
-			return nx_conf_fail(ld, val, key,
-					    "%s: a token is printable ASCII without spaces",
-					    k->path);
+			return nx_conf_fail(
+			    ld, val, key, "%s: a token is printable ASCII without spaces", k->path);
 		}
 	}
 	return store(ld, k, val, key, buf);

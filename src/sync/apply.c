@@ -160,12 +160,13 @@ static int local_sources(const struct nx_conf *c, const char *text, json_t *file
 			}
 			struct fy_node *nn = fy_node_mapping_lookup_by_string(item, "name", FY_NT);
 			size_t nlen = 0;
-			const char *ns = nn && fy_node_is_scalar(nn) ? fy_node_get_scalar(nn, &nlen)
-								      : NULL;
+			const char *ns =
+			    nn && fy_node_is_scalar(nn) ? fy_node_get_scalar(nn, &nlen) : NULL;
 			char name[NX_CONF_NAME_MAX + 1];
 			if (!ns || nlen > NX_CONF_NAME_MAX) {
-				snprintf(err, errlen, "filter.sources: a path source without a "
-						      "valid name");
+				snprintf(err, errlen,
+					 "filter.sources: a path source without a "
+					 "valid name");
 				rc = NX_EMALFORMED;
 				break;
 			}
@@ -187,9 +188,9 @@ static int local_sources(const struct nx_conf *c, const char *text, json_t *file
 		}
 	}
 	if (!rc) {
-		*out = root ? fy_emit_node_to_string(root, FYECF_MODE_FLOW_ONELINE |
-							       FYECF_WIDTH_INF)
-			    : strdup(text);
+		*out = root
+			   ? fy_emit_node_to_string(root, FYECF_MODE_FLOW_ONELINE | FYECF_WIDTH_INF)
+			   : strdup(text);
 		rc = *out ? 0 : -ENOMEM;
 	}
 	fy_document_destroy(d);
@@ -214,7 +215,8 @@ int nx_sync_apply(const struct nx_conf *c, const char *doc, size_t len, char *er
 	int rc = 0;
 	if (!json_is_integer(format) || json_integer_value(format) != NX_SYNC_FORMAT ||
 	    !json_is_object(keys) || (files && !json_is_object(files))) {
-		snprintf(err, errlen, "the export is not a format %d document {format, keys, files}",
+		snprintf(err, errlen,
+			 "the export is not a format %d document {format, keys, files}",
 			 NX_SYNC_FORMAT);
 		json_decref(j);
 		return NX_EMALFORMED;
@@ -230,7 +232,8 @@ int nx_sync_apply(const struct nx_conf *c, const char *doc, size_t len, char *er
 		}
 		json_t *v = json_object_get(keys, k.path);
 		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-			snprintf(err, errlen, "the export lacks %s (or it is not YAML text)", k.path);
+			snprintf(err, errlen, "the export lacks %s (or it is not YAML text)",
+				 k.path);
 			rc = NX_EMALFORMED;
 			break;
 		}

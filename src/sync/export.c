@@ -104,9 +104,8 @@ static int add_keys(struct fy_document *d, json_t *keys, char *err, size_t errle
 			continue;
 		}
 		struct fy_node *n = node_at(d, k.path);
-		char *text = n ? fy_emit_node_to_string(n, FYECF_MODE_FLOW_ONELINE |
-							       FYECF_WIDTH_INF)
-			       : NULL;
+		char *text =
+		    n ? fy_emit_node_to_string(n, FYECF_MODE_FLOW_ONELINE | FYECF_WIDTH_INF) : NULL;
 		if (n && !text) {
 			snprintf(err, errlen, "%s: cannot be written as one line", k.path);
 			return -ENOMEM;
@@ -181,8 +180,8 @@ int nx_sync_export(const struct nx_conf *c, char **out, size_t *len, char gen[NX
 		return NX_ECONFIG;
 	}
 	json_t *keys = json_object(), *files = json_object();
-	json_t *doc = json_pack("{s:i, s:o, s:o}", "format", NX_SYNC_FORMAT, "keys", keys,
-				"files", files);
+	json_t *doc =
+	    json_pack("{s:i, s:o, s:o}", "format", NX_SYNC_FORMAT, "keys", keys, "files", files);
 	int rc = doc ? add_keys(d, keys, err, errlen) : -ENOMEM;
 	fy_document_destroy(d);
 	if (!rc) {

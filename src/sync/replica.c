@@ -59,8 +59,9 @@ static void finish(struct nx_sync *s, enum nx_stat st, const char *result, const
 		va_start(ap, fmt);
 		vsnprintf(s->error, sizeof(s->error), fmt, ap);
 		va_end(ap);
-		nx_log(NX_LOG_WARN, "sync", "pull from %s: %s: %s (the running configuration "
-		       "stays)", s->primary, result, s->error);
+		nx_log(NX_LOG_WARN, "sync",
+		       "pull from %s: %s: %s (the running configuration stays)", s->primary, result,
+		       s->error);
 	} else {
 		s->last_success_ms = s->last_attempt_ms;
 	}
@@ -187,9 +188,10 @@ static int start_pull(struct nx_sync *s)
 		rc = nx_fetcher_new(s->loop, &s->fetcher);
 	}
 	char dir[PATH_MAX];
-	if (!rc && (snprintf(dir, sizeof(dir), "%s/" NX_SYNC_DIR, c->state_dir) >= (int)sizeof(dir) ||
-		    snprintf(s->dest, sizeof(s->dest), "%s/" NX_SYNC_DIR "/export.json",
-			     c->state_dir) >= (int)sizeof(s->dest))) {
+	if (!rc &&
+	    (snprintf(dir, sizeof(dir), "%s/" NX_SYNC_DIR, c->state_dir) >= (int)sizeof(dir) ||
+	     snprintf(s->dest, sizeof(s->dest), "%s/" NX_SYNC_DIR "/export.json", c->state_dir) >=
+		 (int)sizeof(s->dest))) {
 		rc = -ENAMETOOLONG;
 	}
 	if (!rc && mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -314,11 +316,10 @@ json_t *nx_sync_status(const struct nx_sync *s)
 		return json_pack("{s:b, s:s}", "replica", 0, "result", "off");
 	}
 	return json_pack("{s:b, s:s, s:I, s:b, s:o, s:o, s:s, s:s?, s:s?, s:s?, s:I, s:I}",
-			 "replica", 1, "primary", s->primary, "interval",
-			 (json_int_t)s->interval_s, "running", s->running, "last_attempt",
-			 ms_or_null(s->last_attempt_ms), "last_success",
-			 ms_or_null(s->last_success_ms), "result", s->result, "error",
-			 s->error[0] ? s->error : NULL, "generation", s->gen[0] ? s->gen : NULL,
-			 "etag", s->etag[0] ? s->etag : NULL, "pulls", (json_int_t)s->pulls,
-			 "applied", (json_int_t)s->applied);
+			 "replica", 1, "primary", s->primary, "interval", (json_int_t)s->interval_s,
+			 "running", s->running, "last_attempt", ms_or_null(s->last_attempt_ms),
+			 "last_success", ms_or_null(s->last_success_ms), "result", s->result,
+			 "error", s->error[0] ? s->error : NULL, "generation",
+			 s->gen[0] ? s->gen : NULL, "etag", s->etag[0] ? s->etag : NULL, "pulls",
+			 (json_int_t)s->pulls, "applied", (json_int_t)s->applied);
 }

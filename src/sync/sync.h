@@ -40,10 +40,10 @@
 #define NX_SYNC_EXPORT_MAX (16u * 1024 * 1024)
 /* A pull's whole-transfer timeout: the primary answers from memory. */
 #define NX_SYNC_TIMEOUT_MS 30000u
-#define NX_SYNC_GEN_LEN 17	 /* 16 hex digits + NUL */
-#define NX_SYNC_ETAG_MAX 80	 /* "\"" + 64 hex digits + "\"" + NUL, with room */
-#define NX_SYNC_ERR_MAX 512	 /* bytes of the last error the status shows */
-#define NX_SYNC_DIR "sync"	 /* under state_dir: the export download and path sources */
+#define NX_SYNC_GEN_LEN 17  /* 16 hex digits + NUL */
+#define NX_SYNC_ETAG_MAX 80 /* "\"" + 64 hex digits + "\"" + NUL, with room */
+#define NX_SYNC_ERR_MAX 512 /* bytes of the last error the status shows */
+#define NX_SYNC_DIR "sync"  /* under state_dir: the export download and path sources */
 #define NX_SYNC_EXPORT_PATH "/api/sync/export"
 
 /* Is the dotted schema key one a replica takes from its primary? */

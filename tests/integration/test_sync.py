@@ -278,7 +278,7 @@ class _FakePrimary:
 @pytest.mark.nx_timeout(120)
 def test_bad_export_keeps_last_good(make_upstream, make_nxdns, tmp_path):
     up = make_upstream(default_a="192.0.2.2")
-    primary, papi, cert, _ = _start_primary(make_nxdns, tmp_path, up)
+    primary, papi, cert, listfile = _start_primary(make_nxdns, tmp_path, up)
     papi.ok("POST", "/api/filter/rules", {"list": "deny", "rule": "ads.example"})
     replica = _start_replica(make_nxdns, up, primary.admin, cert.pin)
     rapi = logged_in(replica)
@@ -295,6 +295,25 @@ def test_bad_export_keeps_last_good(make_upstream, make_nxdns, tmp_path):
     assert _blocked(replica, "ads.example")
     replica.config_path.write_text(good)
     replica.send_signal(signal.SIGHUP)
+    _wait(lambda: _status(rapi)["result"] in ("applied", "not_modified"), "the pin back",
+          nx=[replica])
+
+    # a change the primary takes but cannot hand on: its path list grows past the 4 MiB a
+    # path source may carry (it blocks there; the replica reports the refused export)
+    with open(listfile, "w") as fp:
+        for i in range(4 * 1024 * 1024 // 24 + 10):
+            fp.write(f"host-{i:012d}.example\n")
+    primary.send_signal(signal.SIGHUP)
+    st = _wait(lambda: (s := _status(rapi))["result"] == "fetch_failed" and s,
+               "the refused export", timeout=30, nx=[primary, replica])
+    assert "HTTP 500" in st["error"], st
+    _wait(lambda: _blocked(primary, "host-000000000007.example"), "the big list on the primary",
+          timeout=30, nx=[primary])
+    assert _blocked(replica, "ads.example") and not _blocked(replica, "host-000000000007.example")
+    listfile.write_text("pathlisted.example\n")
+    primary.send_signal(signal.SIGHUP)
+    _wait(lambda: _status(rapi)["result"] == "applied", "the primary exporting again",
+          timeout=30, nx=[primary, replica])
 
     # a real export the replica's loader refuses, then a corrupted one, from a fake primary
     doc = papi.ok("GET", "/api/sync/export")

@@ -124,10 +124,11 @@ static void keys_and_routes(void **state)
 {
 	(void)state;
 	static const char *const yes[] = {"filter.sources", "filter.deny", "filter.block_ttl",
-					  "filter.enabled", "groups", "clients", "local_records"};
-	static const char *const no[] = {"upstream.servers", "listener.dns", "admin.tokens",
-					 "sync.primary", "tls.cert", "state_dir", "cache.size",
-					 "access.allow", "filters", "groupsx"};
+					  "filter.enabled", "groups",	   "clients",
+					  "local_records"};
+	static const char *const no[] = {
+	    "upstream.servers", "listener.dns", "admin.tokens", "sync.primary", "tls.cert",
+	    "state_dir",	"cache.size",	"access.allow", "filters",	"groupsx"};
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		assert_true(nx_sync_key_synced(yes[i]));
 	}
