@@ -586,6 +586,13 @@ bool nx_admin_authorize(struct nx_admin_req *req)
 			return refuse(req, NX_ADMIN_CTR_AUTH_READ_ONLY, 403, "read_only_token",
 				      "this API token has scope read: it may only GET");
 		}
+		/* A backup holds the admin's credentials (password hash, TOTP secret): a token
+		 * kept on a replica must not be a way to them. */
+		if (c->admin_tokens[t].read_only && !strcmp(req->route->path, "/api/backup")) {
+			return refuse(req, NX_ADMIN_CTR_AUTH_READ_ONLY, 403, "read_only_token",
+				      "this API token has scope read: backups hold the admin's "
+				      "credentials and need an admin token or a session");
+		}
 		req->via = NX_ADMIN_VIA_TOKEN;
 		req->token = t;
 		return true;

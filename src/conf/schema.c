@@ -881,8 +881,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "password hash (Argon2) would only make every API call cost ~20 ms and "
 		       "7 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens. An optional `scope`: "
 		       "`admin` (the default: every route) or `read` (GET routes only: any "
-		       "other method answers 403 `read_only_token`), for a replica's "
-		       "`sync.token`.",
+		       "other method, and `GET /api/backup` with the admin's credentials in it, "
+		       "answers 403 `read_only_token`), for a replica's `sync.token`.",
 	},	{
 		.path = "admin.totp_secret",
 		.type = &nx_conf_t_totp,

@@ -39,29 +39,38 @@ static const struct {
     {NULL, "/api/local-records", false, "local_records"},
 };
 
+/* The schema's own (static) text for a synced key named in a settings body; keys the schema
+ * does not know answer as their section, which the handler would refuse anyway. */
+static const char *synced_name(const char *key)
+{
+	size_t idx;
+	if (!nx_sync_key_synced(key)) {
+		return NULL;
+	}
+	if (nx_conf_key_index(key, &idx) == 0) {
+		struct nx_conf_key_info k;
+		nx_conf_key_info(idx, &k);
+		return k.path;
+	}
+	return "filter.*";
+}
+
 /* PUT /api/settings: {key, value} or {settings: {K: V}}; the first synced key named. */
 static const char *settings_key(const char *body)
 {
-	static char found[128];
 	json_t *j = body ? json_loads(body, 0, NULL) : NULL;
-	const char *hit = NULL;
 	json_t *one = json_object_get(j, "key");
-	if (json_is_string(one) && nx_sync_key_synced(json_string_value(one))) {
-		hit = json_string_value(one);
-	}
+	const char *hit = json_is_string(one) ? synced_name(json_string_value(one)) : NULL;
 	const char *k;
 	json_t *v;
 	json_object_foreach(json_object_get(j, "settings"), k, v)
 	{
-		if (!hit && nx_sync_key_synced(k)) {
-			hit = k;
+		if (!hit) {
+			hit = synced_name(k);
 		}
 	}
-	if (hit) {
-		snprintf(found, sizeof(found), "%s", hit); /* control thread only */
-	}
 	json_decref(j);
-	return hit ? found : NULL;
+	return hit;
 }
 
 const char *nx_sync_route_synced(const char *method, const char *path, const char *body)

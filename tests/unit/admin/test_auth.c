@@ -483,7 +483,11 @@ static void read_only_token_refuses_writes(void **state)
 	}
 	assert_true(checked > 20);
 	assert_int_equal(f->conf->n_admin_tokens, 2); /* nothing changed */
-	assert_int_equal(f->admin->ctr[NX_ADMIN_CTR_AUTH_READ_ONLY], checked);
+	/* nor the credentials a backup carries */
+	fx_http(f, &r, "GET", "/api/backup", bearer, NULL);
+	fx_expect(&r, 403, "read_only_token");
+	fx_resp_free(&r);
+	assert_int_equal(f->admin->ctr[NX_ADMIN_CTR_AUTH_READ_ONLY], checked + 1);
 }
 
 static void tokens_cap(void **state)
