@@ -37,7 +37,7 @@ struct nx_sync {
 	char etag[NX_SYNC_ETAG_MAX]; /* of the last applied export ("" before one) */
 	char gen[NX_SYNC_GEN_LEN];   /* its generation */
 	int64_t last_attempt_ms;     /* wall clock of the last pull's end (0: never) */
-	int64_t last_success_ms;     /* of the last pull that applied or found no change */
+	int64_t last_sync_ms;     /* of the last pull that applied or found no change */
 	char result[RESULT_MAX];     /* "never", or the last pull's nxdns_sync_pulls_total result */
 	char error[NX_SYNC_ERR_MAX]; /* the last pull's error ("" when it succeeded) */
 	uint64_t pulls, applied;
@@ -63,7 +63,7 @@ static void finish(struct nx_sync *s, enum nx_stat st, const char *result, const
 		       "pull from %s: %s: %s (the running configuration stays)", s->primary, result,
 		       s->error);
 	} else {
-		s->last_success_ms = s->last_attempt_ms;
+		s->last_sync_ms = s->last_attempt_ms;
 	}
 }
 
@@ -318,7 +318,7 @@ json_t *nx_sync_status(const struct nx_sync *s)
 	return json_pack("{s:b, s:s, s:I, s:b, s:o, s:o, s:s, s:s?, s:s?, s:s?, s:I, s:I}",
 			 "replica", 1, "primary", s->primary, "interval", (json_int_t)s->interval_s,
 			 "running", s->running, "last_attempt", ms_or_null(s->last_attempt_ms),
-			 "last_success", ms_or_null(s->last_success_ms), "result", s->result,
+			 "last_sync", ms_or_null(s->last_sync_ms), "result", s->result,
 			 "error", s->error[0] ? s->error : NULL, "generation",
 			 s->gen[0] ? s->gen : NULL, "etag", s->etag[0] ? s->etag : NULL, "pulls",
 			 (json_int_t)s->pulls, "applied", (json_int_t)s->applied);

@@ -111,6 +111,6 @@ void nx_sync_reconfigure(struct nx_sync *s);
 /* Pull now. 0 started; NX_ENOSLOT a pull is running; NX_ENOTFOUND not a replica. */
 int nx_sync_now(struct nx_sync *s);
 
-/* GET /api/sync/status: {replica, primary, interval, running, last_attempt, last_success,
+/* GET /api/sync/status: {replica, primary, interval, running, last_attempt, last_sync,
  * result, error, generation, etag, pulls, applied}. New reference, NULL on no memory. */
 json_t *nx_sync_status(const struct nx_sync *s);
