@@ -33,11 +33,13 @@
 
 #include "conf/conf.h"
 
-/* Bytes of one `path` source's content in an export: a hand-kept list is kilobytes; the
- * big lists are URL sources, which each replica downloads itself. */
-#define NX_SYNC_FILE_MAX (4u * 1024 * 1024)
-/* Bytes of a whole export document (base64 files + keys): the replica's download cap. */
-#define NX_SYNC_EXPORT_MAX (16u * 1024 * 1024)
+/* Bytes of one `path` source's content in an export: a hand-kept list is kilobytes (1 MiB is
+ * ~40k names); the big lists are URL sources, which each replica downloads itself. */
+#define NX_SYNC_FILE_MAX (1u * 1024 * 1024)
+/* Bytes of a whole export document (base64 files + keys): the replica's download cap. Building
+ * or reading one holds it about three times over for a moment (base64, JSON, its text), so
+ * this keeps the transient peak near 12 MiB at worst. */
+#define NX_SYNC_EXPORT_MAX (4u * 1024 * 1024)
 /* A pull's whole-transfer timeout: the primary answers from memory. */
 #define NX_SYNC_TIMEOUT_MS 30000u
 #define NX_SYNC_GEN_LEN 17  /* 16 hex digits + NUL */

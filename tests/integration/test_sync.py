@@ -298,10 +298,10 @@ def test_bad_export_keeps_last_good(make_upstream, make_nxdns, tmp_path):
     _wait(lambda: _status(rapi)["result"] in ("applied", "not_modified"), "the pin back",
           nx=[replica])
 
-    # a change the primary takes but cannot hand on: its path list grows past the 4 MiB a
+    # a change the primary takes but cannot hand on: its path list grows past the 1 MiB a
     # path source may carry (it blocks there; the replica reports the refused export)
     with open(listfile, "w") as fp:
-        for i in range(4 * 1024 * 1024 // 24 + 10):
+        for i in range(1024 * 1024 // 24 + 10):
             fp.write(f"host-{i:012d}.example\n")
     primary.send_signal(signal.SIGHUP)
     st = _wait(lambda: (s := _status(rapi))["result"] == "fetch_failed" and s,
