@@ -172,10 +172,21 @@ int nx_sync_export(const struct nx_conf *c, char **out, size_t *len, char gen[NX
 		snprintf(err, errlen, "this server has no configuration file to export");
 		return NX_ECONFIG;
 	}
+	/* The keys come from the file, so the path sources' files do too: the file loaded on its
+	 * own, with the loader's resolution of their paths (an edit not reloaded yet is
+	 * exported whole, or refused whole when it does not load). */
+	struct nx_conf *fc = NULL;
+	char why[NX_CONF_ERR_MAX];
+	int lrc = nx_conf_load(c->path, &fc, why, sizeof(why));
+	if (lrc) {
+		snprintf(err, errlen, "the configuration file does not load: %s", why);
+		return lrc;
+	}
 	struct fy_parse_cfg pc = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_VERSION_AUTO};
 	struct fy_document *d = fy_document_build_from_file(&pc, c->path);
 	if (!d || fy_document_resolve(d) != 0) {
 		fy_document_destroy(d);
+		nx_conf_free(fc);
 		snprintf(err, errlen, "%s: cannot be parsed again", c->path);
 		return NX_ECONFIG;
 	}
@@ -185,8 +196,9 @@ int nx_sync_export(const struct nx_conf *c, char **out, size_t *len, char gen[NX
 	int rc = doc ? add_keys(d, keys, err, errlen) : -ENOMEM;
 	fy_document_destroy(d);
 	if (!rc) {
-		rc = add_files(c, files, err, errlen);
+		rc = add_files(fc, files, err, errlen);
 	}
+	nx_conf_free(fc);
 	char *text = NULL;
 	if (!rc) {
 		text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);

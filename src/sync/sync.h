@@ -60,10 +60,10 @@ bool nx_sync_key_synced(const char *key);
 const char *nx_sync_route_synced(const char *method, const char *path, const char *body);
 
 /*
- * The primary's export document for config c (its file is read again, so what is sent is
- * what is written, with comments and anchors resolved away). 0 and *out (NUL-terminated,
- * *len bytes; release with nx_sync_export_free) plus gen and etag; or NX_ECONFIG (the file
- * cannot be parsed), NX_ELIMIT (a path source over NX_SYNC_FILE_MAX or the document over
+ * The primary's export document for config c: its file c->path is loaded again (keys and path
+ * sources' files as the file says, anchors resolved away, comments dropped). 0 and *out
+ * (NUL-terminated, *len bytes; release with nx_sync_export_free) plus gen and etag; or
+ * NX_ECONFIG (the file does not load or cannot be parsed), NX_ELIMIT (a path source over NX_SYNC_FILE_MAX or the document over
  * NX_SYNC_EXPORT_MAX), -errno (a file cannot be read), -ENOMEM; err says which.
  */
 int nx_sync_export(const struct nx_conf *c, char **out, size_t *len, char gen[NX_SYNC_GEN_LEN],
