@@ -108,6 +108,11 @@ struct nx_admin_hooks {
 	const char *(*client_ptr)(void *ud, const char *addr);
 	/* Does some client address have this PTR name (for client=<name>)? */
 	bool (*client_ptr_named)(void *ud, const char *name);
+	/* A replica's sync (src/sync/sync.h): GET /api/sync/status's document (new reference)
+	 * and POST /api/sync/now (0 started, NX_ENOSLOT running, NX_ENOTFOUND not a replica).
+	 * NULL: this server is no replica. */
+	json_t *(*sync_status)(void *ud);
+	int (*sync_now)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 

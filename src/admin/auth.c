@@ -564,6 +564,7 @@ bool nx_admin_authorize(struct nx_admin_req *req)
 	struct nx_admin *a = req->admin;
 	req->via = NX_ADMIN_VIA_NONE;
 	req->session = -1;
+	req->token = -1;
 	auth_sync(a);
 	const struct nx_conf *c = nx_admin_conf(a);
 	enum nx_admin_auth need = req->route->auth;
@@ -573,11 +574,27 @@ bool nx_admin_authorize(struct nx_admin_req *req)
 	}
 	const char *authz = nx_admin_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
 	if (authz) {
-		if (bearer_token(c, authz) < 0) {
+		int t = bearer_token(c, authz);
+		if (t < 0) {
 			return refuse(req, NX_ADMIN_CTR_AUTH_BAD_TOKEN, 401, "unauthorized",
 				      "the API token is not valid (Authorization: Bearer <token>)");
 		}
+		/* A read token (a replica's sync.token) changes nothing: every route that is not
+		 * GET/HEAD is a change, so the method alone decides, with no per-route list to
+		 * forget a new write route in. */
+		if (c->admin_tokens[t].read_only && !is_safe_method(req->method)) {
+			return refuse(req, NX_ADMIN_CTR_AUTH_READ_ONLY, 403, "read_only_token",
+				      "this API token has scope read: it may only GET");
+		}
+		/* A backup holds the admin's credentials (password hash, TOTP secret): a token
+		 * kept on a replica must not be a way to them. */
+		if (c->admin_tokens[t].read_only && !strcmp(req->route->path, "/api/backup")) {
+			return refuse(req, NX_ADMIN_CTR_AUTH_READ_ONLY, 403, "read_only_token",
+				      "this API token has scope read: backups hold the admin's "
+				      "credentials and need an admin token or a session");
+		}
 		req->via = NX_ADMIN_VIA_TOKEN;
+		req->token = t;
 		return true;
 	}
 	const char *cookie =
@@ -889,8 +906,10 @@ int nx_admin_handle_tokens_list(struct nx_admin_req *req)
 	json_t *list = json_array();
 	for (size_t i = 0; c && list && i < c->n_admin_tokens; i++) {
 		json_array_append_new(list,
-				      json_pack("{s:s, s:I}", "name", c->admin_tokens[i].name,
-						"created", (json_int_t)c->admin_tokens[i].created));
+				      json_pack("{s:s, s:I, s:s}", "name", c->admin_tokens[i].name,
+						"created", (json_int_t)c->admin_tokens[i].created,
+						"scope", c->admin_tokens[i].read_only ? "read"
+										      : "admin"));
 	}
 	return nx_admin_reply_json(req, 200, json_pack("{s:o}", "tokens", list));
 }
@@ -900,9 +919,10 @@ int nx_admin_handle_tokens_list(struct nx_admin_req *req)
  * (NULL: none). Names are double-quoted: "null" or "true" are valid names, not YAML values.
  */
 static char *tokens_yaml(const struct nx_conf *c, const char *skip, const char *add_name,
-			 const uint8_t *add_hash, unsigned add_created, size_t *cap)
+			 const uint8_t *add_hash, unsigned add_created, bool add_read_only,
+			 size_t *cap)
 {
-	*cap = (c->n_admin_tokens + 1) * (NX_CONF_NAME_MAX + 2 * NX_CONF_TOKEN_HASH_BYTES + 64) + 4;
+	*cap = (c->n_admin_tokens + 1) * (NX_CONF_NAME_MAX + 2 * NX_CONF_TOKEN_HASH_BYTES + 80) + 4;
 	char *y = nx_mem_alloc(NX_OWNER_admin_http, *cap);
 	if (!y) {
 		return NULL;
@@ -913,10 +933,12 @@ static char *tokens_yaml(const struct nx_conf *c, const char *skip, const char *
 		const char *name;
 		const uint8_t *hash;
 		unsigned created;
+		bool read_only;
 		if (i < c->n_admin_tokens) {
 			name = c->admin_tokens[i].name;
 			hash = c->admin_tokens[i].hash;
 			created = c->admin_tokens[i].created;
+			read_only = c->admin_tokens[i].read_only;
 			if (skip && !strcmp(name, skip)) {
 				continue;
 			}
@@ -924,14 +946,17 @@ static char *tokens_yaml(const struct nx_conf *c, const char *skip, const char *
 			name = add_name;
 			hash = add_hash;
 			created = add_created;
+			read_only = add_read_only;
 		} else {
 			break;
 		}
 		char hex[2 * NX_CONF_TOKEN_HASH_BYTES + 1];
 		sodium_bin2hex(hex, sizeof(hex), hash, NX_CONF_TOKEN_HASH_BYTES);
 		n +=
-		    (size_t)snprintf(y + n, *cap - n, "%s{name: \"%s\", hash: \"%s\", created: %u}",
-				     n > 1 ? ", " : "", name, hex, created);
+		    (size_t)snprintf(y + n, *cap - n,
+				     "%s{name: \"%s\", hash: \"%s\", created: %u%s}",
+				     n > 1 ? ", " : "", name, hex, created,
+				     read_only ? ", scope: read" : "");
 	}
 	snprintf(y + n, *cap - n, "]");
 	return y;
@@ -948,8 +973,9 @@ static bool token_name_ok(const char *s)
 
 int nx_admin_handle_tokens_create(struct nx_admin_req *req)
 {
-	static const struct nx_admin_field fields[] = {{"name", JSON_STRING, true}, {NULL}};
-	json_t *vals[1];
+	static const struct nx_admin_field fields[] = {
+	    {"name", JSON_STRING, true}, {"scope", JSON_STRING, false}, {NULL}};
+	json_t *vals[2];
 	json_t *body = nx_admin_req_json(req, fields, vals);
 	if (!body) {
 		return 0;
@@ -958,11 +984,19 @@ int nx_admin_handle_tokens_create(struct nx_admin_req *req)
 	char name[NX_CONF_NAME_MAX + 1];
 	snprintf(name, sizeof(name), "%s", json_string_value(vals[0]));
 	bool name_ok = token_name_ok(json_string_value(vals[0]));
+	const char *scope = vals[1] ? json_string_value(vals[1]) : "admin";
+	bool scope_ok = !strcmp(scope, "admin") || !strcmp(scope, "read");
+	bool read_only = !strcmp(scope, "read");
 	json_decref(body);
 	if (!name_ok) {
 		return nx_admin_reply_error(req, 400, "bad_request", "name",
 					    "a token name is 1..64 of a-z, 0-9, '_', '-', starting "
 					    "with a letter or digit");
+	}
+	if (!scope_ok) {
+		return nx_admin_reply_error(req, 400, "bad_request", "scope",
+					    "scope is admin (every route) or read (GET routes "
+					    "only)");
 	}
 	if (!c) {
 		return nx_admin_reply_error(req, 503, "not_configured", NULL, "no configuration");
@@ -987,7 +1021,7 @@ int nx_admin_handle_tokens_create(struct nx_admin_req *req)
 	sodium_memzero(bin, sizeof(bin));
 	unsigned created = (unsigned)time(NULL);
 	size_t cap;
-	char *yaml = tokens_yaml(c, NULL, name, hash, created, &cap);
+	char *yaml = tokens_yaml(c, NULL, name, hash, created, read_only, &cap);
 	int rc;
 	if (!yaml) {
 		rc = -ENOMEM;
@@ -999,8 +1033,9 @@ int nx_admin_handle_tokens_create(struct nx_admin_req *req)
 	if (rc == 0) {
 		nx_log(NX_LOG_INFO, "admin", "API token '%s' created", name);
 		rc = nx_admin_reply_json(req, 201,
-					 json_pack("{s:s, s:s, s:I}", "name", name, "token", token,
-						   "created", (json_int_t)created));
+					 json_pack("{s:s, s:s, s:I, s:s}", "name", name, "token", token,
+						   "created", (json_int_t)created, "scope",
+						   read_only ? "read" : "admin"));
 	} else if (rc > 0) {
 		rc = 0; /* answered */
 	}
@@ -1024,7 +1059,7 @@ int nx_admin_handle_tokens_delete(struct nx_admin_req *req)
 	char keep[NX_CONF_NAME_MAX + 1];
 	snprintf(keep, sizeof(keep), "%s", name); /* req->path outlives; the config may not */
 	size_t cap;
-	char *yaml = tokens_yaml(c, keep, NULL, NULL, 0, &cap);
+	char *yaml = tokens_yaml(c, keep, NULL, NULL, 0, false, &cap);
 	if (!yaml) {
 		return -ENOMEM;
 	}

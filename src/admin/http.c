@@ -29,6 +29,7 @@
 #include "base/ledger.h"
 #include "base/log.h"
 #include "net/tls.h"
+#include "sync/sync.h"
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
@@ -307,6 +308,18 @@ static void dispatch(struct nx_admin_req *req)
 	}
 	if (!nx_admin_authorize(req)) {
 		return; /* 401 or 403 answered */
+	}
+	const struct nx_conf *sc = nx_admin_conf(req->admin);
+	const char *synced = sc && sc->sync_primary
+				 ? nx_sync_route_synced(req->method, req->path, req->body)
+				 : NULL;
+	if (synced) {
+		/* one check for every edit route: a replica's synced keys are the primary's */
+		req->admin->ctr[NX_ADMIN_CTR_SYNC_REFUSED]++;
+		nx_admin_reply_error(req, 409, "synced_from_primary", NULL,
+				     "%s follows the primary %s (sync.primary): change it there",
+				     synced, sc->sync_primary);
+		return;
 	}
 	if (req->admin->busy && strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
 	    strcmp(req->path, "/api/auth/login") != 0 && strcmp(req->path, "/api/auth/logout") != 0) {

@@ -59,7 +59,13 @@
 	X(TOTP_MISSING, "nxdns_admin_totp_refused_total", "reason=\"missing\"",                    \
 	  "Logins and second-factor changes refused for their TOTP code, by reason")               \
 	X(TOTP_INVALID, "nxdns_admin_totp_refused_total", "reason=\"invalid\"", "")                \
-	X(TOTP_REPLAYED, "nxdns_admin_totp_refused_total", "reason=\"replayed\"", "")
+	X(TOTP_REPLAYED, "nxdns_admin_totp_refused_total", "reason=\"replayed\"", "")          \
+	X(AUTH_READ_ONLY, "nxdns_admin_read_only_refused_total", "",                               \
+	  "Requests other than GET/HEAD refused because their API token has scope read")           \
+	X(SYNC_REFUSED, "nxdns_admin_sync_refused_total", "",                                      \
+	  "Edits refused on a replica (409 synced_from_primary): the key follows sync.primary")    \
+	X(SYNC_REPLICAS_EVICTED, "nxdns_admin_sync_replicas_evicted_total", "",                    \
+	  "Replicas dropped from the full GET /api/sync/replicas table (least recently seen)")
 
 enum nx_admin_counter {
 #define NX_ADMIN_CTR_ENUM(id, fam, labels, help) NX_ADMIN_CTR_##id,
@@ -178,6 +184,22 @@ struct nx_admin_conn {
 	uint64_t opened_ms; /* uv_now at accept */
 };
 
+/*
+ * A replica as the primary saw it: one per (token name, address), the least recently seen
+ * replaced when the table is full (nxdns_admin_sync_replicas_evicted_total). A household has
+ * one or two replicas; an office one per site.
+ */
+#define NX_ADMIN_SYNC_REPLICAS 16
+struct nx_admin_replica {
+	bool used;
+	char token[NX_CONF_NAME_MAX + 1]; /* the admin.tokens name it presented */
+	char address[64];		  /* its address as text (IPv6 without brackets) */
+	int64_t last_ms;		  /* wall clock of its last export request */
+	unsigned status;		  /* what it was answered: 200 or 304 (or 500) */
+	char generation[24];		  /* the generation it was given ("" on 500) */
+	uint64_t pulls;			  /* export requests seen from it */
+};
+
 struct nx_admin {
 	uv_loop_t *loop;	     /* borrowed: outlives the server */
 	struct MHD_Daemon *mhd;	     /* owned; NULL once stopped */
@@ -207,6 +229,8 @@ struct nx_admin {
 	char qlog_path[4096];	     /* the file qlog was opened on ("" when closed) */
 	/* MHD's own limit is NX_ADMIN_MAX_CONNECTIONS + 1: one slot each, found by scanning */
 	struct nx_admin_conn conns[NX_ADMIN_MAX_CONNECTIONS + 1];
+	/* replicas that pulled GET /api/sync/export with a token (api_sync.c) */
+	struct nx_admin_replica replicas[NX_ADMIN_SYNC_REPLICAS];
 };
 
 /*
@@ -265,6 +289,7 @@ struct nx_admin_req {
 	int upload_fd;	     /* owned while upload (>= 0): closed at completion */
 	char *upload_path;   /* owned (admin_http): state_dir/.upload-XXXXXX, unlinked */
 	uint64_t upload_len; /* bytes written */
+	int token;	     /* index in admin.tokens when via == TOKEN, else -1 */
 };
 
 /*
@@ -438,6 +463,12 @@ int nx_admin_handle_apple_dot(struct nx_admin_req *req);
 int nx_admin_handle_rules_edit(struct nx_admin_req *req);
 /* api_locals.c: PUT /api/local-records?name&type[&value] (one record in one rewrite) */
 int nx_admin_handle_locals_edit(struct nx_admin_req *req);
+
+/* api_sync.c: a replica's export, its status and pull, the primary's replica list */
+int nx_admin_handle_sync_export(struct nx_admin_req *req);
+int nx_admin_handle_sync_status(struct nx_admin_req *req);
+int nx_admin_handle_sync_now(struct nx_admin_req *req);
+int nx_admin_handle_sync_replicas(struct nx_admin_req *req);
 
 /* api_stats.c: close the query-log reader (stop). */
 void nx_admin_qlog_close(struct nx_admin *a);

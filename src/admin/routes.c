@@ -81,6 +81,13 @@ const struct nx_admin_route nx_admin_routes[] = {
      nx_admin_handle_apple_doh},
     {"GET", "/api/apple/dot.mobileconfig", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
      nx_admin_handle_apple_dot},
+    /* following a primary (api_sync.c): the export a replica pulls, its status and pull,
+     * and the primary's list of the replicas it served */
+    {"GET", "/api/sync/export", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_sync_export},
+    {"GET", "/api/sync/status", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION, nx_admin_handle_sync_status},
+    {"POST", "/api/sync/now", NX_ADMIN_EXACT, NX_ADMIN_AUTH_CSRF, nx_admin_handle_sync_now},
+    {"GET", "/api/sync/replicas", NX_ADMIN_EXACT, NX_ADMIN_AUTH_SESSION,
+     nx_admin_handle_sync_replicas},
     /* the web admin's embedded files (static.c); open: they hold no data, the API guards it.
      * No "/" prefix row: unknown paths, /api/ ones above all, stay 404 JSON. */
     {"GET", "/", NX_ADMIN_EXACT, NX_ADMIN_AUTH_NONE, nx_admin_handle_static},

@@ -165,7 +165,13 @@
 	X(FILTER_REGEX_LIMIT, "nxdns_filter_regex_limit_total", "",                             \
 	  "List regex matches stopped by a PCRE2 match, depth or memory limit (no match)")      \
 	X(FILTER_SIDE_REFUSED, "nxdns_filter_side_refused_total", "",                           \
-	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)")
+	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)") \
+	X(SYNC_APPLIED, "nxdns_sync_pulls_total", "result=\"applied\"",                          \
+	  "A replica's pulls from sync.primary, by result (failed ones keep the last good config)") \
+	X(SYNC_NOT_MODIFIED, "nxdns_sync_pulls_total", "result=\"not_modified\"", "")            \
+	X(SYNC_FETCH_FAILED, "nxdns_sync_pulls_total", "result=\"fetch_failed\"", "")            \
+	X(SYNC_INVALID, "nxdns_sync_pulls_total", "result=\"invalid\"", "")                      \
+	X(SYNC_RELOAD_FAILED, "nxdns_sync_pulls_total", "result=\"reload_failed\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

@@ -93,10 +93,12 @@ const struct nx_conf_type nx_conf_t_opt_path = {
     .release = str_release,
 };
 
-/* ---- admin.tokens: [{name, hash, created}] ---- */
+/* ---- admin.tokens: [{name, hash, created, scope?}] ---- */
 
-enum { T_NAME, T_HASH, T_CREATED, T__COUNT };
-static const char *const token_fields[] = {"name", "hash", "created", NULL};
+/* T_SCOPE is optional (tokens written before scopes existed are admin tokens): it stays last,
+ * after the required fields. */
+enum { T_NAME, T_HASH, T_CREATED, T_SCOPE, T__COUNT };
+static const char *const token_fields[] = {"name", "hash", "created", "scope", NULL};
 
 static int hexval(char c)
 {
@@ -125,7 +127,7 @@ static int token_one(struct nx_conf_ld *ld, const char *label, struct fy_node *i
 	if (rc) {
 		return rc;
 	}
-	for (int f = 0; f < T__COUNT; f++) {
+	for (int f = 0; f < T_SCOPE; f++) {
 		if (!v[f]) {
 			return nx_conf_fail(ld, item, key, "%s: missing '%s'", label,
 					    token_fields[f]);
@@ -177,7 +179,25 @@ static int token_one(struct nx_conf_ld *ld, const char *label, struct fy_node *i
 		t->hash[b] = (uint8_t)(hi << 4 | lo);
 	}
 	nx_conf_label(fl, sizeof(fl), "%s.created", label);
-	return nx_conf_uint_node(ld, fl, v[T_CREATED], kn[T_CREATED], 0, UINT_MAX, &t->created);
+	rc = nx_conf_uint_node(ld, fl, v[T_CREATED], kn[T_CREATED], 0, UINT_MAX, &t->created);
+	if (rc || !v[T_SCOPE]) {
+		return rc;
+	}
+	char scope[16];
+	nx_conf_label(fl, sizeof(fl), "%s.scope", label);
+	rc = nx_conf_scalar(ld, fl, v[T_SCOPE], kn[T_SCOPE], "admin or read", false, scope,
+			    sizeof(scope));
+	if (rc) {
+		return rc;
+	}
+	if (strcmp(scope, "admin") && strcmp(scope, "read")) {
+		return nx_conf_fail(ld, v[T_SCOPE], kn[T_SCOPE],
+				    "%s: '%s' is not a scope (admin: every route; read: GET "
+				    "routes only, for a replica's sync.token)",
+				    fl, scope);
+	}
+	t->read_only = !strcmp(scope, "read");
+	return 0;
 }
 
 static int tokens_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,

@@ -157,6 +157,7 @@ struct nx_conf_token {
 	char *name;                                  /* owned: [a-z0-9][a-z0-9_-]{0,63}, unique */
 	uint8_t hash[NX_CONF_TOKEN_HASH_BYTES];      /* SHA-256 of the token text */
 	unsigned created;                            /* Unix seconds, as written */
+	bool read_only;                              /* scope: read (GET/HEAD routes only) */
 };
 
 enum nx_conf_block_mode {
@@ -286,6 +287,12 @@ struct nx_conf {
 	/* run_as.* (daemon/privdrop.c) */
 	char *run_as_user;  /* owned: "" = `nxdns` when that user exists */
 	char *run_as_group; /* owned: "" = the user's primary group */
+
+	/* sync.*: following a primary (src/sync/) */
+	char *sync_primary;	  /* owned: https://host[:port] without a trailing '/', or NULL */
+	char *sync_token;	  /* owned: the primary's API token, or NULL */
+	unsigned sync_interval_s; /* seconds between pulls */
+	char *sync_pin;		  /* owned: base64 SHA-256 of the primary's SPKI, or NULL */
 };
 
 /*

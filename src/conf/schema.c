@@ -27,6 +27,10 @@ extern const struct nx_conf_type nx_conf_t_pwhash;   /* "" or an argon2 string *
 extern const struct nx_conf_type nx_conf_t_totp;     /* "", "off" or a base32 secret */
 extern const struct nx_conf_type nx_conf_t_opt_path; /* "" or a path, made absolute */
 extern const struct nx_conf_type nx_conf_t_tokens;   /* admin.tokens */
+/* Value types of the sync.* keys (sync.c). */
+extern const struct nx_conf_type nx_conf_t_sync_primary; /* "" or an https:// URL */
+extern const struct nx_conf_type nx_conf_t_sync_token;   /* "" or an API token */
+extern const struct nx_conf_type nx_conf_t_sync_pin;     /* "" or a base64 SHA-256 pin */
 
 #define F(field) offsetof(struct nx_conf, field)
 #define STR_(x) #x
@@ -883,7 +887,10 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "shown once, when it is created, and never stored. A token is 256 random "
 		       "bits, so a fast hash is enough to make a leaked file useless; a slow "
 		       "password hash (Argon2) would only make every API call cost ~20 ms and "
-		       "7 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens.",
+		       "7 MiB. At most " STR(NX_CONF_MAX_TOKENS) " tokens. An optional `scope`: "
+		       "`admin` (the default: every route) or `read` (GET routes only: any "
+		       "other method, and `GET /api/backup` with the admin's credentials in it, "
+		       "answers 403 `read_only_token`), for a replica's `sync.token`.",
 	},	{
 		.path = "admin.totp_secret",
 		.type = &nx_conf_t_totp,
@@ -1008,6 +1015,64 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "Group to switch to with `run_as.user`; empty means the user's primary "
 		       "group. Supplementary groups are dropped.",
 	},
+	{
+		.path = "sync.primary",
+		.type = &nx_conf_t_sync_primary,
+		.apply = NX_CONF_APPLY_RELOAD,
+		.off = F(sync_primary),
+		.def = "\"\"",
+		.example = "https://nxdns-1.lan:8080",
+		.doc = "Make this instance a replica of another nxdns (the primary): its admin "
+		       "listener's `https://host:port` (HTTPS only: `admin.tls: true` there). Every "
+		       "`sync.interval`, and on `POST /api/sync/now`, the replica asks the "
+		       "primary's `GET /api/sync/export` (conditional: unchanged costs a 304) and "
+		       "takes over its `filter.*` keys (sources, rules, block settings), `groups`, "
+		       "`clients` and `local_records`; the content of `path` sources comes along "
+		       "and is written under `state_dir/sync/`. Everything else (listeners, "
+		       "upstreams, access, cache, logging, admin, tls, state_dir, sync) stays this "
+		       "host's. A change is checked as a reload checks it before it is written; "
+		       "a refused one keeps the last good configuration (`GET /api/sync/status` "
+		       "says why). On a replica the API refuses edits of the synced keys (409 "
+		       "`synced_from_primary`). Empty: not a replica.",
+	},
+	{
+		.path = "sync.token",
+		.type = &nx_conf_t_sync_token,
+		.apply = NX_CONF_APPLY_RELOAD,
+		.off = F(sync_token),
+		.def = "\"\"",
+		.example = "nxdns_...",
+		.doc = "The API token the replica presents to the primary (`Authorization: "
+		       "Bearer`). Create it on the primary with `POST /api/auth/tokens {name, "
+		       "scope: \"read\"}`: a read-only token can export but not change anything. "
+		       "The primary lists who synced, by token name and address, in `GET "
+		       "/api/sync/replicas`. Required with `sync.primary`.",
+	},
+	{
+		.path = "sync.interval",
+		.type = &nx_conf_t_duration,
+		.apply = NX_CONF_APPLY_RELOAD,
+		.off = F(sync_interval_s),
+		.min = 1,
+		.max = DAY,
+		.def = "1m",
+		.doc = "How often the replica asks the primary for changes. Seconds, or a number "
+		       "with a unit (`30s`, `5m`). An unchanged primary answers 304 without a "
+		       "body.",
+	},
+	{
+		.path = "sync.pin",
+		.type = &nx_conf_t_sync_pin,
+		.apply = NX_CONF_APPLY_RELOAD,
+		.off = F(sync_pin),
+		.def = "\"\"",
+		.doc = "The base64 SHA-256 of the primary's public key (SubjectPublicKeyInfo, as "
+		       "the upstream `pin_sha256` and `nxdns cert` show it). With a pin the "
+		       "primary's key must match it and the certificate's issuer is not checked "
+		       "(the primary's generated self-signed certificate works); without one the "
+		       "certificate must verify against the system's CA bundle and name the "
+		       "URL's host.",
+	},
 };
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);
@@ -1088,6 +1153,11 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 					"%s: tls.cert and tls.key go together (give both, or "
 					"neither for a generated self-signed certificate)", set);
 	}
+	if (c->sync_primary && !c->sync_token) {
+		return nx_conf_fail_pos(ld, key_pos(ld, "sync.primary"),
+					"sync.primary: a replica needs sync.token (an API token of "
+					"the primary, scope read)");
+	}
 	int rc = listeners_distinct(ld);
 	if (!rc) {
 		rc = nx_conf_upstream_finish(ld);
@@ -1131,6 +1201,9 @@ static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
 		{&nx_conf_t_block_addrs, NX_CONF_KIND_BLOCK_ADDRS},
 		{&nx_conf_t_domains, NX_CONF_KIND_STRINGS},
 		{&nx_conf_t_opt_account, NX_CONF_KIND_STRING},
+		{&nx_conf_t_sync_primary, NX_CONF_KIND_STRING},
+		{&nx_conf_t_sync_token, NX_CONF_KIND_STRING},
+		{&nx_conf_t_sync_pin, NX_CONF_KIND_STRING},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(kinds); i++) {
 		if (kinds[i].type == t) {

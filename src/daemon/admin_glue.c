@@ -369,6 +369,8 @@ static struct nx_admin_hooks daemon_hooks(struct nx_daemon *d)
 		.boot_conf = boot_conf,
 		.client_ptr = client_ptr,
 		.client_ptr_named = client_ptr_named,
+		.sync_status = nx_daemon_sync_status,
+		.sync_now = nx_daemon_sync_now,
 		.ud = d,
 	};
 }

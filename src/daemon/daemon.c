@@ -22,6 +22,7 @@
 #include "daemon/impl.h"
 #include "daemon/notify.h"
 #include "daemon/privdrop.h"
+#include "sync/sync.h"
 #include "net/sockopt.h"
 #include "net/tls.h"
 #include "cache/cache.h"
@@ -402,6 +403,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 	publish(d, r);
 	nx_admin_tls_reload(d->admin);
 	nx_daemon_qlog_reconfigure(d);
+	nx_sync_reconfigure(d->sync);
 	nx_daemon_sync_lists(d, 0);
 	nx_stat_inc(NX_STAT_RELOADS_OK);
 	malloc_trim(0);
@@ -687,6 +689,9 @@ int nx_daemon_run(const char *config_path)
 		if (nx_refresh_start(d) < 0) {
 			nx_log(NX_LOG_WARN, "filter", "scheduled list refresh unavailable");
 		}
+		if (nx_daemon_sync_start(d) < 0) {
+			nx_log(NX_LOG_WARN, "sync", "cannot follow sync.primary (out of memory)");
+		}
 		uv_timer_init(&d->loop, &d->trim);
 		uv_timer_start(&d->trim, on_trim, NX_TRIM_INTERVAL_MS, NX_TRIM_INTERVAL_MS);
 		uv_unref((uv_handle_t *)&d->trim);
@@ -724,6 +729,7 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
 		uv_close((uv_handle_t *)&d->watchdog, on_close_noop);
 		nx_refresh_stop(d);
+		nx_daemon_sync_stop(d);
 	}
 	if (started > 0) {
 		uv_barrier_init(&d->stop_barrier, started);

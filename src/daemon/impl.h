@@ -139,6 +139,7 @@ struct nx_daemon {
 	struct nx_names *names;     /* owned: client names from PTR lookups (control loop) */
 	struct nx_confref *boot;    /* held reference: the generation the process started with
 				     * (restart keys keep its values until a restart) */
+	struct nx_sync *sync;       /* owned: following sync.primary (idle without one) */
 };
 
 /* worker.c */
@@ -165,6 +166,13 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */
+
+/* sync_glue.c (control thread): a replica's pull (src/sync/); the admin's sync hooks */
+struct nx_sync;
+int nx_daemon_sync_start(struct nx_daemon *d);
+void nx_daemon_sync_stop(struct nx_daemon *d);
+json_t *nx_daemon_sync_status(void *ud);
+int nx_daemon_sync_now(void *ud);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);

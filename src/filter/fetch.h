@@ -45,6 +45,11 @@ struct nx_fetch_req {
 	const char *last_modified; /* previous Last-Modified for If-Modified-Since, or NULL / "" */
 	unsigned timeout_ms;	   /* whole transfer incl. connect and redirects; 0: default */
 	uint64_t max_bytes;	   /* decoded body cap; larger -> TOO_LARGE; 0: default */
+	/* A replica's pull from its primary (src/sync/); NULL for list downloads. */
+	const char *bearer;	   /* sent as "Authorization: Bearer <bearer>"; no redirects
+				    * are followed then (the token stays with the URL's host) */
+	const char *pin_sha256;	   /* base64 SHA-256 of the server's SPKI: its key must match,
+				    * and the CA chain and host name are not checked */
 };
 
 #define NX_FETCH_STATUSES(X)                                                                       \

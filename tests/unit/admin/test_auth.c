@@ -392,7 +392,9 @@ static void tokens_lifecycle(void **state)
 			    "grafana");
 	assert_null(strstr(r.body, hex));
 	assert_null(strstr(r.body, token));
-	assert_int_equal(json_object_size(json_array_get(list, 1)), 2); /* name, created */
+	assert_int_equal(json_object_size(json_array_get(list, 1)), 3); /* name, created, scope */
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "scope")),
+			    "admin");
 	fx_resp_free(&r);
 
 	/* used: no CSRF needed with a token */
@@ -432,6 +434,60 @@ static void tokens_lifecycle(void **state)
 	fx_resp_free(&r);
 	assert_int_equal(f->conf->n_admin_tokens, 1);
 	assert_int_equal(f->reloads, 4);
+}
+
+/* A read token (a replica's sync.token) reads, and every other method on every route is 403. */
+static void read_only_token_refuses_writes(void **state)
+{
+	struct fx *f = *state;
+	struct fx_resp r;
+	fx_http(f, &r, "POST", "/api/auth/tokens", FX_BEARER,
+		"{\"name\": \"replica\", \"scope\": \"write\"}");
+	fx_expect(&r, 400, "bad_request");
+	assert_string_equal(fx_str(&r, "field"), "scope");
+	fx_resp_free(&r);
+	fx_http(f, &r, "POST", "/api/auth/tokens", FX_BEARER,
+		"{\"name\": \"replica\", \"scope\": \"read\"}");
+	fx_expect(&r, 201, NULL);
+	assert_string_equal(fx_str(&r, "scope"), "read");
+	char bearer[160];
+	snprintf(bearer, sizeof(bearer), "Authorization: Bearer %s\r\n", fx_str(&r, "token"));
+	fx_resp_free(&r);
+	assert_int_equal(f->conf->n_admin_tokens, 2);
+	assert_true(f->conf->admin_tokens[1].read_only);
+	assert_false(f->conf->admin_tokens[0].read_only);
+	char *text = fx_read(f->path);
+	assert_non_null(strstr(text, "scope: read"));
+	free(text);
+
+	fx_http(f, &r, "GET", "/api/memory", bearer, NULL);
+	fx_expect(&r, 200, NULL);
+	fx_resp_free(&r);
+	size_t checked = 0;
+	for (size_t i = 0; i < nx_admin_n_routes; i++) {
+		const struct nx_admin_route *rt = &nx_admin_routes[i];
+		if ((rt->auth != NX_ADMIN_AUTH_SESSION && rt->auth != NX_ADMIN_AUTH_CSRF) ||
+		    !strcmp(rt->method, "GET")) {
+			continue;
+		}
+		char path[128];
+		snprintf(path, sizeof(path), "%s%s", rt->path,
+			 rt->match == NX_ADMIN_PREFIX ? "x" : "");
+		fx_http(f, &r, rt->method, path, bearer, "{}");
+		if (r.status != 403) {
+			fail_msg("%s %s answered %d to a read token", rt->method, path, r.status);
+		}
+		fx_expect(&r, 403, "read_only_token");
+		fx_resp_free(&r);
+		checked++;
+	}
+	assert_true(checked > 20);
+	assert_int_equal(f->conf->n_admin_tokens, 2); /* nothing changed */
+	/* nor the credentials a backup carries */
+	fx_http(f, &r, "GET", "/api/backup", bearer, NULL);
+	fx_expect(&r, 403, "read_only_token");
+	fx_resp_free(&r);
+	assert_int_equal(f->admin->ctr[NX_ADMIN_CTR_AUTH_READ_ONLY], checked + 1);
 }
 
 static void tokens_cap(void **state)
@@ -695,6 +751,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(session_table_evicts_oldest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(tokens_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(tokens_cap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(read_only_token_refuses_writes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(password_change_ends_sessions, setup, teardown),
 	    cmocka_unit_test(setup_token_flow),
 	    cmocka_unit_test(login_rehashes_old_limits),

@@ -15,7 +15,8 @@ Routes (bodies are fixed; the C test knows them):
   /redirect    302 -> /list        /loop  302 -> /loop (endless)
   /gzip        200, Content-Encoding: gzip of GZIP_TEXT
   /empty       200, empty body
-  /headers     200, echoes the request's User-Agent and Accept-Encoding, one per line
+  /headers     200, echoes the request's User-Agent, Accept-Encoding and Authorization, one
+               per line
 """
 import gzip
 import http.server
@@ -102,8 +103,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif p == "/empty":
             self.send_body(200, b"")
         elif p == "/headers":
-            body = "ua=%s\nae=%s\n" % (self.headers.get("User-Agent"),
-                                       self.headers.get("Accept-Encoding"))
+            body = "ua=%s\nae=%s\nauthz=%s\n" % (self.headers.get("User-Agent"),
+                                                 self.headers.get("Accept-Encoding"),
+                                                 self.headers.get("Authorization"))
             self.send_body(200, body.encode())
         else:
             self.send_body(404, b"no route\n")

@@ -357,6 +357,25 @@ static void test_sync_bodies(void **state)
 	assert_true(slurp(d, got, sizeof(got) - 1) > 0);
 	assert_true(strncmp(got, "ua=nxdns/", 9) == 0);
 	assert_true(strstr(got, "ae=") && strstr(strstr(got, "ae="), "gzip"));
+	assert_non_null(strstr(got, "authz=None\n")); /* a list download sends no token */
+
+	/* a replica's pull (src/sync/): the bearer token is sent, and no redirect is followed
+	 * with it (the token stays with the URL's host) */
+	rq = req_for("/headers", d);
+	rq.bearer = "nxdns_tok";
+	assert_int_equal(nx_fetch_sync(&rq, &r), 0);
+	assert_int_equal(r.status, NX_FETCH_OK);
+	memset(got, 0, sizeof(got));
+	assert_true(slurp(d, got, sizeof(got) - 1) > 0);
+	assert_non_null(strstr(got, "authz=Bearer nxdns_tok\n"));
+	d = dest("sync_bearer_redirect");
+	rq = req_for("/redirect", d);
+	rq.bearer = "nxdns_tok";
+	assert_int_equal(nx_fetch_sync(&rq, &r), 0);
+	assert_int_equal(r.status, NX_FETCH_HTTP_ERROR);
+	assert_int_equal(r.http_code, 302);
+	rq.bearer = "bad\r\nX-Injected: 1";
+	assert_int_equal(nx_fetch_sync(&rq, &r), -EINVAL);
 }
 
 static void test_sync_network_and_io(void **state)
