@@ -180,8 +180,11 @@ static int64_t hook_paused_until(void *ud)
 	return S.paused_until;
 }
 
-static json_t *hook_lookup(void *ud, const char *name, const char *client, const char **err)
+static json_t *hook_lookup(void *ud, const char *name, uint16_t qtype, const char *client,
+			   const char *client_id, const char **err)
 {
+	(void)qtype;
+	(void)client_id;
 	if (!*name || strlen(name) > 253) {
 		*err = "not a domain name";
 		return NULL;
