@@ -147,7 +147,16 @@
 	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
 	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)") \
 	X(RL_LOG_SUPPRESSED, "nxdns_rate_limit_log_suppressed_total", "",                      \
-	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")
+	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)") \
+	X(SP_LOCALHOST, "nxdns_special_names_total", "reason=\"special_localhost\"",             \
+	  "Special-use names answered by nxdns or exempted (special.*), by reason")             \
+	X(SP_USE_NAME, "nxdns_special_names_total", "reason=\"special_use_name\"", "")          \
+	X(SP_SINGLE_LABEL, "nxdns_special_names_total", "reason=\"single_label\"", "")          \
+	X(SP_PRIVATE_REVERSE, "nxdns_special_names_total", "reason=\"private_reverse\"", "")    \
+	X(SP_FIREFOX_CANARY, "nxdns_special_names_total", "reason=\"firefox_canary\"", "")      \
+	X(SP_ANDROID_PROBE, "nxdns_special_names_total", "reason=\"android_probe\"", "")        \
+	X(SP_PRIVATE_RELAY, "nxdns_special_names_total", "reason=\"private_relay\"", "")        \
+	X(SP_DDR, "nxdns_special_names_total", "reason=\"ddr\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

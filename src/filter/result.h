@@ -27,7 +27,15 @@ enum nx_filter_action {
 	X(user_deny, "user_deny")		      /* level 4 */                                \
 	X(blocklist_exception, "blocklist_exception") /* level 7 */                                \
 	X(blocklist_domain, "blocklist_domain")	      /* level 8 */                                \
-	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */
+	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */                                \
+	X(special_localhost, "special_localhost")     /* special-use names (policy/special.c) */  \
+	X(special_use_name, "special_use_name")                                                    \
+	X(single_label, "single_label")                                                            \
+	X(private_reverse, "private_reverse")                                                      \
+	X(firefox_canary, "firefox_canary")                                                        \
+	X(android_probe, "android_probe")                                                          \
+	X(private_relay, "private_relay")                                                          \
+	X(ddr, "ddr")
 
 enum nx_filter_reason {
 #define NX_FILTER_REASON_ENUM(id, text) NX_FILTER_R_##id,
