@@ -161,7 +161,8 @@ static const struct level {
     {"local records", level_local},
     {"special-use names", level_special},
     {"pause / unfiltered client", level_unfiltered},
-    {"user allow", level_user_allow}, {"user deny", level_user_deny},
+    {"user allow", level_user_allow},
+    {"user deny", level_user_deny},
     {"list rules", level_lists},
 };
 

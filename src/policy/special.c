@@ -26,42 +26,46 @@
  * (4 + 16), dohpath (4 + 16). */
 #define DDR_RDATA_MAX (2 + NX_DNS_NAME_MAX + 8 + 6 + 20 + 4 + 16)
 
-/* A wire name from a string literal: sizeof counts the NUL, which is the root label. Labels are
- * written as separate literals ("\x02" "10") so a digit never extends a hex escape. */
+/* A wire name from a string literal: sizeof counts the NUL, which is the root label. Label
+ * lengths are three-digit octal escapes ("\00210" is 2, "10"): an octal escape ends after three
+ * digits, where a hex one would swallow the label's digits. */
 struct wname {
 	const uint8_t *w;
 	size_t len;
 };
-#define WN(s) {(const uint8_t *)(s), sizeof(s)}
+#define WN(s)                                                                                      \
+	{                                                                                          \
+		(const uint8_t *)(s), sizeof(s)                                                    \
+	}
 
-static const struct wname n_localhost = WN("\x09" "localhost");
-static const struct wname n_resolver = WN("\x08" "resolver" "\x04" "arpa");
-static const struct wname n_ddr = WN("\x04" "_dns" "\x08" "resolver" "\x04" "arpa");
-static const struct wname n_canary = WN("\x13" "use-application-dns" "\x03" "net");
-static const struct wname n_probe_parent = WN("\x06" "metric" "\x07" "gstatic" "\x03" "com");
+static const struct wname n_localhost = WN("\011localhost");
+static const struct wname n_resolver = WN("\010resolver\004arpa");
+static const struct wname n_ddr = WN("\004_dns\010resolver\004arpa");
+static const struct wname n_canary = WN("\023use-application-dns\003net");
+static const struct wname n_probe_parent = WN("\006metric\007gstatic\003com");
 static const struct wname n_relay[] = {
-    WN("\x04" "mask" "\x06" "icloud" "\x03" "com"),
-    WN("\x07" "mask-h2" "\x06" "icloud" "\x03" "com"),
+    WN("\004mask\006icloud\003com"),
+    WN("\007mask-h2\006icloud\003com"),
 };
 /* domain-needed: zones that have no meaning on the public DNS. */
 static const struct wname n_needed[] = {
-    WN("\x05" "local"),			/* RFC 6762: multicast DNS only */
-    WN("\x07" "invalid"),		/* RFC 6761 6.4: never exists */
-    WN("\x04" "home" "\x04" "arpa"),	/* RFC 8375: the home network's own zone */
+    WN("\005local"),	    /* RFC 6762: multicast DNS only */
+    WN("\007invalid"),	    /* RFC 6761 6.4: never exists */
+    WN("\004home\004arpa"), /* RFC 8375: the home network's own zone */
 };
 /* bogus-priv: the reverse zones of addresses only a LAN has (172.16/12 is checked apart). */
 static const struct wname n_private_rev[] = {
-    WN("\x02" "10" "\x07" "in-addr" "\x04" "arpa"),		/* 10/8 */
-    WN("\x03" "168" "\x03" "192" "\x07" "in-addr" "\x04" "arpa"), /* 192.168/16 */
-    WN("\x03" "254" "\x03" "169" "\x07" "in-addr" "\x04" "arpa"), /* 169.254/16 */
-    WN("\x01" "c" "\x01" "f" "\x03" "ip6" "\x04" "arpa"),	/* fc00::/8 */
-    WN("\x01" "d" "\x01" "f" "\x03" "ip6" "\x04" "arpa"),	/* fd00::/8 */
-    WN("\x01" "8" "\x01" "e" "\x01" "f" "\x03" "ip6" "\x04" "arpa"), /* fe80::/10 */
-    WN("\x01" "9" "\x01" "e" "\x01" "f" "\x03" "ip6" "\x04" "arpa"),
-    WN("\x01" "a" "\x01" "e" "\x01" "f" "\x03" "ip6" "\x04" "arpa"),
-    WN("\x01" "b" "\x01" "e" "\x01" "f" "\x03" "ip6" "\x04" "arpa"),
+    WN("\00210\007in-addr\004arpa"),	     /* 10/8 */
+    WN("\003168\003192\007in-addr\004arpa"), /* 192.168/16 */
+    WN("\003254\003169\007in-addr\004arpa"), /* 169.254/16 */
+    WN("\001c\001f\003ip6\004arpa"),	     /* fc00::/8 */
+    WN("\001d\001f\003ip6\004arpa"),	     /* fd00::/8 */
+    WN("\0018\001e\001f\003ip6\004arpa"),    /* fe80::/10 is these four */
+    WN("\0019\001e\001f\003ip6\004arpa"),    /* fe90:: */
+    WN("\001a\001e\001f\003ip6\004arpa"),    /* fea0:: */
+    WN("\001b\001e\001f\003ip6\004arpa"),    /* feb0:: */
 };
-static const struct wname n_172 = WN("\x03" "172" "\x07" "in-addr" "\x04" "arpa");
+static const struct wname n_172 = WN("\003172\007in-addr\004arpa");
 
 static bool in(const uint8_t *w, size_t len, const struct wname *z)
 {
@@ -142,8 +146,8 @@ static bool set(struct nx_filter_result *out, enum nx_filter_action a, enum nx_f
 	return true;
 }
 
-bool nx_policy_special_match(const struct nx_conf *c, const uint8_t *w, size_t len,
-			     uint16_t qtype, struct nx_filter_result *out)
+bool nx_policy_special_match(const struct nx_conf *c, const uint8_t *w, size_t len, uint16_t qtype,
+			     struct nx_filter_result *out)
 {
 	if (len <= 1) {
 		return false;
@@ -229,8 +233,8 @@ static size_t put16(uint8_t *p, size_t at, uint16_t v)
 }
 
 /* One SVCB rdata (RFC 9460 2.2, keys in ascending order) for a listener at a. */
-static uint16_t ddr_rdata(uint8_t *rd, uint16_t prio, const uint8_t *target, size_t tlen,
-			  bool doh, const struct nx_addr *a)
+static uint16_t ddr_rdata(uint8_t *rd, uint16_t prio, const uint8_t *target, size_t tlen, bool doh,
+			  const struct nx_addr *a)
 {
 	size_t at = put16(rd, 0, prio);
 	memcpy(rd + at, target, tlen);
@@ -280,7 +284,8 @@ static int ddr_answer(const struct nx_conf *c, uint8_t *out, size_t cap,
 	const struct nx_dns_question *q = ctx->q;
 	if (!is(q->name, q->name_len, &n_ddr)) {
 		/* resolver.arpa itself exists (it holds _dns); nothing else below it does */
-		int rcode = is(q->name, q->name_len, &n_resolver) ? NX_DNS_NOERROR : NX_DNS_NXDOMAIN;
+		int rcode =
+		    is(q->name, q->name_len, &n_resolver) ? NX_DNS_NOERROR : NX_DNS_NXDOMAIN;
 		return nx_dns_build_answer(out, cap, ctx, rcode, true, NULL, 0, NULL, 0, -1, NULL);
 	}
 	uint8_t rdata[DDR_RECORDS_MAX][DDR_RDATA_MAX];
@@ -302,8 +307,10 @@ static int ddr_answer(const struct nx_conf *c, uint8_t *out, size_t cap,
 			for (size_t i = 0; i < nl && n < DDR_RECORDS_MAX; i++) {
 				uint16_t len = ddr_rdata(rdata[n], (uint16_t)(n + 1), target,
 							 (size_t)tl, doh, &l[i]);
-				rrs[n] = (struct nx_dns_rr_spec){
-				    .type = T_SVCB, .ttl = SPECIAL_TTL, .rdata = rdata[n], .rdlen = len};
+				rrs[n] = (struct nx_dns_rr_spec){.type = T_SVCB,
+								 .ttl = SPECIAL_TTL,
+								 .rdata = rdata[n],
+								 .rdlen = len};
 				n++;
 			}
 		}

@@ -794,8 +794,7 @@ static const struct special_case special_cases[] = {
      "special.localhost", "below it, any case; beats the deny '*.localhost'"},
     {0, "localhost", NX_DNS_T_TXT, NULL, true, LOCAL, R(special_localhost), "special.localhost",
      "every type, even paused"},
-    {0, "my.localhost", NX_DNS_T_A, NULL, false, LOCAL, R(local_record), "",
-     "local records win"},
+    {0, "my.localhost", NX_DNS_T_A, NULL, false, LOCAL, R(local_record), "", "local records win"},
     {0, "localhost.example", NX_DNS_T_A, NULL, false, NONE, R(none), "", "only the zone"},
     {1, "localhost", NX_DNS_T_A, NULL, false, NONE, R(none), "", "special.localhost: false"},
     /* special.domain_needed: local, invalid, home.arpa */
@@ -806,8 +805,8 @@ static const struct special_case special_cases[] = {
     {0, "nas.local", NX_DNS_T_A, NULL, false, LOCAL, R(local_record), "", "local records win"},
     {0, "x.invalid", NX_DNS_T_A, "127.0.0.3", false, LOCAL, R(special_use_name),
      "special.domain_needed", "an unfiltered client leaks too"},
-    {0, "x.home.arpa", NX_DNS_T_A, NULL, false, LOCAL, R(special_use_name),
-     "special.domain_needed", "home.arpa; beats a user deny"},
+    {0, "x.home.arpa", NX_DNS_T_A, NULL, false, LOCAL, R(special_use_name), "special.domain_needed",
+     "home.arpa; beats a user deny"},
     {0, "nas.corp.home.arpa", NX_DNS_T_A, NULL, false, NONE, R(none), "",
      "a forward zone covers it: forwarded there"},
     {0, "notlocal", NX_DNS_T_MX, NULL, false, NONE, R(none), "", "a label ending in 'local'"},
@@ -862,8 +861,8 @@ static const struct special_case special_cases[] = {
     {1, "use-application-dns.net", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
      "use-application-dns.net", "special.firefox_canary: false: the rules decide"},
     /* special.android_probes */
-    {0, "abc123-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, ALLOW,
-     R(android_probe), "special.android_probes", "never blocked by '*.metric.gstatic.com'"},
+    {0, "abc123-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, ALLOW, R(android_probe),
+     "special.android_probes", "never blocked by '*.metric.gstatic.com'"},
     {0, "X-DNSOTLS-DS.Metric.gstatic.com", NX_DNS_T_AAAA, NULL, false, ALLOW, R(android_probe),
      "special.android_probes", "any case"},
     {0, "-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
@@ -882,8 +881,7 @@ static const struct special_case special_cases[] = {
     {1, "x.mask.icloud.com", NX_DNS_T_A, NULL, false, NONE, R(none), "", "exactly the two"},
     /* special.ddr: never forwarded, even off */
     {0, "_dns.resolver.arpa", T_SVCB, NULL, false, LOCAL, R(ddr), "special.ddr", "DDR"},
-    {0, "resolver.arpa", NX_DNS_T_SOA, NULL, false, LOCAL, R(ddr), "special.ddr",
-     "the whole zone"},
+    {0, "resolver.arpa", NX_DNS_T_SOA, NULL, false, LOCAL, R(ddr), "special.ddr", "the whole zone"},
     {0, "_dns.resolver.arpa", T_SVCB, "127.0.0.3", true, LOCAL, R(ddr), "special.ddr",
      "paused, unfiltered client"},
 };
@@ -921,13 +919,14 @@ static void test_special_names(void **state)
 		int wl = nx_dns_name_from_text(v->name, wire);
 		assert_true(wl > 0);
 		struct nx_policy_query q;
-		nx_policy_query_init(&p, &q, wire, (size_t)wl, v->qtype, (struct sockaddr *)&ss, NULL);
+		nx_policy_query_init(&p, &q, wire, (size_t)wl, v->qtype, (struct sockaddr *)&ss,
+				     NULL);
 		struct nx_filter_result r;
 		enum nx_filter_action a = nx_policy_decide(&p, &q, &r);
 		const char *src = nx_policy_source_name(&p, &r);
 		if (a != v->action || r.reason != v->reason || strcmp(src, v->source) != 0) {
-			fail_msg("conf %d %s type %u: want %s/%s/'%s', got %s/%s/'%s' -- %s", v->conf,
-				 v->name, v->qtype, nx_filter_action_name(v->action),
+			fail_msg("conf %d %s type %u: want %s/%s/'%s', got %s/%s/'%s' -- %s",
+				 v->conf, v->name, v->qtype, nx_filter_action_name(v->action),
 				 nx_filter_reason_name(v->reason), v->source,
 				 nx_filter_action_name(a), nx_filter_reason_name(r.reason), src,
 				 v->why);
@@ -1054,7 +1053,8 @@ static void test_special_ddr(void **state)
 			const char *alpn;
 			const char *addr;
 		} want[2][3] = {
-		    {{8853, 4, "dot", "127.0.0.1"}, {8853, 6, "dot", "::1"},
+		    {{8853, 4, "dot", "127.0.0.1"},
+		     {8853, 6, "dot", "::1"},
 		     {8443, 4, "h2", "192.0.2.1"}},
 		    {{853, 0, "dot", ""}, {443, 0, "h2", ""}, {0, 0, NULL, NULL}},
 		};
