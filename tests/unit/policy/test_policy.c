@@ -1110,6 +1110,51 @@ static void test_special_ddr(void **state)
 	}
 }
 
+/* Answer targets meet the special-use level like a query would: Android's probe as a CNAME
+ * target is not blocked by the rule that blocks its parent; a special-use target answers
+ * locally, so it is no reason to block either. */
+static void test_special_targets(void **state)
+{
+	(void)state;
+	struct nx_conf *c = special_conf(0);
+	struct nx_filter_rules *rules = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	struct nx_policy p = {.c = c, .rules = rules};
+	static const struct {
+		const char *target;
+		bool blocked;
+	} t[] = {
+	    {"abc-dnsotls-ds.metric.gstatic.com", false},
+	    {"www.metric.gstatic.com", true}, /* the control: the rule does block */
+	    {"printer.local", false},
+	    {"localhost", false},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		uint8_t target[NX_DNS_NAME_MAX];
+		int tl = nx_dns_name_from_text(t[i].target, target);
+		assert_true(tl > 0);
+		struct nx_dns_rr_spec rr = {
+		    .type = NX_DNS_T_CNAME, .ttl = 60, .rdata = target, .rdlen = (uint16_t)tl};
+		uint8_t buf[1024];
+		struct nx_dns_msg m;
+		struct nx_dns_question qq;
+		make_answer(buf, sizeof(buf), "www.shop.test", NX_DNS_T_A, &rr, 1, &m, &qq);
+		struct sockaddr_storage ss;
+		addr_of("192.168.1.50", &ss);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, qq.name, qq.name_len, qq.qtype, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result r;
+		uint8_t mw[NX_DNS_NAME_MAX];
+		size_t ml = 0;
+		if (nx_policy_check_answer(&p, &q, buf, &m, &r, mw, &ml) != t[i].blocked) {
+			fail_msg("CNAME to %s: blocked %d", t[i].target, !t[i].blocked);
+		}
+	}
+	nx_filter_rules_free(rules);
+	nx_conf_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1124,6 +1169,7 @@ int main(void)
 	    cmocka_unit_test(test_special_names),
 	    cmocka_unit_test(test_special_answers),
 	    cmocka_unit_test(test_special_ddr),
+	    cmocka_unit_test(test_special_targets),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
