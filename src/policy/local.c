@@ -213,8 +213,8 @@ int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 	if (cname_len) {
 		*cname_len = 0;
 	}
-	/* The ladder's LOCAL verdict has two sources: local records (level 1) and the special-use
-	 * names (level 2); local records win, as they do in the ladder. */
+	/* The ladder's LOCAL verdict has two sources: local records and, just below them, the
+	 * special-use names; local records win here as they do in the ladder. */
 	struct nx_filter_result sr;
 	if (!nx_policy_local_has(p->c, ctx->q->name, ctx->q->name_len) &&
 	    nx_policy_special_match(p->c, ctx->q->name, ctx->q->name_len, ctx->q->qtype, &sr) &&

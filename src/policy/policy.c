@@ -249,21 +249,24 @@ const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_fil
 	if (r->source >= 0 && (size_t)r->source < p->c->n_sources) {
 		return p->c->sources[r->source].name;
 	}
-	/* A special-use name's "source" is the key that decides it. */
-	static const char *const special_keys[][2] = {
-	    {"special_localhost", "special.localhost"},
-	    {"special_use_name", "special.domain_needed"},
-	    {"single_label", "special.domain_needed"},
-	    {"private_reverse", "special.bogus_priv"},
-	    {"firefox_canary", "special.firefox_canary"},
-	    {"android_probe", "special.android_probes"},
-	    {"private_relay", "special.block_private_relay"},
-	    {"ddr", "special.ddr"},
+	/* A special-use name's "source" is the key that decides it (enum compares: this runs for
+	 * every query-log record). */
+	static const struct {
+		uint8_t reason;
+		const char *key;
+	} special_keys[] = {
+	    {NX_FILTER_R_special_localhost, "special.localhost"},
+	    {NX_FILTER_R_special_use_name, "special.domain_needed"},
+	    {NX_FILTER_R_single_label, "special.domain_needed"},
+	    {NX_FILTER_R_private_reverse, "special.bogus_priv"},
+	    {NX_FILTER_R_firefox_canary, "special.firefox_canary"},
+	    {NX_FILTER_R_android_probe, "special.android_probes"},
+	    {NX_FILTER_R_private_relay, "special.block_private_relay"},
+	    {NX_FILTER_R_ddr, "special.ddr"},
 	};
-	const char *rn = nx_filter_reason_name((enum nx_filter_reason)r->reason);
 	for (size_t i = 0; i < NX_ARRAY_LEN(special_keys); i++) {
-		if (strcmp(rn, special_keys[i][0]) == 0) {
-			return special_keys[i][1];
+		if (r->reason == special_keys[i].reason) {
+			return special_keys[i].key;
 		}
 	}
 	const char *t = NULL;
