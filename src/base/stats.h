@@ -171,7 +171,16 @@
 	X(SYNC_NOT_MODIFIED, "nxdns_sync_pulls_total", "result=\"not_modified\"", "")            \
 	X(SYNC_FETCH_FAILED, "nxdns_sync_pulls_total", "result=\"fetch_failed\"", "")            \
 	X(SYNC_INVALID, "nxdns_sync_pulls_total", "result=\"invalid\"", "")                      \
-	X(SYNC_RELOAD_FAILED, "nxdns_sync_pulls_total", "result=\"reload_failed\"", "")
+	X(SYNC_RELOAD_FAILED, "nxdns_sync_pulls_total", "result=\"reload_failed\"", "") \
+	X(SP_LOCALHOST, "nxdns_special_names_total", "reason=\"special_localhost\"",             \
+	  "Special-use names answered by nxdns or exempted (special.*), by reason")             \
+	X(SP_USE_NAME, "nxdns_special_names_total", "reason=\"special_use_name\"", "")          \
+	X(SP_SINGLE_LABEL, "nxdns_special_names_total", "reason=\"single_label\"", "")          \
+	X(SP_PRIVATE_REVERSE, "nxdns_special_names_total", "reason=\"private_reverse\"", "")    \
+	X(SP_FIREFOX_CANARY, "nxdns_special_names_total", "reason=\"firefox_canary\"", "")      \
+	X(SP_ANDROID_PROBE, "nxdns_special_names_total", "reason=\"android_probe\"", "")        \
+	X(SP_PRIVATE_RELAY, "nxdns_special_names_total", "reason=\"private_relay\"", "")        \
+	X(SP_DDR, "nxdns_special_names_total", "reason=\"ddr\"", "")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

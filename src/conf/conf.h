@@ -293,6 +293,15 @@ struct nx_conf {
 	char *sync_token;	  /* owned: the primary's API token, or NULL */
 	unsigned sync_interval_s; /* seconds between pulls */
 	char *sync_pin;		  /* owned: base64 SHA-256 of the primary's SPKI, or NULL */
+
+	/* special.*: special-use names answered or kept from upstream (policy/special.c) */
+	bool special_localhost;	     /* localhost, *.localhost -> 127.0.0.1 / ::1 */
+	bool special_domain_needed;  /* local, invalid, home.arpa, single-label: never upstream */
+	bool special_bogus_priv;     /* private reverse zones: never upstream */
+	bool special_firefox_canary; /* use-application-dns.net -> NXDOMAIN */
+	bool special_android_probes; /* *-dnsotls-ds.metric.gstatic.com never blocked */
+	bool special_block_private_relay; /* mask.icloud.com, mask-h2.icloud.com -> NXDOMAIN */
+	bool special_ddr;		  /* _dns.resolver.arpa SVCB: our DoT / DoH listeners */
 };
 
 /*

@@ -1073,6 +1073,111 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "certificate must verify against the system's CA bundle and name the "
 		       "URL's host.",
 	},
+	{
+		.path = "special.localhost",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_localhost),
+		.def = "true",
+		.doc = "`localhost` and every name below it (`*.localhost`) are answered by nxdns itself "
+		       "with 127.0.0.1 (A) and ::1 (AAAA), NODATA for other types, and never sent "
+		       "upstream (RFC 6761 6.3: these names are the host's own loopback, whatever a "
+		       "public server says). Local records for such a name win. Reason "
+		       "`special_localhost`, counted in `nxdns_special_names_total{reason}`. As "
+		       "Unbound's and Knot Resolver's built-in `localhost` zone; `false` forwards them "
+		       "like any name.",
+	},
+	{
+		.path = "special.domain_needed",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_domain_needed),
+		.def = "true",
+		.doc = "`local` (mDNS, RFC 6762), `invalid` (RFC 6761), `home.arpa` (RFC 8375) and every "
+		       "name below them, and single-label names asked for A, AAAA or HTTPS (`nas`, "
+		       "`printer`), are never sent to `upstream.servers`: a forward zone "
+		       "(`upstream.forward_zones`) that covers the name gets it, else nxdns answers "
+		       "NXDOMAIN. Other types of a single-label name (`com DS`, `org DNSKEY`, which "
+		       "validating stubs ask) still go upstream. Reasons `special_use_name` and "
+		       "`single_label`. As Pi-hole's and dnsmasq's `domain-needed`; these names leak the "
+		       "LAN's device names to the public resolver and never resolve there.",
+	},
+	{
+		.path = "special.bogus_priv",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_bogus_priv),
+		.def = "true",
+		.doc = "Reverse lookups (PTR and any other type) in the private ranges, RFC 1918 "
+		       "(`10.in-addr.arpa`, `16.172.in-addr.arpa` .. `31.172.in-addr.arpa`, "
+		       "`168.192.in-addr.arpa`), IPv4 link-local (`254.169.in-addr.arpa`), ULA fc00::/7 "
+		       "(`c.f.ip6.arpa`, `d.f.ip6.arpa`) and IPv6 link-local fe80::/10 (`8.e.f.ip6.arpa` "
+		       ".. `b.e.f.ip6.arpa`), are never sent to `upstream.servers`: a covering forward "
+		       "zone gets them (the router's own names), else NXDOMAIN. PTRs generated from "
+		       "`local_records` win. Reason `private_reverse`. As Pi-hole's and dnsmasq's "
+		       "`bogus-priv`.",
+	},
+	{
+		.path = "special.firefox_canary",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_firefox_canary),
+		.def = "true",
+		.doc = "`use-application-dns.net` answers NXDOMAIN: Firefox then keeps its queries on "
+		       "the network's resolver instead of turning on its own DNS-over-HTTPS, which would "
+		       "bypass the filter (Mozilla's documented canary domain). Reason `firefox_canary`. "
+		       "Pi-hole and AdGuard Home do the same by default.",
+	},
+	{
+		.path = "special.android_probes",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_android_probes),
+		.def = "true",
+		.doc = "Android's Private DNS probe names (`<anything>-dnsotls-ds.metric.gstatic.com`) "
+		       "are never blocked, whatever the lists or user rules say: the phone sends them to "
+		       "check its DNS path, and a blocked probe makes it report \"no internet\" or "
+		       "abandon Private DNS. They resolve upstream as an allowed name (reason "
+		       "`android_probe`; counted each time the exemption applies, `/api/lookup` "
+		       "included).",
+	},
+	{
+		.path = "special.block_private_relay",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_block_private_relay),
+		.def = "false",
+		.doc = "Answer NXDOMAIN for Apple's iCloud Private Relay names `mask.icloud.com` and "
+		       "`mask-h2.icloud.com`: Apple documents this answer as the way a network tells its "
+		       "devices that Private Relay is not available here, so their traffic (and DNS) "
+		       "stays on the network's filter. Off by default: it turns a paid privacy feature "
+		       "off for the whole network, the operator's choice. Reason `private_relay`.",
+	},
+	{
+		.path = "special.ddr",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.editable = true,
+		.off = F(special_ddr),
+		.def = "true",
+		.doc = "Discovery of Designated Resolvers (RFC 9462): `_dns.resolver.arpa` SVCB is "
+		       "answered with this server's own encrypted endpoints, one record per "
+		       "`listener.dot` address (`alpn=dot`, its port) and per `listener.doh` address "
+		       "(`alpn=h2`, its port, `dohpath=/dns-query{?dns}`), with `ipv4hint`/`ipv6hint` of "
+		       "the listener's address when it is a specific one (not 0.0.0.0 / ::); DoT "
+		       "first, SvcPriority 1, 2, ... in listener order, at most 16 records. The "
+		       "TargetName is `tls.server_name` when set, else `.` (clients then use "
+		       "opportunistic discovery against the address they asked). No DoT or DoH listener: "
+		       "NODATA, so clients stay on plain DNS. Other types of the name are NODATA, other "
+		       "names under `resolver.arpa` NXDOMAIN; never forwarded. Reason `ddr`. `false` "
+		       "answers NODATA for it (and still never forwards it).",
+	},
 };
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);

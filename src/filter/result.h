@@ -30,7 +30,15 @@ enum nx_filter_action {
 	X(blocklist_wildcard, "blocklist_wildcard")   /* level 9 */                                \
 	X(blocklist_rule, "blocklist_rule")	      /* side rule: modifiers, regex, pattern */   \
 	X(blocklist_rewrite, "blocklist_rewrite")     /* side rule: $dnsrewrite answer */          \
-	X(blocklist_hosts, "blocklist_hosts")	      /* hosts line with a listed address */
+	X(blocklist_hosts, "blocklist_hosts")	      /* hosts line with a listed address */ \
+	X(special_localhost, "special_localhost")     /* special-use names (policy/special.c) */  \
+	X(special_use_name, "special_use_name")                                                    \
+	X(single_label, "single_label")                                                            \
+	X(private_reverse, "private_reverse")                                                      \
+	X(firefox_canary, "firefox_canary")                                                        \
+	X(android_probe, "android_probe")                                                          \
+	X(private_relay, "private_relay")                                                          \
+	X(ddr, "ddr")
 
 enum nx_filter_reason {
 #define NX_FILTER_REASON_ENUM(id, text) NX_FILTER_R_##id,

@@ -210,6 +210,18 @@ int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx,
 			   uint8_t cname_target[NX_DNS_NAME_MAX], size_t *cname_len)
 {
+	if (cname_len) {
+		*cname_len = 0;
+	}
+	/* The ladder's LOCAL verdict has two sources: local records and, just below them, the
+	 * special-use names; local records win here as they do in the ladder. */
+	struct nx_filter_result sr;
+	if (!nx_policy_local_has(p->c, ctx->q->name, ctx->q->name_len) &&
+	    nx_policy_special_match(p->c, ctx->q->name, ctx->q->name_len, ctx->q->qtype, &sr) &&
+	    sr.action == NX_FILTER_ACT_LOCAL) {
+		nx_policy_special_count((enum nx_filter_reason)sr.reason);
+		return nx_policy_special_answer(p, out, cap, ctx, (enum nx_filter_reason)sr.reason);
+	}
 	uint8_t name[NX_DNS_NAME_MAX];
 	memcpy(name, ctx->q->name, ctx->q->name_len);
 	nx_dns_name_lower(name, ctx->q->name_len);

@@ -70,6 +70,22 @@ static bool level_local(const struct nx_policy *p, const struct nx_policy_query 
 	return true;
 }
 
+/* Special-use names (special.c): before the pause, because keeping `nas` or a private
+ * reverse name from the public upstreams is not filtering, and an unfiltered client's leak is
+ * a leak too. Android's probe is ALLOW (never blocked): counted here, as no answer of ours
+ * marks it later. */
+static bool level_special(const struct nx_policy *p, const struct nx_policy_query *q,
+			  struct nx_filter_result *out)
+{
+	if (!nx_policy_special_match(p->c, q->wire, q->wlen, q->qtype, out)) {
+		return false;
+	}
+	if (out->action == NX_FILTER_ACT_ALLOW) {
+		nx_policy_special_count((enum nx_filter_reason)out->reason);
+	}
+	return true;
+}
+
 /* Paused, filter.enabled off, or a client whose groups filter nothing: resolve unchecked. */
 static bool level_unfiltered(const struct nx_policy *p, const struct nx_policy_query *q,
 			     struct nx_filter_result *out)
@@ -142,8 +158,11 @@ static const struct level {
 	const char *name; /* as README.md's table calls it */
 	level_fn fn;
 } ladder[] = {
-    {"local records", level_local},   {"pause / unfiltered client", level_unfiltered},
-    {"user allow", level_user_allow}, {"user deny", level_user_deny},
+    {"local records", level_local},
+    {"special-use names", level_special},
+    {"pause / unfiltered client", level_unfiltered},
+    {"user allow", level_user_allow},
+    {"user deny", level_user_deny},
     {"list rules", level_lists},
 };
 
@@ -229,6 +248,26 @@ const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_fil
 {
 	if (r->source >= 0 && (size_t)r->source < p->c->n_sources) {
 		return p->c->sources[r->source].name;
+	}
+	/* A special-use name's "source" is the key that decides it (enum compares: this runs for
+	 * every query-log record). */
+	static const struct {
+		uint8_t reason;
+		const char *key;
+	} special_keys[] = {
+	    {NX_FILTER_R_special_localhost, "special.localhost"},
+	    {NX_FILTER_R_special_use_name, "special.domain_needed"},
+	    {NX_FILTER_R_single_label, "special.domain_needed"},
+	    {NX_FILTER_R_private_reverse, "special.bogus_priv"},
+	    {NX_FILTER_R_firefox_canary, "special.firefox_canary"},
+	    {NX_FILTER_R_android_probe, "special.android_probes"},
+	    {NX_FILTER_R_private_relay, "special.block_private_relay"},
+	    {NX_FILTER_R_ddr, "special.ddr"},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(special_keys); i++) {
+		if (r->reason == special_keys[i].reason) {
+			return special_keys[i].key;
+		}
 	}
 	const char *t = NULL;
 	if (r->reason == NX_FILTER_R_user_deny && r->rule >= 0) {

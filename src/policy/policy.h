@@ -3,7 +3,8 @@
  * so they can never disagree. The ladder is a table of levels (policy.c `ladder[]`, README.md),
  * first match wins:
  *
- *   local records -> pause / unfiltered client -> user allow -> user deny -> list levels
+ *   local records -> special-use names -> pause / unfiltered client -> user allow -> user deny
+ *   -> list levels
  *
  * and, on an upstream answer, the check of its CNAME and HTTPS/SVCB targets. Also the answers a
  * decision produces (block answer per filter.block_mode with EDE 15, local-record answer).
@@ -137,3 +138,27 @@ struct json_t;
 struct json_t *nx_policy_lookup_json(const struct nx_policy *p, const char *name, uint16_t qtype,
 				     const struct sockaddr *client, const char *client_id,
 				     const char **err);
+
+/*
+ * The special-use names level (special.c, the special.* keys): is the name (wire, any case) of a
+ * question of type qtype one nxdns answers itself (LOCAL: localhost, DDR, the Firefox canary,
+ * iCloud Private Relay when blocked, and -- unless a forward zone covers them -- local /
+ * invalid / home.arpa, private reverse zones and single-label A/AAAA/HTTPS) or never blocks
+ * (ALLOW: Android's Private DNS probe)? Fills out (reason: one of the special reasons) and
+ * returns true, else false with out untouched. Counts nothing.
+ */
+bool nx_policy_special_match(const struct nx_conf *c, const uint8_t *wire, size_t wlen,
+			     uint16_t qtype, struct nx_filter_result *out);
+
+/*
+ * The answer for a question the special level settled as LOCAL with reason r (AA set):
+ * loopback A/AAAA for localhost, the DDR SVCB set, NXDOMAIN for the rest (EDE 15 naming the
+ * key for the canary and Private Relay). Returns the length, -EINVAL for a reason that is not
+ * a special one, or a negative code from the builder. Counts nothing: nx_policy_local_answer,
+ * which dispatches here, counts.
+ */
+int nx_policy_special_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
+			     const struct nx_dns_reply_ctx *ctx, enum nx_filter_reason r);
+
+/* Count one use of a special reason in nxdns_special_names_total{reason} (others: no-op). */
+void nx_policy_special_count(enum nx_filter_reason r);

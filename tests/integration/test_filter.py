@@ -92,7 +92,8 @@ PROBES = [
     ("multi.hosts.test", None, B, "blocklist_domain", "multi.hosts.test", "hosts"),
     ("v6.hosts.test", None, B, "blocklist_domain", "v6.hosts.test", "hosts"),
     ("sub.ads.hosts.test", None, A, "none", "", ""),
-    ("localhost", None, A, "none", "", ""),
+    # the hosts file's "0.0.0.0 localhost" line is no entry; the name is special.localhost's
+    ("localhost", None, L, "special_localhost", "localhost", "special.localhost"),
     ("plain.test", None, B, "blocklist_domain", "plain.test", "doms"),
     ("www.plain.test", None, A, "none", "", ""),
     ("abp.test", None, B, "blocklist_domain", "abp.test", "abp"),

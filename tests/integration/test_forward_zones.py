@@ -22,7 +22,9 @@ CASES = [
     ("lan", "lan"),  # the zone apex itself
     ("a.b.c.lan", "lan"),
     ("CaSe.LaN", "lan"),  # zone match is case-insensitive
-    ("notlan", "default"),  # label boundary: "notlan" is not under "lan"
+    # label boundary: "notlan" is not under "lan" (two labels: a single-label A query is
+    # special.domain_needed's, answered NXDOMAIN without asking anyone)
+    ("host.notlan", "default"),
     ("lan.com", "default"),
     ("www.example.org", "example"),
     ("x.sub.example.org", "sub"),  # the longest matching zone wins

@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/ledger.h"
+#include "base/stats.h"
 #include "conf/conf.h"
 #include "dns/wire.h"
 #include "filter/compile.h"
@@ -158,8 +159,11 @@ static const struct verdict cases[] = {
      "local for an unfiltered client too"},
     {"20.1.168.192.in-addr.arpa", NULL, NULL, false, LOCAL, R(local_record), "",
      "20.1.168.192.in-addr.arpa", "the reverse name of a local A is local (generated PTR)"},
-    {"30.1.168.192.in-addr.arpa", NULL, NULL, false, NONE, R(none), "", "",
+    {"30.1.51.198.in-addr.arpa", NULL, NULL, false, NONE, R(none), "", "",
      "a reverse name of no local address is not"},
+    {"30.1.168.192.in-addr.arpa", NULL, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "30.1.168.192.in-addr.arpa",
+     "a private one is the special-use level's (bogus-priv)"},
     /* level: pause / unfiltered client */
     {"ads.example", NULL, NULL, true, NONE, R(paused), "", "",
      "a pause lets a listed name through"},
@@ -727,6 +731,430 @@ static void test_local_answers(void **state)
 	}
 }
 
+/* ---- special-use names (special.c) ---- */
+
+/* Three configurations: the defaults with forward zones and rules that try to interfere; every
+ * special key flipped from its default, with DoT/DoH listeners on specific addresses and a TLS
+ * name; DoT/DoH on wildcard addresses. */
+static const char *const SPECIAL_YAML[] = {
+    "upstream:\n"
+    "  forward_zones: {corp.home.arpa: ['127.0.0.1:5399'], 1.168.192.in-addr.arpa: "
+    "['127.0.0.1:5399'],\n"
+    "                  printer: ['127.0.0.1:5399'], d.f.ip6.arpa: ['127.0.0.1:5399']}\n"
+    "filter:\n"
+    "  allow: [mask.icloud.com]\n"
+    "  deny: ['*.metric.gstatic.com', use-application-dns.net, '*.localhost', x.home.arpa]\n"
+    "groups:\n"
+    "  off: {filtering: false}\n"
+    "clients:\n"
+    "  - {name: tv, ids: [127.0.0.3], groups: [off]}\n"
+    "local_records:\n"
+    "  - {name: nas.local, type: A, value: 192.168.1.10}\n"
+    "  - {name: my.localhost, type: A, value: 192.168.1.11}\n",
+
+    "listener:\n"
+    "  dot: ['127.0.0.1:8853', '[::1]:8853']\n"
+    "  doh: ['192.0.2.1:8443']\n"
+    "tls:\n"
+    "  server_name: dns.home.example\n"
+    "filter:\n"
+    "  deny: ['*.metric.gstatic.com', use-application-dns.net]\n"
+    "special:\n"
+    "  localhost: false\n"
+    "  domain_needed: false\n"
+    "  bogus_priv: false\n"
+    "  firefox_canary: false\n"
+    "  android_probes: false\n"
+    "  block_private_relay: true\n"
+    "  ddr: true\n",
+
+    "listener:\n"
+    "  dot: ['0.0.0.0:853']\n"
+    "  doh: ['[::]:443']\n",
+};
+
+struct special_case {
+	int conf; /* SPECIAL_YAML index */
+	const char *name;
+	uint16_t qtype;
+	const char *client; /* NULL: 192.168.1.50 (default group) */
+	bool paused;
+	enum nx_filter_action action;
+	enum nx_filter_reason reason;
+	const char *source;
+	const char *why;
+};
+
+#define T_SVCB 64
+static const struct special_case special_cases[] = {
+    /* special.localhost */
+    {0, "localhost", NX_DNS_T_A, NULL, false, LOCAL, R(special_localhost), "special.localhost",
+     "RFC 6761 6.3"},
+    {0, "a.b.LocalHost.", NX_DNS_T_AAAA, NULL, false, LOCAL, R(special_localhost),
+     "special.localhost", "below it, any case; beats the deny '*.localhost'"},
+    {0, "localhost", NX_DNS_T_TXT, NULL, true, LOCAL, R(special_localhost), "special.localhost",
+     "every type, even paused"},
+    {0, "my.localhost", NX_DNS_T_A, NULL, false, LOCAL, R(local_record), "", "local records win"},
+    {0, "localhost.example", NX_DNS_T_A, NULL, false, NONE, R(none), "", "only the zone"},
+    {1, "localhost", NX_DNS_T_A, NULL, false, NONE, R(none), "", "special.localhost: false"},
+    /* special.domain_needed: local, invalid, home.arpa */
+    {0, "printer.local", NX_DNS_T_A, NULL, false, LOCAL, R(special_use_name),
+     "special.domain_needed", "mDNS names never go upstream"},
+    {0, "local", NX_DNS_T_SOA, NULL, false, LOCAL, R(special_use_name), "special.domain_needed",
+     "the zone itself, any type"},
+    {0, "nas.local", NX_DNS_T_A, NULL, false, LOCAL, R(local_record), "", "local records win"},
+    {0, "x.invalid", NX_DNS_T_A, "127.0.0.3", false, LOCAL, R(special_use_name),
+     "special.domain_needed", "an unfiltered client leaks too"},
+    {0, "x.home.arpa", NX_DNS_T_A, NULL, false, LOCAL, R(special_use_name), "special.domain_needed",
+     "home.arpa; beats a user deny"},
+    {0, "nas.corp.home.arpa", NX_DNS_T_A, NULL, false, NONE, R(none), "",
+     "a forward zone covers it: forwarded there"},
+    {0, "notlocal", NX_DNS_T_MX, NULL, false, NONE, R(none), "", "a label ending in 'local'"},
+    {1, "x.invalid", NX_DNS_T_A, NULL, false, NONE, R(none), "", "special.domain_needed: false"},
+    /* single-label A / AAAA / HTTPS */
+    {0, "nas", NX_DNS_T_A, NULL, false, LOCAL, R(single_label), "special.domain_needed",
+     "single-label A"},
+    {0, "NAS.", NX_DNS_T_AAAA, NULL, false, LOCAL, R(single_label), "special.domain_needed",
+     "AAAA"},
+    {0, "nas", NX_DNS_T_HTTPS, NULL, false, LOCAL, R(single_label), "special.domain_needed",
+     "HTTPS"},
+    {0, "com", 43 /* DS */, NULL, false, NONE, R(none), "", "com DS: validating stubs need it"},
+    {0, "org", 48 /* DNSKEY */, NULL, false, NONE, R(none), "", "org DNSKEY too"},
+    {0, "printer", NX_DNS_T_A, NULL, false, NONE, R(none), "", "a forward zone 'printer'"},
+    {1, "nas", NX_DNS_T_A, NULL, false, NONE, R(none), "", "special.domain_needed: false"},
+    /* special.bogus_priv */
+    {0, "1.0.0.10.in-addr.arpa", NX_DNS_T_PTR, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "10/8"},
+    {0, "10.in-addr.arpa", NX_DNS_T_SOA, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "the zone apex"},
+    {0, "1.0.16.172.in-addr.arpa", NX_DNS_T_PTR, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "172.16/12, first"},
+    {0, "1.0.31.172.in-addr.arpa", NX_DNS_T_PTR, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "172.16/12, last"},
+    {0, "1.0.32.172.in-addr.arpa", NX_DNS_T_PTR, NULL, false, NONE, R(none), "",
+     "172.32 is public"},
+    {0, "1.0.15.172.in-addr.arpa", NX_DNS_T_PTR, NULL, false, NONE, R(none), "",
+     "172.15 is public"},
+    {0, "4.3.2.1.254.169.in-addr.arpa", NX_DNS_T_PTR, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "IPv4 link-local (too deep is still inside)"},
+    {0, "9.2.168.192.in-addr.arpa", NX_DNS_T_PTR, NULL, false, LOCAL, R(private_reverse),
+     "special.bogus_priv", "192.168/16"},
+    {0, "9.1.168.192.in-addr.arpa", NX_DNS_T_PTR, NULL, false, NONE, R(none), "",
+     "a forward zone covers 192.168.1/24"},
+    {0, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.C.F.ip6.arpa", NX_DNS_T_PTR,
+     NULL, false, LOCAL, R(private_reverse), "special.bogus_priv", "fc00::/8, any case"},
+    {0, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa", NX_DNS_T_PTR,
+     NULL, false, NONE, R(none), "", "fd00::/8 has a forward zone here"},
+    {0, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.b.e.f.ip6.arpa", NX_DNS_T_PTR,
+     NULL, false, LOCAL, R(private_reverse), "special.bogus_priv", "fe80::/10, last quarter"},
+    {0, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.c.e.f.ip6.arpa", NX_DNS_T_PTR,
+     NULL, false, NONE, R(none), "", "fec0::/10 is not link-local"},
+    {0, "1.2.0.192.in-addr.arpa", NX_DNS_T_PTR, NULL, false, NONE, R(none), "",
+     "a public reverse name"},
+    {1, "1.0.0.10.in-addr.arpa", NX_DNS_T_PTR, NULL, false, NONE, R(none), "",
+     "special.bogus_priv: false"},
+    /* special.firefox_canary */
+    {0, "use-application-dns.net", NX_DNS_T_A, NULL, false, LOCAL, R(firefox_canary),
+     "special.firefox_canary", "NXDOMAIN (beats the same name's user deny)"},
+    {0, "x.use-application-dns.net", NX_DNS_T_A, NULL, false, NONE, R(none), "",
+     "only the name Firefox asks"},
+    {1, "use-application-dns.net", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
+     "use-application-dns.net", "special.firefox_canary: false: the rules decide"},
+    /* special.android_probes */
+    {0, "abc123-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, ALLOW, R(android_probe),
+     "special.android_probes", "never blocked by '*.metric.gstatic.com'"},
+    {0, "X-DNSOTLS-DS.Metric.gstatic.com", NX_DNS_T_AAAA, NULL, false, ALLOW, R(android_probe),
+     "special.android_probes", "any case"},
+    {0, "-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
+     "*.metric.gstatic.com", "the probe has a random part"},
+    {0, "a.b-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
+     "*.metric.gstatic.com", "one label only"},
+    {1, "abc123-dnsotls-ds.metric.gstatic.com", NX_DNS_T_A, NULL, false, BLOCK, R(user_deny),
+     "*.metric.gstatic.com", "special.android_probes: false"},
+    /* special.block_private_relay */
+    {0, "mask.icloud.com", NX_DNS_T_A, NULL, false, ALLOW, R(user_allow), "mask.icloud.com",
+     "off by default"},
+    {1, "mask.icloud.com", NX_DNS_T_A, NULL, false, LOCAL, R(private_relay),
+     "special.block_private_relay", "on"},
+    {1, "MASK-H2.icloud.com", NX_DNS_T_HTTPS, NULL, false, LOCAL, R(private_relay),
+     "special.block_private_relay", "the HTTP/2 name, any type"},
+    {1, "x.mask.icloud.com", NX_DNS_T_A, NULL, false, NONE, R(none), "", "exactly the two"},
+    /* special.ddr: never forwarded, even off */
+    {0, "_dns.resolver.arpa", T_SVCB, NULL, false, LOCAL, R(ddr), "special.ddr", "DDR"},
+    {0, "resolver.arpa", NX_DNS_T_SOA, NULL, false, LOCAL, R(ddr), "special.ddr", "the whole zone"},
+    {0, "_dns.resolver.arpa", T_SVCB, "127.0.0.3", true, LOCAL, R(ddr), "special.ddr",
+     "paused, unfiltered client"},
+};
+
+static struct nx_conf *special_conf(int i)
+{
+	struct nx_conf *c = NULL;
+	char err[NX_CONF_ERR_MAX] = "";
+	if (nx_conf_load_string("s.yaml", SPECIAL_YAML[i], strlen(SPECIAL_YAML[i]), &c, err,
+				sizeof(err)) != 0) {
+		fail_msg("config %d: %s", i, err);
+	}
+	return c;
+}
+
+static void test_special_names(void **state)
+{
+	(void)state;
+	struct nx_conf *cs[2] = {special_conf(0), special_conf(1)};
+	struct nx_filter_rules *rs[2] = {NULL, NULL};
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(nx_policy_rules_build(cs[i], &rs[i]), 0);
+	}
+	/* the defaults the docs promise */
+	assert_true(cs[0]->special_localhost && cs[0]->special_domain_needed &&
+		    cs[0]->special_bogus_priv && cs[0]->special_firefox_canary &&
+		    cs[0]->special_android_probes && !cs[0]->special_block_private_relay &&
+		    cs[0]->special_ddr);
+	for (size_t i = 0; i < NX_ARRAY_LEN(special_cases); i++) {
+		const struct special_case *v = &special_cases[i];
+		struct nx_policy p = {.c = cs[v->conf], .rules = rs[v->conf], .paused = v->paused};
+		struct sockaddr_storage ss;
+		addr_of(v->client ? v->client : "192.168.1.50", &ss);
+		uint8_t wire[NX_DNS_NAME_MAX];
+		int wl = nx_dns_name_from_text(v->name, wire);
+		assert_true(wl > 0);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, wire, (size_t)wl, v->qtype, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result r;
+		enum nx_filter_action a = nx_policy_decide(&p, &q, &r);
+		const char *src = nx_policy_source_name(&p, &r);
+		if (a != v->action || r.reason != v->reason || strcmp(src, v->source) != 0) {
+			fail_msg("conf %d %s type %u: want %s/%s/'%s', got %s/%s/'%s' -- %s",
+				 v->conf, v->name, v->qtype, nx_filter_action_name(v->action),
+				 nx_filter_reason_name(v->reason), v->source,
+				 nx_filter_action_name(a), nx_filter_reason_name(r.reason), src,
+				 v->why);
+		}
+		/* a special verdict covers the whole name */
+		if (r.reason >= NX_FILTER_R_special_localhost) {
+			assert_int_equal(r.matched_off, 0);
+			assert_int_equal(r.matched_len, wl);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		nx_filter_rules_free(rs[i]);
+		nx_conf_free(cs[i]);
+	}
+}
+
+/* The answer for one question through the pipeline's entry (nx_policy_local_answer). */
+static int special_reply(struct nx_conf *c, const char *name, uint16_t qtype, uint8_t *out,
+			 size_t cap)
+{
+	struct nx_policy p = {.c = c};
+	struct nx_dns_question qq = {.qtype = qtype, .qclass = 1};
+	int wl = nx_dns_name_from_text(name, qq.name);
+	assert_true(wl > 0);
+	qq.name_len = (uint8_t)wl;
+	struct nx_policy_query q;
+	struct sockaddr_storage ss;
+	addr_of("192.168.1.50", &ss);
+	nx_policy_query_init(&p, &q, qq.name, qq.name_len, qtype, (struct sockaddr *)&ss, NULL);
+	struct nx_filter_result r;
+	assert_int_equal(nx_policy_decide(&p, &q, &r), NX_FILTER_ACT_LOCAL);
+	struct nx_dns_reply_ctx ctx = {.id = 7, .q = &qq, .max_size = (uint16_t)cap, .edns = true};
+	uint8_t tail[NX_DNS_NAME_MAX];
+	size_t tl = 99;
+	int n = nx_policy_local_answer(&p, out, cap, &ctx, tail, &tl);
+	assert_true(n > 12);
+	assert_int_equal(tl, 0);
+	return n;
+}
+
+static void test_special_answers(void **state)
+{
+	(void)state;
+	struct nx_conf *c = special_conf(0);
+	static const struct {
+		const char *name;
+		uint16_t qtype;
+		int rcode;
+		const char *want;
+	} t[] = {
+	    {"localhost", NX_DNS_T_A, NX_DNS_NOERROR, "1 localhost 127.0.0.1;"},
+	    {"X.LocalHost", NX_DNS_T_AAAA, NX_DNS_NOERROR, "28 X.LocalHost ::1;"},
+	    {"localhost", NX_DNS_T_MX, NX_DNS_NOERROR, ""},
+	    {"printer.local", NX_DNS_T_A, NX_DNS_NXDOMAIN, ""},
+	    {"nas", NX_DNS_T_HTTPS, NX_DNS_NXDOMAIN, ""},
+	    {"1.0.0.10.in-addr.arpa", NX_DNS_T_PTR, NX_DNS_NXDOMAIN, ""},
+	    {"use-application-dns.net", NX_DNS_T_A, NX_DNS_NXDOMAIN, ""},
+	    {"_dns.resolver.arpa", NX_DNS_T_A, NX_DNS_NOERROR, ""},
+	    {"_dns.resolver.arpa", T_SVCB, NX_DNS_NOERROR, ""}, /* no DoT / DoH listener */
+	    {"resolver.arpa", NX_DNS_T_SOA, NX_DNS_NOERROR, ""},
+	    {"x.resolver.arpa", NX_DNS_T_A, NX_DNS_NXDOMAIN, ""},
+	};
+	uint64_t before = nx_stat_read(NX_STAT_SP_LOCALHOST);
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		uint8_t out[4096];
+		int n = special_reply(c, t[i].name, t[i].qtype, out, sizeof(out));
+		int rcode;
+		bool aa;
+		struct rr_seen rrs[4];
+		size_t cnt = answer_rrs(out, (size_t)n, &rcode, &aa, rrs, 4);
+		char got[1024] = "";
+		for (size_t k = 0; k < cnt; k++) {
+			char one[2 * NX_DNS_TEXT_MAX + 16];
+			snprintf(one, sizeof(one), "%u %s %s;", rrs[k].type, rrs[k].owner,
+				 rrs[k].data);
+			strncat(got, one, sizeof(got) - strlen(got) - 1);
+		}
+		if (rcode != t[i].rcode || !aa || strcmp(got, t[i].want) != 0) {
+			fail_msg("%s type %u: rcode %d aa %d '%s', want %d '%s'", t[i].name,
+				 t[i].qtype, rcode, aa, got, t[i].rcode, t[i].want);
+		}
+	}
+	assert_int_equal(nx_stat_read(NX_STAT_SP_LOCALHOST) - before, 3);
+	nx_conf_free(c);
+}
+
+/* Find SvcParam `key` in one SVCB rdata; returns its value length or -1. */
+static int svc_param(const uint8_t *rd, size_t len, size_t params_at, uint16_t key,
+		     const uint8_t **val)
+{
+	size_t at = params_at;
+	while (at + 4 <= len) {
+		uint16_t k = (uint16_t)(rd[at] << 8 | rd[at + 1]);
+		uint16_t l = (uint16_t)(rd[at + 2] << 8 | rd[at + 3]);
+		if (k == key) {
+			*val = rd + at + 4;
+			return l;
+		}
+		at += 4u + l;
+	}
+	return -1;
+}
+
+static void test_special_ddr(void **state)
+{
+	(void)state;
+	for (int ci = 1; ci <= 2; ci++) {
+		struct nx_conf *c = special_conf(ci);
+		uint8_t out[4096];
+		uint64_t before = nx_stat_read(NX_STAT_SP_DDR);
+		int n = special_reply(c, "_dns.resolver.arpa", T_SVCB, out, sizeof(out));
+		assert_int_equal(nx_stat_read(NX_STAT_SP_DDR) - before, 1);
+		struct nx_dns_msg m;
+		assert_int_equal(nx_dns_msg_parse(out, (size_t)n, &m), 0);
+		/* conf 1: two DoT listeners, one DoH; conf 2: one of each */
+		assert_int_equal(m.ancount, ci == 1 ? 3 : 2);
+		struct nx_dns_rd rd;
+		nx_dns_rd_init(&rd, out, (size_t)n);
+		rd.pos = m.question_end;
+		/* port, hint family (0 none, 4, 6), alpn per record, in listener order */
+		static const struct {
+			uint16_t port;
+			int hint;
+			const char *alpn;
+			const char *addr;
+		} want[2][3] = {
+		    {{8853, 4, "dot", "127.0.0.1"},
+		     {8853, 6, "dot", "::1"},
+		     {8443, 4, "h2", "192.0.2.1"}},
+		    {{853, 0, "dot", ""}, {443, 0, "h2", ""}, {0, 0, NULL, NULL}},
+		};
+		for (unsigned i = 0; i < m.ancount; i++) {
+			nx_dns_rd_skip_name(&rd);
+			assert_int_equal(nx_dns_rd_u16(&rd), T_SVCB);
+			nx_dns_rd_skip(&rd, 6);
+			uint16_t rdlen = nx_dns_rd_u16(&rd);
+			assert_false(rd.err);
+			const uint8_t *r = out + rd.pos;
+			rd.pos += rdlen;
+			assert_int_equal(r[0] << 8 | r[1], i + 1); /* SvcPriority: ServiceMode */
+			uint8_t tgt[NX_DNS_NAME_MAX];
+			int tl = ci == 1 ? nx_dns_name_from_text("dns.home.example", tgt) : 1;
+			if (ci == 2) {
+				tgt[0] = 0;
+			}
+			assert_memory_equal(r + 2, tgt, (size_t)tl);
+			size_t pa = 2 + (size_t)tl;
+			const uint8_t *v;
+			const char *alpn = want[ci - 1][i].alpn;
+			assert_int_equal(svc_param(r, rdlen, pa, 1, &v), 1 + (int)strlen(alpn));
+			assert_int_equal(v[0], strlen(alpn));
+			assert_memory_equal(v + 1, alpn, strlen(alpn));
+			assert_int_equal(svc_param(r, rdlen, pa, 3, &v), 2);
+			assert_int_equal(v[0] << 8 | v[1], want[ci - 1][i].port);
+			int h4 = svc_param(r, rdlen, pa, 4, &v);
+			const uint8_t *v6;
+			int h6 = svc_param(r, rdlen, pa, 6, &v6);
+			char a[64] = "";
+			if (want[ci - 1][i].hint == 4) {
+				assert_int_equal(h4, 4);
+				assert_int_equal(h6, -1);
+				inet_ntop(AF_INET, v, a, sizeof(a));
+			} else if (want[ci - 1][i].hint == 6) {
+				assert_int_equal(h6, 16);
+				assert_int_equal(h4, -1);
+				inet_ntop(AF_INET6, v6, a, sizeof(a));
+			} else {
+				assert_int_equal(h4, -1);
+				assert_int_equal(h6, -1);
+			}
+			assert_string_equal(a, want[ci - 1][i].addr);
+			int dl = svc_param(r, rdlen, pa, 7, &v);
+			if (strcmp(alpn, "h2") == 0) {
+				assert_int_equal(dl, 16);
+				assert_memory_equal(v, "/dns-query{?dns}", 16);
+			} else {
+				assert_int_equal(dl, -1);
+			}
+		}
+		nx_conf_free(c);
+	}
+}
+
+/* Answer targets meet the special-use level like a query would: Android's probe as a CNAME
+ * target is not blocked by the rule that blocks its parent; a special-use target answers
+ * locally, so it is no reason to block either. */
+static void test_special_targets(void **state)
+{
+	(void)state;
+	struct nx_conf *c = special_conf(0);
+	struct nx_filter_rules *rules = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	struct nx_policy p = {.c = c, .rules = rules};
+	static const struct {
+		const char *target;
+		bool blocked;
+	} t[] = {
+	    {"abc-dnsotls-ds.metric.gstatic.com", false},
+	    {"www.metric.gstatic.com", true}, /* the control: the rule does block */
+	    {"printer.local", false},
+	    {"localhost", false},
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		uint8_t target[NX_DNS_NAME_MAX];
+		int tl = nx_dns_name_from_text(t[i].target, target);
+		assert_true(tl > 0);
+		struct nx_dns_rr_spec rr = {
+		    .type = NX_DNS_T_CNAME, .ttl = 60, .rdata = target, .rdlen = (uint16_t)tl};
+		uint8_t buf[1024];
+		struct nx_dns_msg m;
+		struct nx_dns_question qq;
+		make_answer(buf, sizeof(buf), "www.shop.test", NX_DNS_T_A, &rr, 1, &m, &qq);
+		struct sockaddr_storage ss;
+		addr_of("192.168.1.50", &ss);
+		struct nx_policy_query q;
+		nx_policy_query_init(&p, &q, qq.name, qq.name_len, qq.qtype, (struct sockaddr *)&ss,
+				     NULL);
+		struct nx_filter_result r;
+		uint8_t mw[NX_DNS_NAME_MAX];
+		size_t ml = 0;
+		if (nx_policy_check_answer(&p, &q, buf, &m, &r, mw, &ml) != t[i].blocked) {
+			fail_msg("CNAME to %s: blocked %d", t[i].target, !t[i].blocked);
+		}
+	}
+	nx_filter_rules_free(rules);
+	nx_conf_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -738,6 +1166,10 @@ int main(void)
 	    cmocka_unit_test(test_answer_targets),
 	    cmocka_unit_test(test_local_answers),
 	    cmocka_unit_test(test_filter_disabled),
+	    cmocka_unit_test(test_special_names),
+	    cmocka_unit_test(test_special_answers),
+	    cmocka_unit_test(test_special_ddr),
+	    cmocka_unit_test(test_special_targets),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
