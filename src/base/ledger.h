@@ -35,7 +35,8 @@
 	X(doh_sessions, "DoH HTTP/2 sessions: nghttp2 state, stream slots, queued copies")        \
 	X(doh_upstream, "DoH upstream HTTP/2 client sessions: nghttp2 state, request slots, bodies") \
 	X(rate_limit, "per-client rate-limit table (fixed size, allocated when access.rate_limit.qps > 0)") \
-	X(import, "nxdns import: the model read from another server's settings (CLI only)")
+	X(import, "nxdns import: the model read from another server's settings (CLI only)") \
+	X(dnstap_queue, "dnstap export: per-worker event rings and the writer's encode buffers")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

@@ -147,7 +147,15 @@
 	X(REBIND_RECORDS, "nxdns_rebinding_addresses_stripped_total", "",                       \
 	  "Private addresses removed from upstream answers (A/AAAA records, HTTPS/SVCB hints)") \
 	X(RL_LOG_SUPPRESSED, "nxdns_rate_limit_log_suppressed_total", "",                      \
-	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")
+	  "Over-the-limit log lines held back by the log budget (60 at once, then one a second)")                           \
+	X(DNSTAP_SENT, "nxdns_dnstap_sent_total", "",                                           \
+	  "dnstap frames written to the collector (a query and a response per answer)")          \
+	X(DNSTAP_DROP_FULL, "nxdns_dnstap_dropped_total", "reason=\"queue_full\"",               \
+	  "Answers not exported over dnstap, by reason (the DNS answer was still sent)")         \
+	X(DNSTAP_DROP_LARGE, "nxdns_dnstap_dropped_total", "reason=\"too_large\"", "")           \
+	X(DNSTAP_DROP_WRITE, "nxdns_dnstap_dropped_total", "reason=\"write_error\"", "")         \
+	X(DNSTAP_RECONNECTS, "nxdns_dnstap_reconnects_total", "",                               \
+	  "dnstap connections lost or refused, each followed by a retry after a backoff")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

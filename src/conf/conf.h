@@ -277,6 +277,12 @@ struct nx_conf {
 	/* admin.totp_secret: the TOTP second factor (RFC 6238), base32 as written */
 	char *admin_totp_secret; /* owned, or NULL: not enrolled ("" or "off") */
 	bool admin_totp_off;	 /* written "off": removed on purpose (a reload may drop it) */
+
+	/* dnstap.* (export of every answer to a Frame Streams collector) */
+	char *dnstap_socket;        /* owned: Unix socket path, or NULL */
+	struct nx_addr dnstap_tcp;  /* dnstap.address; len 0 = none */
+	unsigned dnstap_queue_bytes; /* all workers' rings together */
+	char *dnstap_identity;      /* owned: Dnstap.identity, or NULL (the host name) */
 };
 
 /*

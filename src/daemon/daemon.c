@@ -552,6 +552,7 @@ int nx_daemon_run(const char *config_path)
 		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
 	}
 	nx_daemon_qlog_start(d);
+	nx_daemon_dnstap_start(d);
 	unsigned nw = d->cur->c->workers;
 	d->workers = nx_mem_calloc(NX_OWNER_misc, nw, sizeof(*d->workers));
 	if (!d->workers) {
@@ -647,6 +648,7 @@ int nx_daemon_run(const char *config_path)
 out_workers:
 	/* after the workers: they push into the query log until they stop */
 	nx_daemon_qlog_stop(d);
+	nx_daemon_dnstap_stop(d);
 	for (unsigned i = 0; i < d->n_workers; i++) {
 		nx_worker_deinit(&d->workers[i]);
 	}

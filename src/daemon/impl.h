@@ -99,6 +99,7 @@ struct nx_worker {
 	struct nx_qlog *qlog;       /* borrowed: the daemon's query log (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
+	struct nx_dnstap *dnstap;   /* borrowed: the daemon's dnstap export (NULL = off) */
 };
 
 struct nx_daemon {
@@ -132,6 +133,7 @@ struct nx_daemon {
 	/* owned: the rate-limit table, created by the control thread the first time a config
 	 * turns access.rate_limit on and kept until exit (workers load it acquire; NULL = none) */
 	struct nx_guard_rl *_Atomic rate_limit;
+	struct nx_dnstap *dnstap;   /* owned; NULL when dnstap is off or could not be set up */
 };
 
 /* worker.c */
@@ -156,6 +158,15 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */
+
+/* dnstap_glue.c: start/stop on the control thread (start before the workers, stop after
+ * them); nx_daemon_dnstap_answer on a worker, from the pipeline's log_answer. */
+struct nx_qlog_rec;
+int nx_daemon_dnstap_start(struct nx_daemon *d);
+void nx_daemon_dnstap_stop(struct nx_daemon *d);
+void nx_daemon_dnstap_answer(struct nx_worker *w, unsigned proto, const struct sockaddr *client,
+			     const struct nx_qlog_rec *rec, uint64_t t0_us, const uint8_t *reply,
+			     size_t rlen);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);
