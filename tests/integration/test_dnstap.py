@@ -1,0 +1,329 @@
+"""dnstap export (issue 17): every answer becomes a CLIENT_QUERY and a CLIENT_RESPONSE frame
+sent to a Frame Streams collector. The collector is Debian's `fstrm_capture` (fstrm-bin),
+capturing to a file; the frames are decoded by `dnstap-ldns` (its YAML output), an
+implementation that shares no code with ours. dnstap-ldns does not print `Dnstap.extra`
+(where nxdns puts the block decision: the schema Debian ships has no Policy message), so the
+test reads that one field itself from the capture file (Frame Streams + protobuf, a few lines
+below).
+
+The collector is also down at start, comes back, goes away and comes back again: frames
+resume, the queue's drops are counted, and every DNS query is answered throughout."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+
+from adminkit import udp_burst
+from harness import answers, free_port, make_query, nxdns_bin, wait_until
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("fstrm_capture") and shutil.which("dnstap-ldns")),
+    reason="fstrm_capture (fstrm-bin) and dnstap-ldns are needed (scripts/bootstrap)")
+
+CONTENT_TYPE = "protobuf:dnstap.Dnstap"
+
+
+class Collector:
+    """fstrm_capture on a Unix socket or a TCP port, writing every frame to a file."""
+
+    def __init__(self, workdir: str, name: str, unix: Optional[str] = None,
+                 tcp_port: Optional[int] = None):
+        self.path = os.path.join(workdir, name + ".fstrm")
+        self.log_path = os.path.join(workdir, name + ".log")
+        args = ["fstrm_capture", "-t", CONTENT_TYPE, "-w", self.path]
+        if unix:
+            args += ["-u", unix]
+        else:
+            args += ["-a", "127.0.0.1", "-p", str(tcp_port)]
+        self.unix, self.tcp_port = unix, tcp_port
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        assert wait_until(self._listening, 5.0), self.logtext()
+
+    def _listening(self) -> bool:
+        if self.proc.poll() is not None:
+            return False
+        if self.unix:
+            return os.path.exists(self.unix)
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.tcp_port)) == 0
+
+    def logtext(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM by PID: fstrm_capture closes its file with every frame it read."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+        if self.unix and os.path.exists(self.unix):
+            os.unlink(self.unix)
+
+    def frames(self) -> List[Dict[str, str]]:
+        """The capture decoded by dnstap-ldns -y: one dict per message (top-level and
+        message fields flattened, query_message/response_message as their text)."""
+        out = subprocess.run(["dnstap-ldns", "-y", "-r", self.path], capture_output=True,
+                             timeout=30, check=True, text=True).stdout
+        frames = []
+        for doc in out.split("\n---"):
+            f: Dict[str, str] = {}
+            block = None
+            for line in doc.splitlines():
+                m = re.match(r"^\s*(\w+): (.*)$", line)
+                if m and not line.startswith("    "):
+                    key, val = m.group(1), m.group(2).strip().strip('"')
+                    block = key if val == "|" else None
+                    f[key] = "" if val == "|" else val
+                elif block:
+                    f[block] += line.strip() + "\n"
+            if f.get("type"):
+                frames.append(f)
+        return frames
+
+    def extras(self) -> List[bytes]:
+        """Dnstap.extra (field 3) of every data frame, b"" when absent."""
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        out, pos = [], 0
+        while pos + 4 <= len(data):
+            (n,) = struct.unpack_from("!I", data, pos)
+            pos += 4
+            if n == 0:  # escape: a control frame follows
+                (clen,) = struct.unpack_from("!I", data, pos)
+                pos += 4 + clen
+                continue
+            out.append(pb_bytes_field(data[pos:pos + n], 3))
+            pos += n
+        return out
+
+
+def pb_varint(buf: bytes, pos: int):
+    v, shift = 0, 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, pos
+
+
+def pb_bytes_field(buf: bytes, field: int) -> bytes:
+    """The first length-delimited `field` of a protobuf message, b"" when absent."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = pb_varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            _, pos = pb_varint(buf, pos)
+        elif wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        elif wt == 2:
+            n, pos = pb_varint(buf, pos)
+            if num == field:
+                return buf[pos:pos + n]
+            pos += n
+        else:
+            raise AssertionError(f"wire type {wt} in a Dnstap message")
+    return b""
+
+
+@pytest.fixture
+def workdir():
+    # A short directory: a Unix socket path must fit in 108 bytes.
+    d = tempfile.mkdtemp(prefix="nxdt-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def dnstap_config(workdir: str, tcp_port: Optional[int] = None, **extra) -> dict:
+    dt = {"address": f"127.0.0.1:{tcp_port}"} if tcp_port else \
+        {"socket": os.path.join(workdir, "dt.sock")}
+    dt.update(extra)
+    return {"dnstap": dt, "cache": {"size": 1000}, "filter": {"deny": ["blocked.example"]},
+            "upstream": {"timeout_ms": 800}}
+
+
+def by_id(frames, qid: int, kind: str):
+    """The frames of type `kind` (CLIENT_QUERY / CLIENT_RESPONSE) whose message has id qid."""
+    return [f for f in frames if f.get("type") == kind and
+            re.search(rf"id: {qid}\b", f.get("query_message", "") + f.get("response_message", ""))]
+
+
+def ask(nx, name: str, proto: str, port: int):
+    """A query from a known source port, so the frames' query_port can be checked."""
+    q = make_query(name, edns=0)
+    if proto == "udp":
+        r = dns.query.udp(q, "127.0.0.1", port=nx.port, source_port=port, timeout=3)
+    else:
+        r = dns.query.tcp(q, "127.0.0.1", port=nx.port, source_port=port, timeout=3)
+    return q, r
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_frames_for_allowed_blocked_and_cached(make_upstream, make_nxdns, workdir, transport):
+    up = make_upstream(default_a="192.0.2.7")
+    tcp_port = free_port(v6=False, udp=False) if transport == "tcp" else None
+    col = Collector(workdir, "cap", unix=None if tcp_port else os.path.join(workdir, "dt.sock"),
+                    tcp_port=tcp_port)
+    try:
+        nx = make_nxdns([up], config=dnstap_config(workdir, tcp_port, identity="box-1"))
+        assert wait_until(lambda: "dnstap: connected" in nx.log(), 10), nx.log()[-2000:]
+        sent = []  # (proto, kind, query, response, source port)
+        for proto in ("udp", "tcp"):
+            for kind, name in (("allowed", f"fwd-{proto}.example"),
+                               ("cached", f"fwd-{proto}.example"),
+                               ("blocked", "blocked.example")):
+                sport = free_port(v6=False, udp=proto == "udp")
+                q, r = ask(nx, name, proto, sport)
+                sent.append((proto, kind, q, r, sport))
+        for proto, kind, q, r, _ in sent:
+            assert answers(r) == (["0.0.0.0"] if kind == "blocked" else ["192.0.2.7"]), kind
+        assert len(up.queries("fwd-udp.example")) == 1, "the second one comes from the cache"
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 * len(sent), timeout=10)
+        m = nx.metrics()
+        assert m.get("nxdns_dnstap_sent_total") == 2 * len(sent)
+        assert m.get("nxdns_dnstap_dropped_total", reason="queue_full") == 0
+    finally:
+        col.stop()
+
+    frames = col.frames()
+    assert len(frames) == 2 * len(sent), frames
+    for f in frames:
+        assert f["identity"] == "box-1" and f["version"].startswith("nxdns "), f
+        assert f["socket_family"] == "INET" and f["query_address"] == "127.0.0.1", f
+    for proto, kind, q, r, sport in sent:
+        cq = by_id(frames, q.id, "CLIENT_QUERY")
+        cr = by_id(frames, q.id, "CLIENT_RESPONSE")
+        assert len(cq) == 1 and len(cr) == 1, (kind, proto, cq, cr)
+        cq, cr = cq[0], cr[0]
+        for f in (cq, cr):
+            assert f["socket_protocol"] == proto.upper(), f
+            assert f["query_port"] == str(sport), (f, sport)
+            assert f["query_time"] == cq["query_time"]
+        qname = q.question[0].name.to_text()
+        assert re.search(rf"^;{re.escape(qname)}\s+IN\s+A$", cq["query_message"], re.M), cq
+        assert "flags: rd" in cq["query_message"], cq
+        addr = "0.0.0.0" if kind == "blocked" else "192.0.2.7"
+        assert re.search(rf"^{re.escape(qname)}\s+\d+\s+IN\s+A\s+{re.escape(addr)}$",
+                         cr["response_message"], re.M), cr
+        assert cr["response_time"] >= cr["query_time"], cr
+
+    extras = [e.decode() for e in col.extras()]
+    assert len(extras) == len(frames)
+    # frames come in the order answers were queued: query then response per answer
+    assert all(e == "" for e in extras[0::2]), "the decision goes on the response only"
+    resp = extras[1::2]
+    by_kind = {(p, k): e for (p, k, _, _, _), e in zip(sent, resp)}
+    for proto in ("udp", "tcp"):
+        assert by_kind[(proto, "blocked")] == \
+            "nxdns action=block reason=user_deny rule=blocked.example source=blocked.example", \
+            by_kind
+        assert by_kind[(proto, "allowed")] == "nxdns action=none reason=none", by_kind
+        assert by_kind[(proto, "cached")] == "nxdns action=none reason=none cached=true", \
+            by_kind
+
+
+@pytest.mark.nx_timeout(120)
+def test_collector_down_at_start_then_back_then_gone_and_back(make_upstream, make_nxdns,
+                                                               workdir):
+    up = make_upstream(default_a="192.0.2.7")
+    sock = os.path.join(workdir, "dt.sock")
+    cfg = dnstap_config(workdir, queue_bytes=1048576)
+    cfg["filter"]["deny"] = ["*.burst.test", "blocked.example"]
+    cfg["listener"] = {"workers": 1}
+    nx = make_nxdns([up], config=cfg)
+
+    # Down at start: every answer is served, connects are retried and counted, the 1 MiB
+    # ring keeps the newest events and drops the oldest.
+    names = [f"q{i}.burst.test" for i in range(12000)]
+    answered, worst = udp_burst(nx.port, names, window=16, timeout=60)
+    assert answered == len(names), f"{answered} of {len(names)} answered, collector down"
+    assert worst < 1.0, worst
+    m = nx.metrics()
+    assert m.get("nxdns_dnstap_sent_total") == 0
+    assert m.get("nxdns_dnstap_reconnects_total") >= 1
+    dropped = m.get("nxdns_dnstap_dropped_total", reason="queue_full")
+    assert 0 < dropped < len(names), dropped
+
+    # Back: the queued (newest) events are delivered, then live ones.
+    col = Collector(workdir, "first", unix=sock)
+    try:
+        kept = len(names) - dropped
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 * kept, timeout=20)
+        q, r = ask(nx, "after.example", "udp", free_port(v6=False))
+        assert answers(r) == ["192.0.2.7"]
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 * kept + 2, timeout=10)
+    finally:
+        col.stop()
+    frames = col.frames()
+    burst = [f for f in frames if f["type"] == "CLIENT_QUERY" and ".burst.test." in
+             f.get("query_message", "")]
+    assert len(burst) == kept, (len(burst), kept)
+    # udp_burst sends from the end of the list: q0 is the newest, the highest the oldest.
+    text = "".join(f["query_message"] for f in burst)
+    assert ";q0.burst.test." in text, "the newest event survives drop-oldest"
+    assert f";q{len(names) - 1}.burst.test." not in text, "the oldest were dropped"
+    assert by_id(frames, q.id, "CLIENT_RESPONSE"), "a live answer after the backlog"
+
+    # Gone again: answers go on, the writer notices at its next write and reconnects.
+    reconnects = nx.metrics().get("nxdns_dnstap_reconnects_total")
+    for i in range(20):
+        _, r = ask(nx, "blocked.example", "tcp" if i % 2 else "udp", free_port(v6=False,
+                                                                             udp=i % 2 == 0))
+        assert answers(r) == ["0.0.0.0"]
+    assert wait_until(lambda: nx.metrics().get("nxdns_dnstap_reconnects_total") > reconnects,
+                      10)
+    # Back again: new answers arrive in the new capture.
+    col2 = Collector(workdir, "second", unix=sock)
+    try:
+        assert wait_until(lambda: nx.log().count("dnstap: connected") >= 2, 15), \
+            nx.log()[-3000:]
+        q2, r2 = ask(nx, "again.example", "tcp", free_port(v6=False, udp=False))
+        assert answers(r2) == ["192.0.2.7"]
+        assert wait_until(lambda: os.path.getsize(col2.path) > 0, 5)
+        sent = nx.metrics().get("nxdns_dnstap_sent_total")
+        nx.wait_counter("nxdns_dnstap_sent_total", sent, timeout=5)
+        time.sleep(0.3)
+    finally:
+        col2.stop()
+    frames2 = col2.frames()
+    assert by_id(frames2, q2.id, "CLIENT_QUERY") and by_id(frames2, q2.id, "CLIENT_RESPONSE")
+    assert nx.metrics().get("nxdns_dnstap_dropped_total", reason="too_large") == 0
+
+
+def test_config_refuses_two_destinations_and_a_bad_address(tmp_path):
+    cases = {
+        "dnstap: {socket: /tmp/x.sock, address: '127.0.0.1:6000'}\n":
+            "give dnstap.socket or dnstap.address, not both",
+        "dnstap: {address: '127.0.0.1'}\n": "dnstap.address: bad address",
+        "dnstap: {address: 'collector.lan:6000'}\n": "dnstap.address: bad address",
+    }
+    for text, want in cases.items():
+        p = tmp_path / "c.yaml"
+        p.write_text(text)
+        r = subprocess.run([str(nxdns_bin()), "check-config", str(p)], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode != 0 and want in r.stderr + r.stdout, (text, r.stderr, r.stdout)
