@@ -10,7 +10,7 @@
 
 #include "base/err.h"
 #include "dns/wire.h"
-#include "dnstap.pb-c.h"
+#include "dnstap/dnstap.pb-c.h"
 
 #define HDR_LEN 12
 #define FLAGS_KEPT 0x7910 /* opcode (0x7800), RD (0x0100), CD (0x0010): what the client set */

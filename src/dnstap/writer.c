@@ -354,8 +354,9 @@ static bool rings_empty(struct nx_dnstap *t)
 	return true;
 }
 
-/* Sleep up to ms, or until a push wakes us (or stop). */
-static void doze(struct nx_dnstap *t, int ms)
+/* Sleep up to ms, or until stop; `wakeable`: a push may end it early too. A backoff is not
+ * wakeable: with the collector down every push would otherwise cut it short. */
+static void doze(struct nx_dnstap *t, int ms, bool wakeable)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -366,8 +367,14 @@ static void doze(struct nx_dnstap *t, int ms)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&t->wake_lock);
-	atomic_store(&t->sleeping, true);
-	pthread_cond_timedwait(&t->wake_cond, &t->wake_lock, &ts);
+	atomic_store(&t->sleeping, wakeable);
+	int rc = 0;
+	while (rc != ETIMEDOUT && !atomic_load(&t->stop)) {
+		rc = pthread_cond_timedwait(&t->wake_cond, &t->wake_lock, &ts);
+		if (wakeable) {
+			break;
+		}
+	}
 	atomic_store(&t->sleeping, false);
 	pthread_mutex_unlock(&t->wake_lock);
 }
@@ -412,7 +419,7 @@ static void *writer_main(void *arg)
 					       "backoff (answers queue, oldest dropped)");
 					warned = true;
 				}
-				doze(t, backoff);
+				doze(t, backoff, false);
 				backoff = NX_MIN(backoff * 2, NX_DNSTAP_BACKOFF_MAX_MS);
 				continue;
 			}
@@ -436,7 +443,7 @@ static void *writer_main(void *arg)
 			break;
 		}
 		if (rings_empty(t)) {
-			doze(t, IDLE_WAIT_MS);
+			doze(t, IDLE_WAIT_MS, true);
 		}
 	}
 	if (w) {
