@@ -36,6 +36,7 @@
 #define NX_DNSTAP_RULE_MAX 254      /* matched name text, truncated (no NUL stored) */
 #define NX_DNSTAP_SOURCE_MAX 64     /* list name or user rule text, truncated */
 #define NX_DNSTAP_MSG_MAX 65535     /* a DNS message over TCP */
+#define NX_DNSTAP_FRAME_MAX (NX_DNSTAP_MSG_MAX + 2048) /* one packed Dnstap (encode.c proves it) */
 /* Each ring holds at least this many of the largest events, so any event fits. */
 #define NX_DNSTAP_RING_MIN (4 * (NX_DNSTAP_MSG_MAX + 512))
 #define NX_DNSTAP_IO_TIMEOUT_MS 2000 /* a stalled collector costs a reconnect, not a hang */

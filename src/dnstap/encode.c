@@ -5,7 +5,7 @@
 #include "dnstap/dnstap.h"
 
 #include <netinet/in.h>
-#include <stdio.h>
+#include <assert.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -14,7 +14,12 @@
 
 #define HDR_LEN 12
 #define FLAGS_KEPT 0x7910 /* opcode (0x7800), RD (0x0100), CD (0x0010): what the client set */
-#define EXTRA_MAX (64 + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX)
+#define EXTRA_MAX (5 + 5 * 8 + 32 + 32 + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX + 4)
+#define ID_MAX 255 /* identity and version are cut to this (a host name fits) */
+static_assert(NX_DNSTAP_FRAME_MAX >= NX_DNSTAP_MSG_MAX + HDR_LEN + NX_DNS_NAME_MAX + 4 +
+					     EXTRA_MAX + 2 * ID_MAX + 256,
+	      "a packed Dnstap fits NX_DNSTAP_FRAME_MAX: the reply, the rebuilt query, extra, the "
+	      "ids and under 256 bytes of tags, lengths and scalar fields");
 #define QUERY_MAX (HDR_LEN + NX_DNS_NAME_MAX + 4)
 
 int nx_dnstap_query_from_reply(const uint8_t *reply, size_t len, uint8_t *out, size_t cap)
@@ -42,20 +47,32 @@ int nx_dnstap_query_from_reply(const uint8_t *reply, size_t len, uint8_t *out, s
 	return (int)(HDR_LEN + nlen + 4);
 }
 
+static size_t append(char *buf, size_t pos, size_t cap, const char *s, size_t max)
+{
+	size_t n = NX_MIN(strnlen(s, max), cap - pos);
+	memcpy(buf + pos, s, n);
+	return pos + n;
+}
+
+/* "nxdns action=A ..." without printf: it was the writer's largest cost after protobuf. */
 static size_t policy_text(const struct nx_dnstap_event *ev, char *buf, size_t cap)
 {
 	struct {
 		const char *key, *val;
-	} f[] = {{"action", ev->action}, {"reason", ev->reason}, {"rule", ev->rule},
-		 {"source", ev->source}, {"cached", ev->cached ? "true" : NULL}};
-	size_t pos = (size_t)snprintf(buf, cap, "nxdns");
-	for (size_t i = 0; i < NX_ARRAY_LEN(f) && pos < cap; i++) {
+		size_t max;
+	} f[] = {{" action=", ev->action, 32},
+		 {" reason=", ev->reason, 32},
+		 {" rule=", ev->rule, NX_DNSTAP_RULE_MAX},
+		 {" source=", ev->source, NX_DNSTAP_SOURCE_MAX},
+		 {" cached=", ev->cached ? "true" : NULL, 4}};
+	size_t pos = append(buf, 0, cap, "nxdns", 5);
+	for (size_t i = 0; i < NX_ARRAY_LEN(f); i++) {
 		if (f[i].val && f[i].val[0]) {
-			int n = snprintf(buf + pos, cap - pos, " %s=%s", f[i].key, f[i].val);
-			pos += n > 0 ? (size_t)n : 0;
+			pos = append(buf, pos, cap, f[i].key, 8);
+			pos = append(buf, pos, cap, f[i].val, f[i].max);
 		}
 	}
-	return NX_MIN(pos, cap - 1);
+	return pos;
 }
 
 int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_frame_ids *ids,
@@ -68,12 +85,12 @@ int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_fr
 	if (ids && ids->identity) {
 		d.has_identity = true;
 		d.identity.data = (uint8_t *)ids->identity; /* protobuf-c reads it only */
-		d.identity.len = strlen(ids->identity);
+		d.identity.len = strnlen(ids->identity, ID_MAX);
 	}
 	if (ids && ids->version) {
 		d.has_version = true;
 		d.version.data = (uint8_t *)ids->version;
-		d.version.len = strlen(ids->version);
+		d.version.len = strnlen(ids->version, ID_MAX);
 	}
 	m.type = response ? DNSTAP__MESSAGE__TYPE__CLIENT_RESPONSE
 			  : DNSTAP__MESSAGE__TYPE__CLIENT_QUERY;
@@ -117,8 +134,8 @@ int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_fr
 			m.query_message.len = (size_t)qlen;
 		}
 	}
-	size_t need = protobuf_c_message_get_packed_size(&d.base);
-	if (need > cap || need > INT32_MAX) {
+	/* Sizing walks the whole message again: only when the buffer may be too small. */
+	if (cap < NX_DNSTAP_FRAME_MAX && protobuf_c_message_get_packed_size(&d.base) > cap) {
 		return NX_ETRUNC;
 	}
 	return (int)protobuf_c_message_pack(&d.base, out);

@@ -23,8 +23,21 @@
 
 #define CONTENT_TYPE "protobuf:dnstap.Dnstap"
 #define POLL_SLICE_MS 100   /* how often a blocked read/write looks at the stop flag */
-#define IDLE_WAIT_MS 500    /* the writer's sleep when it missed a wake (bounded anyway) */
-#define FRAME_MAX (NX_DNSTAP_MSG_MAX + 2048) /* one packed Dnstap: the reply + the rest */
+#define FRAME_MAX NX_DNSTAP_FRAME_MAX
+/* Frames go out in batches: one writev of up to BATCH_FRAMES frames / BATCH_BYTES instead of a
+ * system call per frame (two per answer), which cost more CPU than the rest of the export. */
+#define BATCH_FRAMES 128
+#define BATCH_BYTES (64 * 1024)
+#define BATCH_BUF (BATCH_BYTES + 2 * FRAME_MAX) /* a batch, plus one more event of any size */
+/* Waking the writer is a futex call on a worker: under load the writer naps NAP_MS after
+ * draining the rings and is woken early only by a ring half full; after IDLE_AFTER_MS without
+ * events it sleeps until the next push (at most IDLE_WAIT_MS), so an idle box costs nothing
+ * and a lone answer is exported at once. Export lags the answers by at most NAP_MS. */
+#define NAP_MS 20
+#define IDLE_AFTER_MS 100
+#define IDLE_WAIT_MS 500
+
+enum nap { AWAKE = 0, NAP_SHORT = 1, NAP_IDLE = 2, NAP_BACKOFF = 3 };
 
 struct nx_dnstap {
 	struct nx_dnstap_ring *rings; /* owned array of n_rings */
@@ -37,14 +50,16 @@ struct nx_dnstap {
 	struct sockaddr_storage dst;  /* sockaddr_un, sockaddr_in or sockaddr_in6 */
 	socklen_t dst_len;
 	uint8_t *scratch;             /* owned: NX_DNSTAP_SCRATCH, one record copied out */
-	uint8_t *frame;               /* owned: FRAME_MAX, one packed Dnstap */
+	uint8_t *frame;               /* owned: BATCH_BUF, packed Dnstaps of one batch */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
-	atomic_bool sleeping;         /* the writer waits on wake_cond */
+	atomic_int sleeping;          /* enum nap: how the writer waits on wake_cond */
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake_cond;
 	int fd;                       /* the connection, -1 when none (writer thread only) */
+	/* libfstrm writes a batch as a length and a payload per frame, plus a control frame */
+	struct iovec iov[2 * BATCH_FRAMES + 8];
 };
 
 void nx_dnstap_params_default(struct nx_dnstap_params *p)
@@ -79,7 +94,7 @@ static void release(struct nx_dnstap *t)
 		nx_mem_free(NX_OWNER_dnstap_queue, t->scratch, NX_DNSTAP_SCRATCH);
 	}
 	if (t->frame) {
-		nx_mem_free(NX_OWNER_dnstap_queue, t->frame, FRAME_MAX);
+		nx_mem_free(NX_OWNER_dnstap_queue, t->frame, BATCH_BUF);
 	}
 	free_text(t->identity);
 	free_text(t->version);
@@ -128,7 +143,7 @@ int nx_dnstap_new(const struct nx_dnstap_params *p, struct nx_dnstap **out)
 	t->rings = nx_mem_calloc(NX_OWNER_dnstap_queue, p->producers, sizeof(*t->rings));
 	t->n_alloc = t->rings ? p->producers : 0;
 	t->scratch = nx_mem_alloc(NX_OWNER_dnstap_queue, NX_DNSTAP_SCRATCH);
-	t->frame = nx_mem_alloc(NX_OWNER_dnstap_queue, FRAME_MAX);
+	t->frame = nx_mem_alloc(NX_OWNER_dnstap_queue, BATCH_BUF);
 	if (!t->rings || !t->scratch || !t->frame) {
 		goto fail;
 	}
@@ -161,6 +176,7 @@ void nx_dnstap_push(struct nx_dnstap *t, unsigned idx, const struct nx_dnstap_ev
 	struct nx_dnstap_ring *r = &t->rings[idx];
 	pthread_mutex_lock(&r->lock);
 	int dropped = nx_dnstap_ring_put(r, ev);
+	bool half = r->used >= r->cap / 2;
 	pthread_mutex_unlock(&r->lock);
 	if (dropped < 0) {
 		nx_stat_inc(NX_STAT_DNSTAP_DROP_LARGE);
@@ -169,7 +185,10 @@ void nx_dnstap_push(struct nx_dnstap *t, unsigned idx, const struct nx_dnstap_ev
 	if (dropped > 0) {
 		nx_stat_add(NX_STAT_DNSTAP_DROP_FULL, (uint64_t)dropped);
 	}
-	if (atomic_load_explicit(&t->sleeping, memory_order_relaxed)) {
+	/* seq_cst: ordered after the ring's unlock, against doze()'s store then its ring check,
+	 * so a push either is seen by that check or sees the nap and signals. */
+	int nap = atomic_load(&t->sleeping);
+	if (nap == NAP_IDLE || (nap == NAP_SHORT && half)) {
 		pthread_mutex_lock(&t->wake_lock);
 		pthread_cond_signal(&t->wake_cond);
 		pthread_mutex_unlock(&t->wake_lock);
@@ -259,8 +278,8 @@ static fstrm_res tr_read(void *obj, void *data, size_t count)
 static fstrm_res tr_write(void *obj, const struct iovec *iov, int iovcnt)
 {
 	struct nx_dnstap *t = obj;
-	struct iovec v[8]; /* libfstrm writes a frame as at most a header and its data */
-	if (iovcnt > (int)NX_ARRAY_LEN(v)) {
+	struct iovec *v = t->iov; /* sendmsg advances through a copy: iov is libfstrm's */
+	if (nx_fails_assert(iovcnt <= (int)NX_ARRAY_LEN(t->iov))) {
 		return fstrm_res_failure;
 	}
 	memcpy(v, iov, (size_t)iovcnt * sizeof(*v));
@@ -354,9 +373,9 @@ static bool rings_empty(struct nx_dnstap *t)
 	return true;
 }
 
-/* Sleep up to ms, or until stop; `wakeable`: a push may end it early too. A backoff is not
- * wakeable: with the collector down every push would otherwise cut it short. */
-static void doze(struct nx_dnstap *t, int ms, bool wakeable)
+/* Sleep up to ms, or until stop; a push may end a NAP_SHORT or NAP_IDLE early (see nx_dnstap_push).
+ * A backoff is not wakeable: with the collector down every push would cut it short. */
+static void doze(struct nx_dnstap *t, int ms, enum nap how)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -367,34 +386,54 @@ static void doze(struct nx_dnstap *t, int ms, bool wakeable)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&t->wake_lock);
-	atomic_store(&t->sleeping, wakeable);
+	atomic_store(&t->sleeping, how);
 	int rc = 0;
+	if (how != NAP_BACKOFF && !rings_empty(t)) {
+		rc = ETIMEDOUT; /* a push came before the nap was visible: no wait */
+	}
 	while (rc != ETIMEDOUT && !atomic_load(&t->stop)) {
 		rc = pthread_cond_timedwait(&t->wake_cond, &t->wake_lock, &ts);
-		if (wakeable) {
+		if (how != NAP_BACKOFF) {
 			break;
 		}
 	}
-	atomic_store(&t->sleeping, false);
+	atomic_store(&t->sleeping, AWAKE);
 	pthread_mutex_unlock(&t->wake_lock);
 }
 
-/* Send one event as its two frames; false when the connection failed. */
-static bool send_event(struct nx_dnstap *t, struct fstrm_writer *w,
-		       const struct nx_dnstap_event *ev)
+/* Encode queued events into one batch and write it. Returns the events sent, or -1 when the
+ * connection failed (the batch's events are counted lost). */
+static int send_batch(struct nx_dnstap *t, struct fstrm_writer *w, unsigned *next)
 {
 	const struct nx_dnstap_frame_ids ids = {t->identity, t->version};
-	for (int response = 0; response <= 1; response++) {
-		int n = nx_dnstap_encode(ev, &ids, response, t->frame, FRAME_MAX);
-		if (nx_fails_assert(n > 0)) {
-			return true; /* FRAME_MAX holds the largest reply; skip, keep the stream */
+	struct iovec iov[BATCH_FRAMES];
+	int nf = 0, events = 0;
+	size_t used = 0;
+	struct nx_dnstap_event ev;
+	struct sockaddr_storage client;
+	while (nf + 2 <= BATCH_FRAMES && used <= BATCH_BYTES && take_one(t, next, &ev, &client)) {
+		int before = nf;
+		for (int response = 0; response <= 1; response++) {
+			int n = nx_dnstap_encode(&ev, &ids, response, t->frame + used,
+						 BATCH_BUF - used);
+			if (nx_fails_assert(n > 0)) {
+				nf = before; /* room for 2 x FRAME_MAX is kept: skip this event */
+				break;
+			}
+			iov[nf++] = (struct iovec){.iov_base = t->frame + used, .iov_len = (size_t)n};
+			used += (size_t)n;
 		}
-		if (fstrm_writer_write(w, t->frame, (size_t)n) != fstrm_res_success) {
-			return false;
-		}
-		nx_stat_inc(NX_STAT_DNSTAP_SENT);
+		events += nf > before;
 	}
-	return true;
+	if (nf == 0) {
+		return 0;
+	}
+	if (fstrm_writer_writev(w, iov, nf) != fstrm_res_success) {
+		nx_stat_add(NX_STAT_DNSTAP_DROP_WRITE, (uint64_t)events);
+		return -1;
+	}
+	nx_stat_add(NX_STAT_DNSTAP_SENT, (uint64_t)nf);
+	return events;
 }
 
 static void *writer_main(void *arg)
@@ -404,6 +443,7 @@ static void *writer_main(void *arg)
 	int backoff = NX_DNSTAP_BACKOFF_MIN_MS;
 	bool warned = false;
 	unsigned next = 0;
+	int64_t last_ms = 0; /* when events were last sent */
 	for (;;) {
 		bool stopping = atomic_load(&t->stop);
 		if (!w) {
@@ -419,7 +459,7 @@ static void *writer_main(void *arg)
 					       "backoff (answers queue, oldest dropped)");
 					warned = true;
 				}
-				doze(t, backoff, false);
+				doze(t, backoff, NAP_BACKOFF);
 				backoff = NX_MIN(backoff * 2, NX_DNSTAP_BACKOFF_MAX_MS);
 				continue;
 			}
@@ -427,15 +467,16 @@ static void *writer_main(void *arg)
 			warned = false;
 			backoff = NX_DNSTAP_BACKOFF_MIN_MS;
 		}
-		struct nx_dnstap_event ev;
-		struct sockaddr_storage client;
-		if (take_one(t, &next, &ev, &client)) {
-			if (!send_event(t, w, &ev)) {
-				nx_stat_inc(NX_STAT_DNSTAP_DROP_WRITE);
+		int sent = send_batch(t, w, &next);
+		if (sent != 0) {
+			last_ms = now_ms();
+			if (sent < 0) {
 				nx_stat_inc(NX_STAT_DNSTAP_RECONNECTS);
 				nx_log(NX_LOG_WARN, "dnstap", "lost the collector; reconnecting");
 				fstrm_writer_destroy(&w);
 				tr_close(t);
+				/* one that accepts and hangs up must not be reconnected to in a loop */
+				doze(t, NX_DNSTAP_BACKOFF_MIN_MS, NAP_BACKOFF);
 			}
 			continue;
 		}
@@ -443,7 +484,8 @@ static void *writer_main(void *arg)
 			break;
 		}
 		if (rings_empty(t)) {
-			doze(t, IDLE_WAIT_MS, true);
+			bool busy = now_ms() - last_ms < IDLE_AFTER_MS;
+			doze(t, busy ? NAP_MS : IDLE_WAIT_MS, busy ? NAP_SHORT : NAP_IDLE);
 		}
 	}
 	if (w) {

@@ -11,6 +11,7 @@ resume, the queue's drops are counted, and every DNS query is answered throughou
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -100,11 +101,12 @@ class Collector:
                 frames.append(f)
         return frames
 
-    def extras(self) -> List[bytes]:
-        """Dnstap.extra (field 3) of every data frame, b"" when absent."""
+    def extras(self) -> Dict[tuple, bytes]:
+        """Dnstap.extra (field 3) of every data frame, b"" when absent, keyed by (message type,
+        DNS id of its query_message or response_message)."""
         with open(self.path, "rb") as fh:
             data = fh.read()
-        out, pos = [], 0
+        out, pos = {}, 0
         while pos + 4 <= len(data):
             (n,) = struct.unpack_from("!I", data, pos)
             pos += 4
@@ -112,7 +114,13 @@ class Collector:
                 (clen,) = struct.unpack_from("!I", data, pos)
                 pos += 4 + clen
                 continue
-            out.append(pb_bytes_field(data[pos:pos + n], 3))
+            frame = data[pos:pos + n]
+            msg = pb_fields(frame).get(14, [b""])[0]
+            mf = pb_fields(msg)
+            wire = (mf.get(10) or mf.get(14))[0]
+            key = (mf[1][0], struct.unpack("!H", wire[:2])[0])
+            assert key not in out, f"two frames of type {key[0]} for id {key[1]}"
+            out[key] = pb_fields(frame).get(3, [b""])[0]
             pos += n
         return out
 
@@ -128,26 +136,26 @@ def pb_varint(buf: bytes, pos: int):
             return v, pos
 
 
-def pb_bytes_field(buf: bytes, field: int) -> bytes:
-    """The first length-delimited `field` of a protobuf message, b"" when absent."""
+def pb_fields(buf: bytes) -> Dict[int, list]:
+    """A protobuf message's fields: number -> values (ints, or bytes when length-delimited)."""
+    out: Dict[int, list] = {}
     pos = 0
     while pos < len(buf):
         key, pos = pb_varint(buf, pos)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            _, pos = pb_varint(buf, pos)
+            v, pos = pb_varint(buf, pos)
         elif wt == 1:
-            pos += 8
+            v, pos = buf[pos:pos + 8], pos + 8
         elif wt == 5:
-            pos += 4
+            v, pos = buf[pos:pos + 4], pos + 4
         elif wt == 2:
             n, pos = pb_varint(buf, pos)
-            if num == field:
-                return buf[pos:pos + n]
-            pos += n
+            v, pos = buf[pos:pos + n], pos + n
         else:
             raise AssertionError(f"wire type {wt} in a Dnstap message")
-    return b""
+        out.setdefault(num, []).append(v)
+    return out
 
 
 @pytest.fixture
@@ -172,9 +180,14 @@ def by_id(frames, qid: int, kind: str):
             re.search(rf"id: {qid}\b", f.get("query_message", "") + f.get("response_message", ""))]
 
 
+_ids = itertools.count(1000)
+
+
 def ask(nx, name: str, proto: str, port: int):
-    """A query from a known source port, so the frames' query_port can be checked."""
+    """A query from a known source port, so the frames' query_port can be checked, with an id
+    of its own in the test, so frames can be matched to it."""
     q = make_query(name, edns=0)
+    q.id = next(_ids)
     if proto == "udp":
         r = dns.query.udp(q, "127.0.0.1", port=nx.port, source_port=port, timeout=3)
     else:
@@ -231,12 +244,13 @@ def test_frames_for_allowed_blocked_and_cached(make_upstream, make_nxdns, workdi
                          cr["response_message"], re.M), cr
         assert cr["response_time"] >= cr["query_time"], cr
 
-    extras = [e.decode() for e in col.extras()]
+    extras = {k: e.decode() for k, e in col.extras().items()}
     assert len(extras) == len(frames)
-    # frames come in the order answers were queued: query then response per answer
-    assert all(e == "" for e in extras[0::2]), "the decision goes on the response only"
-    resp = extras[1::2]
-    by_kind = {(p, k): e for (p, k, _, _, _), e in zip(sent, resp)}
+    CQ, CR = 5, 6  # Message.Type
+    by_kind = {}
+    for proto, kind, q, _, _ in sent:
+        assert extras[(CQ, q.id)] == "", "the decision goes on the response only"
+        by_kind[(proto, kind)] = extras[(CR, q.id)]
     for proto in ("udp", "tcp"):
         assert by_kind[(proto, "blocked")] == \
             "nxdns action=block reason=user_deny rule=blocked.example source=blocked.example", \
