@@ -7,11 +7,11 @@
  * copies one event (fixed header, the rule and source texts, the reply bytes) into the
  * producer's ring under its mutex: no allocation, no I/O, no protobuf. A full ring drops its
  * OLDEST events until the new one fits and counts them (nxdns_dnstap_dropped_total{reason=
- * "queue_full"}): the DNS path never waits on the collector. The writer is woken only when it
- * sleeps (one flag read per push otherwise).
+ * "queue_full"}): the DNS path never waits on the collector. A push wakes the writer only when
+ * it sleeps idle, or naps under load and the ring is half full (one load per push otherwise).
  *
  * Writer: one thread drains the rings, encodes each event into two dnstap protobufs in a
- * preallocated buffer and writes them as frames. It owns the connection: connect and the
+ * preallocated buffer and writes them as frames, up to 128 per writev. It owns the connection: connect and the
  * bidirectional handshake (READY/ACCEPT/START) with a timeout, every write bounded by
  * NX_DNSTAP_IO_TIMEOUT_MS; a failure closes the connection, counts a reconnect and retries
  * with exponential backoff (NX_DNSTAP_BACKOFF_MIN_MS .. NX_DNSTAP_BACKOFF_MAX_MS). While
@@ -22,7 +22,7 @@
  * Threading: nx_dnstap_push() from producer i only (one thread per ring index); new/start/
  * stop/free from one control thread.
  *
- * Memory: the rings and the writer's two scratch buffers are allocated in nx_dnstap_new and
+ * Memory: the rings and the writer's record copy and batch buffer are allocated in nx_dnstap_new and
  * charged to NX_OWNER_dnstap_queue; libfstrm's per-connection state (a few hundred bytes,
  * allocated at each connect) is not. Nothing is allocated per event.
  */

@@ -503,6 +503,7 @@ int nx_dnstap_start(struct nx_dnstap *t)
 	if (rc) {
 		return -rc;
 	}
+	pthread_setname_np(t->thread, "nx-dnstap"); /* top -H, perf: which thread is ours */
 	t->running = true;
 	return 0;
 }
