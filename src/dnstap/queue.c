@@ -142,11 +142,18 @@ int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *e
 	uint8_t *p = r->buf + at;
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
-	memcpy(p, ev->rule, h.rule_len);
+	/* memcpy from NULL is undefined even for 0 bytes: texts may be NULL */
+	if (h.rule_len) {
+		memcpy(p, ev->rule, h.rule_len);
+	}
 	p += h.rule_len;
-	memcpy(p, ev->source, h.source_len);
+	if (h.source_len) {
+		memcpy(p, ev->source, h.source_len);
+	}
 	p += h.source_len;
-	memcpy(p, ev->reply, ev->reply_len);
+	if (ev->reply_len) {
+		memcpy(p, ev->reply, ev->reply_len);
+	}
 	r->tail = (at + need) % r->cap;
 	r->used += need;
 	return dropped;
