@@ -990,7 +990,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "answer's wire bytes, and the filter's decision in the `extra` field "
 		       "(`nxdns action=block reason=blocklist rule=NAME source=LIST`). Empty: no "
 		       "dnstap. Give `socket` or `address`, not both. The collector may be down: "
-		       "nxdns reconnects with backoff (100 ms to 5 s) and DNS never waits for it.",
+		       "nxdns reconnects with backoff (100 ms to 5 s) and DNS never waits for it. "
+		       "Everything is exported: `logging.privacy` applies to the query log only.",
 	},
 	{
 		.path = "dnstap.address",
