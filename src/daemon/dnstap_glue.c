@@ -17,7 +17,7 @@
 #include "net/reply.h"
 
 _Static_assert(NX_PROTO_UDP + 1 == NX_DNSTAP_UDP && NX_PROTO_TCP + 1 == NX_DNSTAP_TCP &&
-		       NX_PROTO_DOT + 1 == NX_DNSTAP_DOT && NX_PROTO_DOH + 1 == NX_DNSTAP_DOH,
+		   NX_PROTO_DOT + 1 == NX_DNSTAP_DOT && NX_PROTO_DOH + 1 == NX_DNSTAP_DOH,
 	       "dnstap's SocketProtocol is enum nx_proto + 1");
 
 int nx_daemon_dnstap_start(struct nx_daemon *d)
@@ -51,9 +51,10 @@ int nx_daemon_dnstap_start(struct nx_daemon *d)
 	}
 	if (rc < 0) {
 		d->dnstap = NULL;
-		nx_log(NX_LOG_ERR, "dnstap", "cannot set up the export to %s: %s (DNS serves "
-		       "without dnstap)", c->dnstap_socket ? c->dnstap_socket : c->dnstap_tcp.text,
-		       nx_strerror(rc));
+		nx_log(NX_LOG_ERR, "dnstap",
+		       "cannot set up the export to %s: %s (DNS serves "
+		       "without dnstap)",
+		       c->dnstap_socket ? c->dnstap_socket : c->dnstap_tcp.text, nx_strerror(rc));
 		return 0;
 	}
 	nx_log(NX_LOG_INFO, "dnstap", "exporting answers to %s",
@@ -77,17 +78,17 @@ void nx_daemon_dnstap_answer(struct nx_worker *w, unsigned proto, const struct s
 	/* The arrival on the wall clock: the monotonic age of the query taken from now. */
 	int64_t age_us = (int64_t)(nx_now_mono_us() - t0_us);
 	struct nx_dnstap_event ev = {
-		.proto = (enum nx_dnstap_proto)(proto + 1),
-		.client = client,
-		.query_us = now_us - (age_us > 0 ? age_us : 0),
-		.response_us = now_us,
-		.action = nx_filter_action_name((enum nx_filter_action)rec->action),
-		.reason = nx_filter_reason_name((enum nx_filter_reason)rec->reason),
-		.rule = rec->matched,
-		.source = rec->source,
-		.cached = rec->cached,
-		.reply = reply,
-		.reply_len = rlen,
+	    .proto = (enum nx_dnstap_proto)(proto + 1),
+	    .client = client,
+	    .query_us = now_us - (age_us > 0 ? age_us : 0),
+	    .response_us = now_us,
+	    .action = nx_filter_action_name((enum nx_filter_action)rec->action),
+	    .reason = nx_filter_reason_name((enum nx_filter_reason)rec->reason),
+	    .rule = rec->matched,
+	    .source = rec->source,
+	    .cached = rec->cached,
+	    .reply = reply,
+	    .reply_len = rlen,
 	};
 	nx_dnstap_push(w->dnstap, w->idx, &ev);
 }

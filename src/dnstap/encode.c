@@ -16,8 +16,8 @@
 #define FLAGS_KEPT 0x7910 /* opcode (0x7800), RD (0x0100), CD (0x0010): what the client set */
 #define EXTRA_MAX (5 + 5 * 8 + 32 + 32 + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX + 4)
 #define ID_MAX 255 /* identity and version are cut to this (a host name fits) */
-static_assert(NX_DNSTAP_FRAME_MAX >= NX_DNSTAP_MSG_MAX + HDR_LEN + NX_DNS_NAME_MAX + 4 +
-					     EXTRA_MAX + 2 * ID_MAX + 256,
+static_assert(NX_DNSTAP_FRAME_MAX >=
+		  NX_DNSTAP_MSG_MAX + HDR_LEN + NX_DNS_NAME_MAX + 4 + EXTRA_MAX + 2 * ID_MAX + 256,
 	      "a packed Dnstap fits NX_DNSTAP_FRAME_MAX: the reply, the rebuilt query, extra, the "
 	      "ids and under 256 bytes of tags, lengths and scalar fields");
 #define QUERY_MAX (HDR_LEN + NX_DNS_NAME_MAX + 4)
@@ -92,8 +92,8 @@ int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_fr
 		d.version.data = (uint8_t *)ids->version;
 		d.version.len = strnlen(ids->version, ID_MAX);
 	}
-	m.type = response ? DNSTAP__MESSAGE__TYPE__CLIENT_RESPONSE
-			  : DNSTAP__MESSAGE__TYPE__CLIENT_QUERY;
+	m.type =
+	    response ? DNSTAP__MESSAGE__TYPE__CLIENT_RESPONSE : DNSTAP__MESSAGE__TYPE__CLIENT_QUERY;
 	m.has_socket_protocol = true;
 	m.socket_protocol = (Dnstap__SocketProtocol)ev->proto;
 	if (ev->client && ev->client->sa_family == AF_INET) {

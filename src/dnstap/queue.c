@@ -117,16 +117,16 @@ int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *e
 		dropped += pop(r);
 	}
 	struct nx_dnstap_rec h = {
-		.len = (uint32_t)need,
-		.reply_len = (uint16_t)ev->reply_len,
-		.rule_len = (uint8_t)text_len(ev->rule, NX_DNSTAP_RULE_MAX),
-		.source_len = (uint8_t)text_len(ev->source, NX_DNSTAP_SOURCE_MAX),
-		.proto = (uint8_t)ev->proto,
-		.cached = ev->cached,
-		.query_us = ev->query_us,
-		.response_us = ev->response_us,
-		.action = ev->action,
-		.reason = ev->reason,
+	    .len = (uint32_t)need,
+	    .reply_len = (uint16_t)ev->reply_len,
+	    .rule_len = (uint8_t)text_len(ev->rule, NX_DNSTAP_RULE_MAX),
+	    .source_len = (uint8_t)text_len(ev->source, NX_DNSTAP_SOURCE_MAX),
+	    .proto = (uint8_t)ev->proto,
+	    .cached = ev->cached,
+	    .query_us = ev->query_us,
+	    .response_us = ev->response_us,
+	    .action = ev->action,
+	    .reason = ev->reason,
 	};
 	if (ev->client && ev->client->sa_family == AF_INET) {
 		const struct sockaddr_in *a = (const struct sockaddr_in *)ev->client;
@@ -169,7 +169,8 @@ size_t nx_dnstap_ring_take(struct nx_dnstap_ring *r, uint8_t *out, size_t cap,
 			pop(r);
 			continue;
 		}
-		if (nx_fails_assert(n + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX + 2 <= cap && cap >= NX_DNSTAP_SCRATCH)) {
+		if (nx_fails_assert(n + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX + 2 <= cap &&
+				    cap >= NX_DNSTAP_SCRATCH)) {
 			pop(r); /* the writer's scratch is sized for the largest record */
 			continue;
 		}
@@ -198,17 +199,17 @@ size_t nx_dnstap_ring_take(struct nx_dnstap_ring *r, uint8_t *out, size_t cap,
 			memcpy(&a->sin6_addr, h.addr, 16);
 		}
 		*ev = (struct nx_dnstap_event){
-			.proto = (enum nx_dnstap_proto)h.proto,
-			.client = h.family ? (const struct sockaddr *)client : NULL,
-			.query_us = h.query_us,
-			.response_us = h.response_us,
-			.action = h.action,
-			.reason = h.reason,
-			.rule = rule,
-			.source = source,
-			.cached = h.cached,
-			.reply = out + sizeof(h) + h.rule_len + h.source_len,
-			.reply_len = h.reply_len,
+		    .proto = (enum nx_dnstap_proto)h.proto,
+		    .client = h.family ? (const struct sockaddr *)client : NULL,
+		    .query_us = h.query_us,
+		    .response_us = h.response_us,
+		    .action = h.action,
+		    .reason = h.reason,
+		    .rule = rule,
+		    .source = source,
+		    .cached = h.cached,
+		    .reply = out + sizeof(h) + h.rule_len + h.source_len,
+		    .reply_len = h.reply_len,
 		};
 		return n;
 	}

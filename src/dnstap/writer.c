@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
 #include "base/log.h"
@@ -22,7 +23,7 @@
 #include "dnstap/impl.h"
 
 #define CONTENT_TYPE "protobuf:dnstap.Dnstap"
-#define POLL_SLICE_MS 100   /* how often a blocked read/write looks at the stop flag */
+#define POLL_SLICE_MS 100 /* how often a blocked read/write looks at the stop flag */
 #define FRAME_MAX NX_DNSTAP_FRAME_MAX
 /* Frames go out in batches: one writev of up to BATCH_FRAMES frames / BATCH_BYTES instead of a
  * system call per frame (two per answer), which cost more CPU than the rest of the export. */
@@ -41,23 +42,23 @@ enum nap { AWAKE = 0, NAP_SHORT = 1, NAP_IDLE = 2, NAP_BACKOFF = 3 };
 
 struct nx_dnstap {
 	struct nx_dnstap_ring *rings; /* owned array of n_rings */
-	unsigned n_rings;             /* initialised */
-	unsigned n_alloc;             /* entries of rings */
-	size_t ring_bytes;            /* each */
-	char *identity;               /* owned (NX_OWNER_dnstap_queue) or NULL */
-	char *version;                /* owned or NULL */
+	unsigned n_rings;	      /* initialised */
+	unsigned n_alloc;	      /* entries of rings */
+	size_t ring_bytes;	      /* each */
+	char *identity;		      /* owned (NX_OWNER_dnstap_queue) or NULL */
+	char *version;		      /* owned or NULL */
 	bool unix_path;
-	struct sockaddr_storage dst;  /* sockaddr_un, sockaddr_in or sockaddr_in6 */
+	struct sockaddr_storage dst; /* sockaddr_un, sockaddr_in or sockaddr_in6 */
 	socklen_t dst_len;
-	uint8_t *scratch;             /* owned: NX_DNSTAP_SCRATCH, one record copied out */
-	uint8_t *frame;               /* owned: BATCH_BUF, packed Dnstaps of one batch */
+	uint8_t *scratch; /* owned: NX_DNSTAP_SCRATCH, one record copied out */
+	uint8_t *frame;	  /* owned: BATCH_BUF, packed Dnstaps of one batch */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
-	atomic_int sleeping;          /* enum nap: how the writer waits on wake_cond */
+	atomic_int sleeping; /* enum nap: how the writer waits on wake_cond */
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake_cond;
-	int fd;                       /* the connection, -1 when none (writer thread only) */
+	int fd; /* the connection, -1 when none (writer thread only) */
 	/* libfstrm writes a batch as a length and a payload per frame, plus a control frame */
 	struct iovec iov[2 * BATCH_FRAMES + 8];
 };
@@ -199,9 +200,7 @@ void nx_dnstap_push(struct nx_dnstap *t, unsigned idx, const struct nx_dnstap_ev
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)nx_now_mono_ms();
 }
 
 /* Wait for `events` on the connection, in slices that look at the stop flag; 0, or -1 on
@@ -420,7 +419,8 @@ static int send_batch(struct nx_dnstap *t, struct fstrm_writer *w, unsigned *nex
 				nf = before; /* room for 2 x FRAME_MAX is kept: skip this event */
 				break;
 			}
-			iov[nf++] = (struct iovec){.iov_base = t->frame + used, .iov_len = (size_t)n};
+			iov[nf++] =
+			    (struct iovec){.iov_base = t->frame + used, .iov_len = (size_t)n};
 			used += (size_t)n;
 		}
 		events += nf > before;
@@ -475,7 +475,8 @@ static void *writer_main(void *arg)
 				nx_log(NX_LOG_WARN, "dnstap", "lost the collector; reconnecting");
 				fstrm_writer_destroy(&w);
 				tr_close(t);
-				/* one that accepts and hangs up must not be reconnected to in a loop */
+				/* one that accepts and hangs up must not be reconnected to in a
+				 * loop */
 				doze(t, NX_DNSTAP_BACKOFF_MIN_MS, NAP_BACKOFF);
 			}
 			continue;

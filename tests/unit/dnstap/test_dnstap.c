@@ -37,7 +37,8 @@ static int64_t owner_bytes(void)
 static size_t reply(uint8_t *out, uint16_t id, uint16_t flags, const char *name)
 {
 	size_t n = 0;
-	const uint8_t hdr[12] = {id >> 8, id & 0xff, flags >> 8, flags & 0xff, 0, 1, 0, 1, 0, 0, 0, 0};
+	const uint8_t hdr[12] = {id >> 8, id & 0xff, flags >> 8, flags & 0xff, 0, 1, 0, 1, 0,
+				 0,	  0,	     0};
 	memcpy(out, hdr, 12);
 	n = 12;
 	const char *p = name;
@@ -50,7 +51,7 @@ static size_t reply(uint8_t *out, uint16_t id, uint16_t flags, const char *name)
 		p += l + (dot ? 1 : 0);
 	}
 	out[n++] = 0;
-	const uint8_t tail[] = {0, 1, 0, 1,                    /* A IN */
+	const uint8_t tail[] = {0,    1,  0, 1, /* A IN */
 				0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7};
 	memcpy(out + n, tail, sizeof(tail));
 	return n + sizeof(tail);
@@ -60,16 +61,16 @@ static struct nx_dnstap_event event(const struct sockaddr *client, const uint8_t
 				    const char *rule)
 {
 	return (struct nx_dnstap_event){
-		.proto = NX_DNSTAP_TCP,
-		.client = client,
-		.query_us = 1700000000123456,
-		.response_us = 1700000000234567,
-		.action = "block",
-		.reason = "blocklist",
-		.rule = rule,
-		.source = "ads",
-		.reply = r,
-		.reply_len = rlen,
+	    .proto = NX_DNSTAP_TCP,
+	    .client = client,
+	    .query_us = 1700000000123456,
+	    .response_us = 1700000000234567,
+	    .action = "block",
+	    .reason = "blocklist",
+	    .rule = rule,
+	    .source = "ads",
+	    .reply = r,
+	    .reply_len = rlen,
 	};
 }
 
@@ -209,8 +210,9 @@ static void test_encode_query_and_response(void **state)
 {
 	uint8_t buf[512];
 	/* QR AA TC RD RA AD CD + rcode 3: the rebuilt query keeps only RD and CD */
-	size_t len = reply(buf, 0xbeef, 0x8000 | 0x0400 | 0x0200 | 0x0100 | 0x0080 | 0x0020 |
-					0x0010 | 3, "ads.example.com");
+	size_t len =
+	    reply(buf, 0xbeef, 0x8000 | 0x0400 | 0x0200 | 0x0100 | 0x0080 | 0x0020 | 0x0010 | 3,
+		  "ads.example.com");
 	struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(40000)};
 	inet_pton(AF_INET, "192.168.1.20", &a4.sin_addr);
 	struct nx_dnstap_event ev = event((struct sockaddr *)&a4, buf, len, "example.com");
@@ -353,7 +355,7 @@ static void test_writer_without_collector(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(took < 1.0); /* stop interrupts the backoff */
-	nx_dnstap_stop(t);       /* idempotent */
+	nx_dnstap_stop(t);	 /* idempotent */
 	nx_dnstap_free(t);
 	nx_dnstap_free(NULL);
 	assert_int_equal(owner_bytes(), base);
@@ -362,12 +364,12 @@ static void test_writer_without_collector(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ring_round_trip),
-		cmocka_unit_test(test_ring_wrap_and_drop_oldest),
-		cmocka_unit_test(test_ring_refuses_what_never_fits),
-		cmocka_unit_test(test_encode_query_and_response),
-		cmocka_unit_test(test_encode_limits),
-		cmocka_unit_test(test_writer_without_collector),
+	    cmocka_unit_test(test_ring_round_trip),
+	    cmocka_unit_test(test_ring_wrap_and_drop_oldest),
+	    cmocka_unit_test(test_ring_refuses_what_never_fits),
+	    cmocka_unit_test(test_encode_query_and_response),
+	    cmocka_unit_test(test_encode_limits),
+	    cmocka_unit_test(test_writer_without_collector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
