@@ -654,6 +654,7 @@ out_workers:
 	}
 	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
 out_cref:
+	nx_daemon_dnstap_stop(d); /* a no-op after out_workers; here when the workers' array failed */
 	nx_lists_deinit(&d->lists);
 	nx_cache_free(d->cache);
 	nx_guard_rl_free(atomic_load(&d->rate_limit));
