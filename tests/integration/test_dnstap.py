@@ -21,6 +21,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -401,3 +402,95 @@ def test_config_refuses_two_destinations_and_a_bad_address(tmp_path):
         r = subprocess.run([str(nxdns_bin()), "check-config", str(p)], capture_output=True, text=True,
                            timeout=10)
         assert r.returncode != 0 and want in r.stderr + r.stdout, (text, r.stderr, r.stdout)
+
+
+class StallingCollector:
+    """A Frame Streams collector on a Unix socket that completes the bidirectional handshake
+    (READY -> ACCEPT, START) and then never reads again, as a collector stuck on its own
+    output would. Runs in a thread; every socket has a timeout."""
+
+    ACCEPT, START, READY = 1, 2, 4
+
+    def __init__(self, path: str):
+        self.path = path
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.srv.settimeout(0.2)
+        self.conns: List[socket.socket] = []
+        self.handshakes = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _read_control(self, c: socket.socket) -> int:
+        def exact(n):
+            b = b""
+            while len(b) < n:
+                chunk = c.recv(n - len(b))
+                if not chunk:
+                    raise ConnectionError("closed")
+                b += chunk
+            return b
+        esc, n = struct.unpack("!II", exact(8))
+        assert esc == 0, "a control frame starts with the escape"
+        return struct.unpack("!I", exact(n)[:4])[0]
+
+    def _run(self):
+        while not self.done.is_set():
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            c.settimeout(3)
+            try:
+                assert self._read_control(c) == self.READY
+                ct = CONTENT_TYPE.encode()
+                body = struct.pack("!III", self.ACCEPT, 1, len(ct)) + ct
+                c.sendall(struct.pack("!II", 0, len(body)) + body)
+                assert self._read_control(c) == self.START
+                self.handshakes += 1
+            except (OSError, ConnectionError, AssertionError):
+                c.close()
+                continue
+            self.conns.append(c)  # held open, never read
+
+    def close(self):
+        self.done.set()
+        self.thread.join(5)
+        for c in self.conns:
+            c.close()
+        self.srv.close()
+        os.unlink(self.path)
+
+
+@pytest.mark.nx_timeout(90)
+def test_stalled_collector_costs_reconnects_not_answers(make_upstream, make_nxdns, workdir):
+    up = make_upstream(default_a="192.0.2.7")
+    col = StallingCollector(os.path.join(workdir, "dt.sock"))
+    try:
+        cfg = dnstap_config(workdir)
+        cfg["filter"]["deny"] = ["*.stall.test"]
+        nx = make_nxdns([up], config=cfg)
+        assert wait_until(lambda: col.handshakes >= 1, 10), nx.log()[-2000:]
+        # Enough answers to fill the socket's buffer several times: the writer blocks in its
+        # bounded wait, gives up after 2 s, counts the batch lost and reconnects.
+        names = [f"s{i}.stall.test" for i in range(6000)]
+        t = time.monotonic()
+        answered, worst = udp_burst(nx.port, names, window=16, timeout=60)
+        assert answered == len(names) and worst < 1.0, (answered, worst)
+        assert wait_until(lambda: nx.metrics().get("nxdns_dnstap_reconnects_total") >= 1
+                          and col.handshakes >= 2, 15), \
+            (nx.metrics().get("nxdns_dnstap_reconnects_total"), col.handshakes)
+        m = nx.metrics()
+        assert m.get("nxdns_dnstap_dropped_total", reason="write_error") >= 1
+        # what waits is in the fixed rings: the owner holds dnstap.queue_bytes (4 MiB) and the
+        # writer's two buffers, no more
+        owned = m.get("nxdns_memory_owner_bytes", owner="dnstap_queue")
+        assert 4 * 1024 * 1024 < owned < 5 * 1024 * 1024, owned
+        # a stop with the collector still stalled is bounded by the I/O timeout
+        t = time.monotonic()
+        assert nx.stop() == 0, nx.log()[-3000:]
+        assert time.monotonic() - t < 8, "stop waited on the stalled collector"
+    finally:
+        col.close()
