@@ -38,7 +38,8 @@
 	X(import, "nxdns import: the model read from another server's settings (CLI only)") \
 	X(client_names, "client names from PTR lookups: the cache table and its lookup state") \
 	X(filter_side, "list rules outside the snapshot: modifiers, regexes, hosts answers") \
-	X(sync, "replica sync: its status, and an export document while it is built or applied")
+	X(sync, "replica sync: its status, and an export document while it is built or applied") \
+	X(dnstap_queue, "dnstap export: per-worker event rings and the writer's encode buffers")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

@@ -180,7 +180,15 @@
 	X(SP_FIREFOX_CANARY, "nxdns_special_names_total", "reason=\"firefox_canary\"", "")      \
 	X(SP_ANDROID_PROBE, "nxdns_special_names_total", "reason=\"android_probe\"", "")        \
 	X(SP_PRIVATE_RELAY, "nxdns_special_names_total", "reason=\"private_relay\"", "")        \
-	X(SP_DDR, "nxdns_special_names_total", "reason=\"ddr\"", "")
+	X(SP_DDR, "nxdns_special_names_total", "reason=\"ddr\"", "") \
+	X(DNSTAP_SENT, "nxdns_dnstap_sent_total", "",                                           \
+	  "dnstap frames written to the collector (a query and a response per answer)")          \
+	X(DNSTAP_DROP_FULL, "nxdns_dnstap_dropped_total", "reason=\"queue_full\"",               \
+	  "Answers not exported over dnstap, by reason (the DNS answer was still sent)")         \
+	X(DNSTAP_DROP_LARGE, "nxdns_dnstap_dropped_total", "reason=\"too_large\"", "")           \
+	X(DNSTAP_DROP_WRITE, "nxdns_dnstap_dropped_total", "reason=\"write_error\"", "")         \
+	X(DNSTAP_RECONNECTS, "nxdns_dnstap_reconnects_total", "",                               \
+	  "dnstap connections lost or refused, each followed by a retry after a backoff")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

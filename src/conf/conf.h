@@ -302,6 +302,12 @@ struct nx_conf {
 	bool special_android_probes; /* *-dnsotls-ds.metric.gstatic.com never blocked */
 	bool special_block_private_relay; /* mask.icloud.com, mask-h2.icloud.com -> NXDOMAIN */
 	bool special_ddr;		  /* _dns.resolver.arpa SVCB: our DoT / DoH listeners */
+
+	/* dnstap.* (export of every answer to a Frame Streams collector) */
+	char *dnstap_socket;        /* owned: Unix socket path, or NULL */
+	struct nx_addr dnstap_tcp;  /* dnstap.address; len 0 = none */
+	unsigned dnstap_queue_bytes; /* all workers' rings together */
+	char *dnstap_identity;      /* owned: Dnstap.identity, or NULL (the host name) */
 };
 
 /*

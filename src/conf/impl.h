@@ -126,6 +126,7 @@ extern const struct nx_conf_type nx_conf_t_upstreams;   /* upstream.c */
 extern const struct nx_conf_type nx_conf_t_opt_host;    /* "" or a host name, lower-cased */
 extern const struct nx_conf_type nx_conf_t_domains;     /* guard.c: names, each with its subtree */
 extern const struct nx_conf_type nx_conf_t_opt_account; /* "" or a user/group name (types.c) */
+extern const struct nx_conf_type nx_conf_t_opt_addr;    /* "" or addr:port (len 0 = none) */
 
 /*
  * A key that no longer exists, with where its setting went: the loader names the new keys at

@@ -1178,6 +1178,60 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "names under `resolver.arpa` NXDOMAIN; never forwarded. Reason `ddr`. `false` "
 		       "answers NODATA for it (and still never forwards it).",
 	},
+	{
+		.path = "dnstap.socket",
+		.type = &nx_conf_t_opt_path,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(dnstap_socket),
+		.def = "\"\"",
+		.example = "/run/dnstap.sock",
+		.doc = "Export every answered query over dnstap (Frame Streams, content type "
+		       "`protobuf:dnstap.Dnstap`) to a collector listening on this Unix socket: a "
+		       "CLIENT_QUERY and a CLIENT_RESPONSE frame per answer, with the client's "
+		       "address and port, the protocol (UDP, TCP, DOT, DOH), the times, the "
+		       "answer's wire bytes, and the filter's decision in the `extra` field "
+		       "(`nxdns action=block reason=blocklist rule=NAME source=LIST`). Empty: no "
+		       "dnstap. Give `socket` or `address`, not both. The collector may be down: "
+		       "nxdns reconnects with backoff (100 ms to 5 s) and DNS never waits for it. "
+		       "Everything is exported: `logging.privacy` applies to the query log only.",
+	},
+	{
+		.path = "dnstap.address",
+		.type = &nx_conf_t_opt_addr,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(dnstap_tcp),
+		.default_port = -1,
+		.def = "\"\"",
+		.doc = "Or a TCP collector, as `ip:port` with the port required, e.g. "
+		       "`127.0.0.1:6000` (IPv6 as `[ip]:port`; a numeric address: nxdns resolves "
+		       "no name for its own export). Empty: no TCP collector.",
+	},
+	{
+		.path = "dnstap.queue_bytes",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(dnstap_queue_bytes),
+		.min = 1048576,
+		.max = 268435456,
+		.def = "4194304",
+		.doc = "Bytes of answers waiting between the DNS workers and the dnstap writer "
+		       "(split between the workers; each gets at least 258 KiB, four of the "
+		       "largest answers). An answer takes about 100 bytes plus its size, so the "
+		       "default holds some 15,000 typical answers, a few seconds of a busy "
+		       "network with the collector away. When full the oldest are dropped and "
+		       "counted (`nxdns_dnstap_dropped_total{reason=\"queue_full\"}`). Allocated "
+		       "only when dnstap is on.",
+	},
+	{
+		.path = "dnstap.identity",
+		.type = &nx_conf_t_opt_host,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(dnstap_identity),
+		.def = "\"\"",
+		.example = "resolver-1",
+		.doc = "The `identity` of every dnstap message, so a collector fed by several "
+		       "instances can tell them apart. Empty: the host name.",
+	},
 };
 
 const size_t nx_conf_n_keys = NX_ARRAY_LEN(nx_conf_keys);
@@ -1232,6 +1286,18 @@ static struct nx_conf_pos key_pos(struct nx_conf_ld *ld, const char *path)
 	return ld->seen[idx] ? ld->pos[idx] : none;
 }
 
+/* dnstap: one destination. */
+static int dnstap_finish(struct nx_conf_ld *ld)
+{
+	const struct nx_conf *c = ld->c;
+	if (c->dnstap_tcp.len > 0 && c->dnstap_socket) {
+		return nx_conf_fail_pos(ld, key_pos(ld, "dnstap.address"),
+					"dnstap.address: give dnstap.socket or dnstap.address, "
+					"not both");
+	}
+	return 0;
+}
+
 int nx_conf_schema_finish(struct nx_conf_ld *ld)
 {
 	struct nx_conf *c = ld->c;
@@ -1263,7 +1329,11 @@ int nx_conf_schema_finish(struct nx_conf_ld *ld)
 					"sync.primary: a replica needs sync.token (an API token of "
 					"the primary, scope read)");
 	}
-	int rc = listeners_distinct(ld);
+	int rc = dnstap_finish(ld);
+	if (rc) {
+		return rc;
+	}
+	rc = listeners_distinct(ld);
 	if (!rc) {
 		rc = nx_conf_upstream_finish(ld);
 	}
@@ -1299,6 +1369,7 @@ static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
 		{&nx_conf_t_opt_path, NX_CONF_KIND_STRING},
 		{&nx_conf_t_pwhash, NX_CONF_KIND_STRING},
 		{&nx_conf_t_addr, NX_CONF_KIND_ADDR},
+		{&nx_conf_t_opt_addr, NX_CONF_KIND_ADDR},
 		{&nx_conf_t_addr_list, NX_CONF_KIND_ADDR_LIST},
 		{&nx_conf_t_cidr_list, NX_CONF_KIND_CIDR_LIST},
 		{&nx_conf_t_upstreams, NX_CONF_KIND_UPSTREAMS},

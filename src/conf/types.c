@@ -805,3 +805,27 @@ const struct nx_conf_type nx_conf_t_opt_account = {
 	.parse = opt_account_parse,
 	.release = string_release,
 };
+
+/* ---- an optional address: null or "" leaves the struct nx_addr zeroed (len 0 = none) ---- */
+
+static int opt_addr_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struct fy_node *val,
+			  struct fy_node *key)
+{
+	struct nx_addr *out = NX_CONF_FIELD(ld->c, k, struct nx_addr);
+	memset(out, 0, sizeof(*out));
+	char buf[256];
+	if (nx_conf_is_null(val)) {
+		return 0;
+	}
+	int rc = nx_conf_scalar(ld, k->path, val, key, "an address (addr:port)", false, buf,
+				sizeof(buf));
+	if (rc || !buf[0]) {
+		return rc;
+	}
+	return addr_one(ld, k->path, val, key, k->default_port, out);
+}
+
+const struct nx_conf_type nx_conf_t_opt_addr = {
+	.name = "address (optional)",
+	.parse = opt_addr_parse,
+};

@@ -650,6 +650,7 @@ int nx_daemon_run(const char *config_path)
 		goto out_admin;
 	}
 	nx_daemon_qlog_start(d);
+	nx_daemon_dnstap_start(d); /* a thread: after the drop, credentials are per thread */
 	for (unsigned i = 0; i < nw; i++) {
 		d->workers[i].qlog = d->qlog; /* not running yet: a plain store */
 	}
@@ -749,11 +750,13 @@ out_admin:
 out_workers:
 	/* after the workers: they push into the query log until they stop */
 	nx_daemon_qlog_stop(d);
+	nx_daemon_dnstap_stop(d);
 	for (unsigned i = 0; i < d->n_workers; i++) {
 		nx_worker_deinit(&d->workers[i]);
 	}
 	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
 out_cref:
+	nx_daemon_dnstap_stop(d); /* a no-op after out_workers; here when the workers' array failed */
 	nx_lists_deinit(&d->lists);
 	nx_cache_free(d->cache);
 	nx_guard_rl_free(atomic_load(&d->rate_limit));

@@ -101,6 +101,7 @@ struct nx_worker {
 	struct nx_qlog *qlog;       /* borrowed: the daemon's query log (NULL = off) */
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
+	struct nx_dnstap *dnstap;   /* borrowed: the daemon's dnstap export (NULL = off) */
 };
 
 struct nx_daemon {
@@ -140,6 +141,7 @@ struct nx_daemon {
 	struct nx_confref *boot;    /* held reference: the generation the process started with
 				     * (restart keys keep its values until a restart) */
 	struct nx_sync *sync;       /* owned: following sync.primary (idle without one) */
+	struct nx_dnstap *dnstap;   /* owned; NULL when dnstap is off or could not be set up */
 };
 
 /* worker.c */
@@ -173,6 +175,14 @@ int nx_daemon_sync_start(struct nx_daemon *d);
 void nx_daemon_sync_stop(struct nx_daemon *d);
 json_t *nx_daemon_sync_status(void *ud);
 int nx_daemon_sync_now(void *ud);
+/* dnstap_glue.c: start/stop on the control thread (start before the workers, stop after
+ * them); nx_daemon_dnstap_answer on a worker, from the pipeline's log_answer. */
+struct nx_qlog_rec;
+int nx_daemon_dnstap_start(struct nx_daemon *d);
+void nx_daemon_dnstap_stop(struct nx_daemon *d);
+void nx_daemon_dnstap_answer(struct nx_worker *w, unsigned proto, const struct sockaddr *client,
+			     const struct nx_qlog_rec *rec, uint64_t t0_us, const uint8_t *reply,
+			     size_t rlen);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);

@@ -301,7 +301,12 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");
 	copy_text(rec.client_id, sizeof(rec.client_id), client_id ? client_id : "");
-	nx_qlog_push(w->qlog, w->idx, &rec);
+	if (w->dnstap) {
+		nx_daemon_dnstap_answer(w, proto, client, &rec, t0_us, reply, rlen);
+	}
+	if (w->qlog) {
+		nx_qlog_push(w->qlog, w->idx, &rec);
+	}
 }
 
 /* Hand an answer to the worker that owns the waiter's handle (bounded by the waiters it holds). */
@@ -485,7 +490,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		}
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
-		} else if (w->qlog) {
+		} else if (w->qlog || w->dnstap) {
 			log_answer(w, (enum nx_proto)x->to.proto, (const struct sockaddr *)&x->to.peer,
 				   x->client_id, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
@@ -909,12 +914,12 @@ int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, si
 		.peer = (const struct sockaddr *)&r->peer,
 	};
 	nx_filter_result_clear(&o.fr);
-	if (w->qlog) {
+	if (w->qlog || w->dnstap) {
 		o.t0_us = nx_now_mono_us();
 		o.ts_ms = nx_now_wall_ms();
 	}
 	int n = handle(w, msg, len, truncated, &o, out, cap);
-	if (n > 0 && w->qlog) {
+	if (n > 0 && (w->qlog || w->dnstap)) {
 		log_answer(w, (enum nx_proto)r->proto, o.peer, r->client_id, msg + NX_DNS_HDR_LEN,
 			   o.have_q ? o.qname_len : 0, o.qtype, &o.fr, o.matched, o.matched_len,
 			   o.cached, -1, o.t0_us, o.ts_ms, out, (size_t)n);
