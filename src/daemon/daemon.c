@@ -653,6 +653,7 @@ int nx_daemon_run(const char *config_path)
 	nx_daemon_dnstap_start(d); /* a thread: after the drop, credentials are per thread */
 	for (unsigned i = 0; i < nw; i++) {
 		d->workers[i].qlog = d->qlog; /* not running yet: a plain store */
+		d->workers[i].dnstap = d->dnstap;
 	}
 	nx_daemon_control_start(d);
 	d->lists.on_progress = on_boot_progress;

@@ -42,8 +42,11 @@ def test_subdomains_true_covers_every_name_under_an_entry(make_upstream, make_nx
     for name in ("ads.example", "x.ads.example", "a.b.ads.example", "tracker.example",
                  "cdn.tracker.example"):
         assert verdict(nx, name) == "block", name
-    for name in ("example", "notads.example", "ads.example.org"):
+    for name in ("notads.example", "ads.example.org"):
         assert verdict(nx, name) == "allow", name
+    # the entries' parent is not covered either; as a single-label name it is answered by the
+    # special-use level (special.domain_needed), never by the list
+    assert verdict(nx, "example") == "other []", "example"
 
 
 def test_subdomains_default_is_exact_and_a_flip_recompiles(make_upstream, make_nxdns, tmp_path):

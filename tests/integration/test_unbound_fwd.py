@@ -153,7 +153,10 @@ def scenario(request, make_nxdns, tmp_path):
         started.append(ns)
         tns = Testns(name, tmp_path, v6=v6_upstream)
         started.append(tns)
-        cfg = {"upstream": {"servers": [tns.addr], "timeout_ms": None}, "cache": None}
+        # Unbound's scripted upstreams answer with RFC 1918 addresses (10.20.30.40): rebinding
+        # protection would strip them from every answer, so these scenarios turn it off
+        cfg = {"upstream": {"servers": [tns.addr], "timeout_ms": None}, "cache": None,
+               "filter": {"rebinding_protection": False}}
         nx = make_nxdns([tns.addr], config=cfg, start=False)
         if config:
             nx.write_config(_merge(nx.config, config))
