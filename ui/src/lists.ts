@@ -198,7 +198,9 @@ export function lookupQuery(name: string, type: string, client: string, clientId
   return `/api/lookup?${q.toString()}`;
 }
 
-const REASONS: Record<string, string> = {
+/** Every reason of src/filter/result.h in words (tests/ui/unit/reasons.test.ts reads the
+ * header and fails on one missing here). */
+export const LOOKUP_REASONS: Readonly<Record<string, string>> = {
   none: 'no list or rule matches it',
   paused: 'filtering is paused',
   local_record: 'a local record answers it',
@@ -207,15 +209,38 @@ const REASONS: Record<string, string> = {
   blocklist_exception: 'an exception entry in a list allows it',
   blocklist_domain: 'a list names it',
   blocklist_wildcard: 'a list blocks it and its subdomains',
+  blocklist_rule: 'a list rule with modifiers or a pattern matches it',
+  blocklist_rewrite: 'a $dnsrewrite rule in a list sets its answer',
+  blocklist_hosts: 'a hosts list gives it an address, which is the answer',
+  special_localhost: 'a localhost name always answers with the loopback address',
+  special_use_name: 'a special-use name (local, invalid, home.arpa) is answered here, never forwarded',
+  single_label: 'a single-label name is a local name, answered here, never forwarded',
+  private_reverse: 'the reverse name of a private address is answered here, never forwarded',
+  firefox_canary: "Firefox's canary name is blocked so Firefox keeps using this server",
+  android_probe: "Android's private DNS probe is always resolved",
+  private_relay: "iCloud Private Relay's name is blocked so Apple devices keep using this server",
+  ddr: "the discovery question (DDR) is answered with this server's own encrypted addresses",
+};
+
+const SPECIAL: Readonly<Record<string, true>> = {
+  special_localhost: true, special_use_name: true, single_label: true, private_reverse: true,
+  firefox_canary: true, android_probe: true, private_relay: true, ddr: true,
 };
 
 /** The lookup's answer as one sentence; `type`, the record type asked about, is said unless
  * it is the plain address question (A). */
 export function lookupText(r: Lookup, type = 'A'): string {
   const verb = r.action === 'block' ? 'Blocked' : r.action === 'local' ? 'Answered locally' : 'Allowed';
-  const why = REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
+  const why = LOOKUP_REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
   let s = type !== 'A' ? `${verb} for ${type}: ${why}` : `${verb}: ${why}`;
-  if (r.source) s += ` (list “${r.source}”`;
+  // a special-use name's source is the `special.*` key that decides it, not a list
+  // a special-use name's source is the `special.*` key that decides it, a user rule's is the
+  // rule's text: neither is a list
+  if (r.source) {
+    s += r.source.startsWith('special.') && r.reason in SPECIAL ? ` (setting ${r.source}`
+      : r.reason === 'user_allow' || r.reason === 'user_deny' ? ` (rule “${r.source}”`
+      : ` (list “${r.source}”`;
+  }
   if (r.matched && r.matched !== r.name) s += `${r.source ? ', ' : ' ('}entry ${r.matched}`;
   if (r.source || (r.matched && r.matched !== r.name)) s += ')';
   return s + '.';
