@@ -26,10 +26,30 @@ export interface Source {
   errors?: number;
   kept_previous?: number;
   skipped_by_reason?: Record<string, SkipReason>;
+  hosts_answers?: 'null' | 'listed'; // effective: the loader's default when the file is silent
+  subdomains?: boolean;
 }
 
-export type FieldName = 'name' | 'url' | 'path' | 'format' | 'groups';
-const FIELDS: readonly string[] = ['name', 'url', 'path', 'format', 'groups'];
+export type FieldName = 'name' | 'url' | 'path' | 'format' | 'groups' | 'hosts_answers' | 'subdomains';
+const FIELDS: readonly string[] = ['name', 'url', 'path', 'format', 'groups', 'hosts_answers', 'subdomains'];
+
+/** What a hosts line with a real address does (per-source `hosts_answers`); 'default' leaves
+ * the key out, so the loader's default applies: `listed` for a file, `null` for a URL (a
+ * downloaded list must not redirect names to its own addresses unless the person says so). */
+export type HostsAnswers = 'default' | 'null' | 'listed';
+export const HOSTS_ANSWERS: readonly { value: HostsAnswers; text: string }[] = [
+  { value: 'default', text: 'Default: answer for a file, block for a URL' },
+  { value: 'listed', text: 'Answer with the listed address' },
+  { value: 'null', text: 'Block the name (the address is ignored)' },
+];
+
+/** The source's options in words for its status line; empty when there is nothing to say. */
+export function optionsText(s: Source): string {
+  const out: string[] = [];
+  if (s.subdomains) out.push('entries cover their subdomains');
+  if (s.hosts_answers === 'listed' && (s.format === 'hosts' || s.format === 'auto')) out.push('hosts addresses answered');
+  return out.join(' · ');
+}
 
 export interface Form {
   name: string;
@@ -38,10 +58,16 @@ export interface Form {
   format: string;
   groups: string;   // comma or space separated group names
   enabled: boolean;
+  hostsAnswers: HostsAnswers;
+  subdomains: boolean;
+  was: { hostsAnswers: HostsAnswers; subdomains: boolean }; // as loaded: an edit sends changes only
 }
 
 export function emptyForm(): Form {
-  return { name: '', kind: 'url', location: '', format: 'auto', groups: '', enabled: true };
+  return {
+    name: '', kind: 'url', location: '', format: 'auto', groups: '', enabled: true,
+    hostsAnswers: 'default', subdomains: false, was: { hostsAnswers: 'default', subdomains: false },
+  };
 }
 
 export function formOf(s: Source): Form {
@@ -52,6 +78,9 @@ export function formOf(s: Source): Form {
     format: s.format || 'auto',
     groups: (s.groups ?? []).join(', '),
     enabled: s.enabled,
+    hostsAnswers: s.hosts_answers ?? 'default',
+    subdomains: s.subdomains === true,
+    was: { hostsAnswers: s.hosts_answers ?? 'default', subdomains: s.subdomains === true },
   };
 }
 
@@ -79,6 +108,12 @@ export function sourceBody(f: Form, edit: boolean): Record<string, unknown> {
   if (groups.length) b.groups = groups;
   else if (edit) b.groups = ['default'];
   b.enabled = f.enabled;
+  // Only what the person changed, so a file that never named these keys does not grow them.
+  // `null` is JSON null, which the loader reads as YAML's null.
+  if (f.hostsAnswers !== 'default' && f.hostsAnswers !== f.was.hostsAnswers) {
+    b.hosts_answers = f.hostsAnswers === 'null' ? null : f.hostsAnswers;
+  }
+  if (edit ? f.subdomains !== f.was.subdomains : f.subdomains) b.subdomains = f.subdomains;
   return b;
 }
 
