@@ -59,8 +59,15 @@ export interface Banner { title: string; detail: string; error: string | null }
 export function banner(st: SyncStatus | null, nowMs: number): Banner | null {
   if (!st || !st.replica) return null;
   const primary = st.primary ?? 'its primary';
-  const last = st.running ? 'syncing now…'
-    : `last sync ${agoMs(st.last_sync, nowMs)}: ${resultText(st.result)}`;
+  // last_sync is the last pull that reached the primary, result the last attempt's: after a
+  // failure both are said, so "2 min ago" is never read as a success
+  let last: string;
+  if (st.running) last = 'syncing now…';
+  else if (st.result === 'never' || (!st.last_sync && !st.last_attempt)) last = 'not synced yet';
+  else if (failed(st) || !st.last_sync) {
+    last = `${st.last_sync ? `last sync ${agoMs(st.last_sync, nowMs)}` : 'never synced'}; the last attempt `
+      + `${agoMs(st.last_attempt, nowMs)}: ${resultText(st.result)}`;
+  } else last = `last sync ${agoMs(st.last_sync, nowMs)}: ${resultText(st.result)}`;
   return {
     title: `This server is a replica of ${primary}.`,
     detail: `Block lists, rules, groups, clients and local records follow the primary: change them there. ${last.charAt(0).toUpperCase()}${last.slice(1)}.`,

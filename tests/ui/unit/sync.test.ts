@@ -21,7 +21,12 @@ describe('the replica banner', () => {
   });
   it('shows the error of a failed pull, and "never" before the first', () => {
     const b = banner({ ...REPLICA, last_sync: null, result: 'fetch_failed', error: 'connect: connection refused' }, NOW)!;
-    expect(b.detail).toMatch(/Last sync never: the primary could not be reached\.$/);
+    expect(b.detail).toMatch(/ Never synced; the last attempt 2 min ago: the primary could not be reached\.$/);
+    // a failure after an earlier success says both, so the old sync does not read as this one
+    expect(banner({ ...REPLICA, last_sync: NOW - 3_600_000, result: 'fetch_failed' }, NOW)!.detail)
+      .toMatch(/ Last sync 1 h ago; the last attempt 2 min ago: the primary could not be reached\.$/);
+    expect(banner({ ...REPLICA, last_sync: null, last_attempt: null, result: 'never' }, NOW)!.detail)
+      .toMatch(/ Not synced yet\.$/);
     expect(b.error).toBe('connect: connection refused');
     expect(failed({ ...REPLICA, result: 'invalid' })).toBe(true);
     expect(failed(REPLICA)).toBe(false);
