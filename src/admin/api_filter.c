@@ -82,7 +82,8 @@ static void add_source_options(const struct nx_conf *c, json_t *list)
 			continue;
 		}
 		const struct nx_conf_source *s = &c->sources[at];
-		json_object_set_new(o, "hosts_answers", json_string(s->hosts_listed ? "listed" : "null"));
+		json_object_set_new(o, "hosts_answers",
+				    json_string(s->hosts_listed ? "listed" : "null"));
 		json_object_set_new(o, "subdomains", json_boolean(s->subdomains));
 	}
 }
@@ -124,6 +125,7 @@ static ssize_t source_index(const struct nx_conf *c, const char *name)
 	return -1;
 }
 
+/* hosts_answers is null or "listed": any JSON type here, the loader checks the value */
 enum { S_NAME, S_URL, S_PATH, S_FORMAT, S_GROUPS, S_ENABLED, S_HOSTS_ANSWERS, S_SUBDOMAINS };
 static const struct nx_admin_field source_fields[] = {{"name", JSON_STRING, true},
 						      {"url", JSON_STRING, false},
@@ -131,7 +133,6 @@ static const struct nx_admin_field source_fields[] = {{"name", JSON_STRING, true
 						      {"format", JSON_STRING, false},
 						      {"groups", JSON_ARRAY, false},
 						      {"enabled", NX_ADMIN_JSON_BOOL, false},
-						      /* null or "listed": the loader checks the value */
 						      {"hosts_answers", NX_ADMIN_JSON_ANY, false},
 						      {"subdomains", NX_ADMIN_JSON_BOOL, false},
 						      {NULL}};
