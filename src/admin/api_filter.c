@@ -62,12 +62,39 @@ static void add_skip_reasons(const struct nx_conf *c, json_t *list)
 	}
 }
 
+static ssize_t source_index(const struct nx_conf *c, const char *name);
+
+/*
+ * Each source's effective `hosts_answers` ("listed" | "null": the loader's default when the
+ * file does not say, `listed` for a path source, `null` for a URL) and `subdomains`, from the
+ * config the status was made from: the daemon's status carries neither, and a page that shows
+ * only what was written could not tell a person what a hosts line with an address does.
+ */
+static void add_source_options(const struct nx_conf *c, json_t *list)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(list, i, o)
+	{
+		const char *name = json_string_value(json_object_get(o, "name"));
+		ssize_t at = name ? source_index(c, name) : -1;
+		if (at < 0) {
+			continue;
+		}
+		const struct nx_conf_source *s = &c->sources[at];
+		json_object_set_new(o, "hosts_answers",
+				    json_string(s->hosts_listed ? "listed" : "null"));
+		json_object_set_new(o, "subdomains", json_boolean(s->subdomains));
+	}
+}
+
 static json_t *sources_view(struct nx_admin *a, const struct nx_conf *c)
 {
 	const struct nx_admin_hooks *h = &a->hooks;
 	json_t *list = h->sources_status ? h->sources_status(h->ud) : nx_admin_sources_json(c);
 	if (list) {
 		add_skip_reasons(c, list);
+		add_source_options(c, list);
 	}
 	return json_pack("{s:o}", "sources", list ? list : json_array());
 }
@@ -98,13 +125,16 @@ static ssize_t source_index(const struct nx_conf *c, const char *name)
 	return -1;
 }
 
-enum { S_NAME, S_URL, S_PATH, S_FORMAT, S_GROUPS, S_ENABLED };
+/* hosts_answers is null or "listed": any JSON type here, the loader checks the value */
+enum { S_NAME, S_URL, S_PATH, S_FORMAT, S_GROUPS, S_ENABLED, S_HOSTS_ANSWERS, S_SUBDOMAINS };
 static const struct nx_admin_field source_fields[] = {{"name", JSON_STRING, true},
 						      {"url", JSON_STRING, false},
 						      {"path", JSON_STRING, false},
 						      {"format", JSON_STRING, false},
 						      {"groups", JSON_ARRAY, false},
 						      {"enabled", NX_ADMIN_JSON_BOOL, false},
+						      {"hosts_answers", NX_ADMIN_JSON_ANY, false},
+						      {"subdomains", NX_ADMIN_JSON_BOOL, false},
 						      {NULL}};
 
 /*
@@ -225,7 +255,7 @@ static int check_source_path(struct nx_admin_req *req, const struct nx_conf *c, 
 static int source_write(struct nx_admin_req *req, const char *path_name)
 {
 	const struct nx_admin_field *fields = path_name ? source_fields + 1 : source_fields;
-	json_t *v[6] = {NULL};
+	json_t *v[8] = {NULL};
 	const struct nx_conf *c = nx_admin_need_conf(req);
 	json_t *body = c ? nx_admin_req_json(req, fields, path_name ? v + 1 : v) : NULL;
 	if (!body) {

@@ -866,6 +866,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.apply = NX_CONF_APPLY_RESTART,
 		.off = F(admin_tls),
 		.def = "false",
+		.editable = true,
 		.doc = "`true`: the admin listener speaks only HTTPS (GnuTLS), with the "
 		       "certificate of `tls.cert` and `tls.key`, or without them the self-signed "
 		       "certificate generated in `state_dir`; the session cookie is then marked "

@@ -42,7 +42,8 @@ def test_put_rewrites_file_keeps_comments_and_reloads(make_upstream, make_nxdns)
     for key in ("access.allow", "filter.enabled", "logging.retention_days",
                 "logging.live_max_subscribers"):
         assert key in s
-    assert not any(k.startswith("admin.") for k in s), "admin.* is not exposed here"
+    # of admin.* only the HTTPS switch; never the password, tokens, TOTP secret or sessions
+    assert [k for k in s if k.startswith("admin.")] == ["admin.tls"], "admin.* is not exposed here"
     assert _gen(nx) == 1
 
     # one key
@@ -185,3 +186,19 @@ def test_live_key_applies_block_mode_custom(make_upstream, make_nxdns):
     assert answers(nx.udp(make_query("blocked.example"))) == ["192.0.2.99"]
     assert not up.queries("blocked.example")
     assert "after a restart" not in nx.log()
+
+
+def test_admin_tls_is_a_restart_setting(make_upstream, make_nxdns):
+    """admin.tls through the settings API: written to the file, named in restart_required, and
+    the running admin keeps speaking plain HTTP (the listener is set up at start)."""
+    up = make_upstream(default_a="192.0.2.1")
+    nx = start_nx(make_nxdns, [up])
+    api = logged_in(nx)
+    assert api.ok("GET", "/api/settings")["settings"]["admin.tls"] is False
+    r = api.put("/api/settings", {"settings": {"admin.tls": True}})
+    assert r.status == 200, r
+    assert r.json["restart_required"] == ["admin.tls"], r.json
+    assert r.json["settings"]["admin.tls"] is True
+    assert "tls: true" in nx.config_path.read_text().replace('"', "")
+    assert api.ok("GET", "/api/settings")["settings"]["admin.tls"] is True  # still over HTTP
+    assert_error(api.put("/api/settings", {"settings": {"admin.tls": "yes"}}), 400)

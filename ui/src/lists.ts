@@ -26,10 +26,30 @@ export interface Source {
   errors?: number;
   kept_previous?: number;
   skipped_by_reason?: Record<string, SkipReason>;
+  hosts_answers?: 'null' | 'listed'; // effective: the loader's default when the file is silent
+  subdomains?: boolean;
 }
 
-export type FieldName = 'name' | 'url' | 'path' | 'format' | 'groups';
-const FIELDS: readonly string[] = ['name', 'url', 'path', 'format', 'groups'];
+export type FieldName = 'name' | 'url' | 'path' | 'format' | 'groups' | 'hosts_answers' | 'subdomains';
+const FIELDS: readonly string[] = ['name', 'url', 'path', 'format', 'groups', 'hosts_answers', 'subdomains'];
+
+/** What a hosts line with a real address does (per-source `hosts_answers`); 'default' leaves
+ * the key out, so the loader's default applies: `listed` for a file, `null` for a URL (a
+ * downloaded list must not redirect names to its own addresses unless the person says so). */
+export type HostsAnswers = 'default' | 'null' | 'listed';
+export const HOSTS_ANSWERS: readonly { value: HostsAnswers; text: string }[] = [
+  { value: 'default', text: 'Default: answer for a file, block for a URL' },
+  { value: 'listed', text: 'Answer with the listed address' },
+  { value: 'null', text: 'Block the name (the address is ignored)' },
+];
+
+/** The source's options in words for its status line; empty when there is nothing to say. */
+export function optionsText(s: Source): string {
+  const out: string[] = [];
+  if (s.subdomains) out.push('entries cover their subdomains');
+  if (s.hosts_answers === 'listed' && (s.format === 'hosts' || s.format === 'auto')) out.push('hosts addresses answered');
+  return out.join(' · ');
+}
 
 export interface Form {
   name: string;
@@ -38,10 +58,16 @@ export interface Form {
   format: string;
   groups: string;   // comma or space separated group names
   enabled: boolean;
+  hostsAnswers: HostsAnswers;
+  subdomains: boolean;
+  was: { hostsAnswers: HostsAnswers; subdomains: boolean }; // as loaded: an edit sends changes only
 }
 
 export function emptyForm(): Form {
-  return { name: '', kind: 'url', location: '', format: 'auto', groups: '', enabled: true };
+  return {
+    name: '', kind: 'url', location: '', format: 'auto', groups: '', enabled: true,
+    hostsAnswers: 'default', subdomains: false, was: { hostsAnswers: 'default', subdomains: false },
+  };
 }
 
 export function formOf(s: Source): Form {
@@ -52,6 +78,9 @@ export function formOf(s: Source): Form {
     format: s.format || 'auto',
     groups: (s.groups ?? []).join(', '),
     enabled: s.enabled,
+    hostsAnswers: s.hosts_answers ?? 'default',
+    subdomains: s.subdomains === true,
+    was: { hostsAnswers: s.hosts_answers ?? 'default', subdomains: s.subdomains === true },
   };
 }
 
@@ -79,6 +108,12 @@ export function sourceBody(f: Form, edit: boolean): Record<string, unknown> {
   if (groups.length) b.groups = groups;
   else if (edit) b.groups = ['default'];
   b.enabled = f.enabled;
+  // Only what the person changed, so a file that never named these keys does not grow them.
+  // `null` is JSON null, which the loader reads as YAML's null.
+  if (f.hostsAnswers !== 'default' && f.hostsAnswers !== f.was.hostsAnswers) {
+    b.hosts_answers = f.hostsAnswers === 'null' ? null : f.hostsAnswers;
+  }
+  if (edit ? f.subdomains !== f.was.subdomains : f.subdomains) b.subdomains = f.subdomains;
   return b;
 }
 
@@ -198,7 +233,9 @@ export function lookupQuery(name: string, type: string, client: string, clientId
   return `/api/lookup?${q.toString()}`;
 }
 
-const REASONS: Record<string, string> = {
+/** Every reason of src/filter/result.h in words (tests/ui/unit/reasons.test.ts reads the
+ * header and fails on one missing here). */
+export const LOOKUP_REASONS: Readonly<Record<string, string>> = {
   none: 'no list or rule matches it',
   paused: 'filtering is paused',
   local_record: 'a local record answers it',
@@ -207,15 +244,38 @@ const REASONS: Record<string, string> = {
   blocklist_exception: 'an exception entry in a list allows it',
   blocklist_domain: 'a list names it',
   blocklist_wildcard: 'a list blocks it and its subdomains',
+  blocklist_rule: 'a list rule with modifiers or a pattern matches it',
+  blocklist_rewrite: 'a $dnsrewrite rule in a list sets its answer',
+  blocklist_hosts: 'a hosts list gives it an address, which is the answer',
+  special_localhost: 'a localhost name always answers with the loopback address',
+  special_use_name: 'a special-use name (local, invalid, home.arpa) is answered here, never forwarded',
+  single_label: 'a single-label name is a local name, answered here, never forwarded',
+  private_reverse: 'the reverse name of a private address is answered here, never forwarded',
+  firefox_canary: "Firefox's canary name is blocked so Firefox keeps using this server",
+  android_probe: "Android's private DNS probe is always resolved",
+  private_relay: "iCloud Private Relay's name is blocked so Apple devices keep using this server",
+  ddr: "the discovery question (DDR) is answered with this server's own encrypted addresses",
+};
+
+const SPECIAL: Readonly<Record<string, true>> = {
+  special_localhost: true, special_use_name: true, single_label: true, private_reverse: true,
+  firefox_canary: true, android_probe: true, private_relay: true, ddr: true,
 };
 
 /** The lookup's answer as one sentence; `type`, the record type asked about, is said unless
  * it is the plain address question (A). */
 export function lookupText(r: Lookup, type = 'A'): string {
   const verb = r.action === 'block' ? 'Blocked' : r.action === 'local' ? 'Answered locally' : 'Allowed';
-  const why = REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
+  const why = LOOKUP_REASONS[r.reason] ?? r.reason.replace(/_/g, ' ');
   let s = type !== 'A' ? `${verb} for ${type}: ${why}` : `${verb}: ${why}`;
-  if (r.source) s += ` (list “${r.source}”`;
+  // a special-use name's source is the `special.*` key that decides it, not a list
+  // a special-use name's source is the `special.*` key that decides it, a user rule's is the
+  // rule's text: neither is a list
+  if (r.source) {
+    s += r.source.startsWith('special.') && r.reason in SPECIAL ? ` (setting ${r.source}`
+      : r.reason === 'user_allow' || r.reason === 'user_deny' ? ` (rule “${r.source}”`
+      : ` (list “${r.source}”`;
+  }
   if (r.matched && r.matched !== r.name) s += `${r.source ? ', ' : ' ('}entry ${r.matched}`;
   if (r.source || (r.matched && r.matched !== r.name)) s += ')';
   return s + '.';

@@ -16,6 +16,7 @@ import { LocalRecords } from './pages/LocalRecords';
 import { Settings } from './pages/Settings';
 import { Security } from './pages/Security';
 import { PauseControl } from './components/Pause';
+import { SyncBanner } from './components/SyncBanner';
 import { pageOf, PAGES } from './pages';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
@@ -110,6 +111,7 @@ function App() {
           </button>
         )}
       </header>
+      {view === 'dashboard' && <SyncBanner api={api} />}
       {view === 'dashboard' && <PauseControl api={api} />}
       <main id="main" tabIndex={-1}>
         {view === 'loading' && <p aria-live="polite">Loading…</p>}

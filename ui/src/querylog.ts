@@ -68,18 +68,43 @@ export function isBlocked(r: QueryRow): boolean {
   return r.action === 'block';
 }
 
-/** Why the row was answered the way it was, as a sentence. */
-export function explain(r: QueryRow): string {
+/** The `special.*` key a special-use name's row names as its source (nx_policy_source_name),
+ * said at the end of the sentence so a person knows which setting to change. */
+function keyNote(r: QueryRow, fallback: string): string {
+  return ` (setting ${r.source || fallback})`;
+}
+
+/**
+ * Why the row was answered the way it was, as a sentence; null for a reason this page has no
+ * words for (a newer server's), which explain() then words from the action alone. Every reason
+ * of src/filter/result.h has a case here: tests/ui/unit/reasons.test.ts reads the header.
+ */
+export function reasonSentence(r: QueryRow): string | null {
   const m = r.matched || r.name;
   const parent = r.matched && r.matched !== r.name ? `${r.matched} (a parent of this name)` : m;
   const list = r.source ? `the list “${r.source}”` : 'a block list';
   switch (r.reason) {
+    case 'none':
+      if (r.action === 'block') return null; // a block without a reason: say what is known
+      if (r.cached) return 'No rule matched: answered from the cache.';
+      if (r.upstream) return `No rule matched: forwarded to ${r.upstream}.`;
+      return 'No rule matched.';
     case 'blocklist_domain':
       return `Blocked: ${parent} is on ${list}.`;
     case 'blocklist_wildcard':
       return `Blocked: ${list} blocks ${m} and every name below it.`;
     case 'blocklist_exception':
       return `Allowed: ${list} makes an exception for ${m}.`;
+    case 'blocklist_rule':
+      // a rule with modifiers ($client, $dnstype, ...), a pattern or a regex: the row has the
+      // name it anchored on when it has one, not the rule's text
+      return r.matched
+        ? `Blocked: a rule of ${list} matches ${parent}.`
+        : `Blocked: a pattern rule of ${list} matches this name.`;
+    case 'blocklist_rewrite':
+      return `Rewritten: a $dnsrewrite rule of ${list} sets the answer${r.answer ? ` (${r.answer})` : ''}.`;
+    case 'blocklist_hosts':
+      return `Answered with the address ${list} gives ${m}${r.answer ? ` (${r.answer})` : ''}: a hosts line with a real address.`;
     case 'user_deny':
       return `Blocked by your rule “${r.source || m}”.`;
     case 'user_allow':
@@ -88,13 +113,35 @@ export function explain(r: QueryRow): string {
       return 'Answered from a local record.';
     case 'paused':
       return 'Filtering was paused: answered without looking at the lists.';
+    case 'special_localhost':
+      return `Answered locally with the loopback address: localhost names never leave this host${keyNote(r, 'special.localhost')}.`;
+    case 'special_use_name':
+      return `Answered locally: ${m} is a special-use name (local, invalid, home.arpa) that public DNS cannot know, so it is not forwarded${keyNote(r, 'special.domain_needed')}.`;
+    case 'single_label':
+      return `Answered locally: ${m} is a single-label name, a name of this network that public DNS cannot know, so it is not forwarded${keyNote(r, 'special.domain_needed')}.`;
+    case 'private_reverse':
+      return `Answered locally: the reverse name of a private address is not sent to public DNS${keyNote(r, 'special.bogus_priv')}.`;
+    case 'firefox_canary':
+      return `Blocked: Firefox's canary name, so Firefox keeps using this server rather than its own DNS over HTTPS${keyNote(r, 'special.firefox_canary')}.`;
+    case 'android_probe':
+      return `Allowed: Android's private DNS probe is always resolved, so phones keep using this server${keyNote(r, 'special.android_probes')}.`;
+    case 'private_relay':
+      return `Blocked: iCloud Private Relay's name, so Apple devices keep using this server${keyNote(r, 'special.block_private_relay')}.`;
+    case 'ddr':
+      return `Answered locally: the discovery question (DDR) gets this server's own encrypted addresses, never a public resolver's${keyNote(r, 'special.ddr')}.`;
     default:
-      break;
+      return null;
   }
+}
+
+/** Why the row was answered the way it was, as a sentence. */
+export function explain(r: QueryRow): string {
+  const known = reasonSentence(r);
+  if (known) return known;
+  const list = r.source ? `the list “${r.source}”` : 'a block list';
   if (r.action === 'block') return `Blocked${r.source ? ` by ${list}` : ''}.`;
-  if (r.cached) return 'No rule matched: answered from the cache.';
-  if (r.upstream) return `No rule matched: forwarded to ${r.upstream}.`;
-  return 'No rule matched.';
+  if (r.action === 'local') return 'Answered locally.';
+  return reasonSentence({ ...r, reason: 'none' }) ?? 'No rule matched.';
 }
 
 /** Short status word for the row's badge. */

@@ -40,7 +40,24 @@ export interface Section { id: string; title: string; keys: SchemaKey[] }
 const TITLES: Record<string, string> = {
   upstream: 'Upstream servers', filter: 'Blocking', cache: 'Cache', logging: 'Query log and privacy',
   log: 'Daemon log', tls: 'TLS', access: 'Access', listener: 'Listeners', admin: 'Web admin',
+  special: 'Special-use names', sync: 'Sync with a primary', dnstap: 'dnstap', query_budget: 'Query budget',
+  run_as: 'Run as',
 };
+
+/* The order the sections read in: what a person changes most first (where answers come from,
+ * what is blocked), the host's plumbing last. A section not named here follows, in the
+ * schema's order. */
+const ORDER = ['upstream', 'filter', 'special', 'cache', 'access', 'logging', 'log', 'tls', 'admin', 'sync', 'dnstap'];
+
+/* Words a key's name abbreviates, as a label says them. */
+const WORDS: Record<string, string> = {
+  ms: '(ms)', qps: 'queries per second', ttl: 'TTL', ipv4: 'IPv4', ipv6: 'IPv6', tls: 'TLS',
+  ddr: 'DDR', dns: 'DNS', doh: 'DoH', dot: 'DoT', priv: 'private', id: 'ID', ids: 'IDs', url: 'URL',
+};
+
+function words(part: string): string {
+  return part.split('_').map((w) => WORDS[w] ?? w).join(' ');
+}
 
 /** The editable rows the page can draw, by their first path component, in the schema's order. */
 export function sections(keys: SchemaKey[]): Section[] {
@@ -55,13 +72,18 @@ export function sections(keys: SchemaKey[]): Section[] {
     }
     s.keys.push(k);
   }
-  return out;
+  const rank = (id: string) => (ORDER.includes(id) ? ORDER.indexOf(id) : ORDER.length);
+  // Array.prototype.sort is stable: unnamed sections keep the schema's order among themselves
+  return out.sort((a, b) => rank(a.id) - rank(b.id));
 }
 
-/** The field's label: the key's last part in words ("timeout_ms" -> "Timeout ms"). */
+/** The field's label: the key below its section in words ("upstream.timeout_ms" -> "Timeout
+ * (ms)", "access.rate_limit.qps" -> "Rate limit: queries per second"). */
 export function labelOf(k: SchemaKey): string {
-  const last = k.path.slice(k.path.lastIndexOf('.') + 1).replace(/_/g, ' ');
-  return last.charAt(0).toUpperCase() + last.slice(1);
+  const parts = k.path.split('.');
+  const below = parts.length > 1 ? parts.slice(1) : parts;
+  const text = below.map(words).join(': ');
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /** When a change takes effect, in words (the schema's apply mode). */

@@ -122,7 +122,9 @@ export function query(port: number, name: string, timeoutMs = 3000): Promise<Ans
   });
 }
 
-export interface DaemonOpts { blocked: string[] }
+/** blocked: the names of the config's one list; extra: top-level YAML lines appended to the
+ * config (a part the harness does not write, e.g. `sync:`); admin: lines under `admin:`. */
+export interface DaemonOpts { blocked: string[]; extra?: string[]; admin?: string[] }
 
 /** nxdns serve with a config in a fresh temp dir, no admin password (first start). */
 export class Daemon {
@@ -165,7 +167,9 @@ export class Daemon {
       'admin:',
       '  enabled: true',
       `  listen: "127.0.0.1:${this.adminPort}"`,
+      ...(this.opts.admin ?? []).map((l) => `  ${l}`),
       `state_dir: "${path.join(this.dir, 'state')}"`,
+      ...(this.opts.extra ?? []),
       '',
     ].join('\n');
     const cfgPath = path.join(this.dir, 'nxdns.yaml');

@@ -278,6 +278,37 @@ describe('lists page', () => {
     expect((await query(nx.dnsPort, 'two.extra.test')).a).toEqual(['0.0.0.0']);
   });
 
+  it('edits subdomains and hosts answers: shown on the source, written to the file, applied', async () => {
+    const cfg = () => fs.readFileSync(path.join(nx.dir, 'nxdns.yaml'), 'utf8');
+    expect((await query(nx.dnsPort, 'x.ads.e2e.test')).a).not.toEqual(['0.0.0.0']);
+    await source('e2e').getByRole('button', { name: 'Edit e2e' }).click();
+    await expect.poll(() => page.getByRole('heading', { name: 'Edit “e2e”' }).count()).toBe(1);
+    // a file source's default: hosts lines with an address answer it (the server says so)
+    expect(await page.getByLabel('Hosts lines with a real address').inputValue()).toBe('listed');
+    expect(await page.getByLabel('Entries cover their subdomains').isChecked()).toBe(false);
+    await page.getByLabel('Entries cover their subdomains').check();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await expect.poll(() => page.getByTestId('options-e2e').innerText()).toBe('entries cover their subdomains');
+    expect(cfg()).toMatch(/"subdomains": true/);
+    expect(cfg()).not.toMatch(/hosts_answers/); // unchanged: not written
+    await expect.poll(async () => (await query(nx.dnsPort, 'x.ads.e2e.test')).a).toEqual(['0.0.0.0']);
+
+    await source('e2e').getByRole('button', { name: 'Edit e2e' }).click();
+    expect(await page.getByLabel('Entries cover their subdomains').isChecked()).toBe(true);
+    await page.getByLabel('Hosts lines with a real address').selectOption('null');
+    await shoot('lists-source-options');
+    await axeCheck('lists source options');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await expect.poll(() => cfg()).toMatch(/"hosts_answers": null/);
+    await source('e2e').getByRole('button', { name: 'Edit e2e' }).click();
+    expect(await page.getByLabel('Hosts lines with a real address').inputValue()).toBe('null');
+    await page.getByLabel('Entries cover their subdomains').uncheck();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await expect.poll(() => page.getByTestId('options-e2e').count()).toBe(0);
+    expect(cfg()).toMatch(/"subdomains": false/);
+    await expect.poll(async () => (await query(nx.dnsPort, 'x.ads.e2e.test')).a).not.toEqual(['0.0.0.0']);
+  });
+
   it('removes a source after a confirmation', async () => {
     await source('web').getByRole('button', { name: 'Remove web' }).click();
     await source('web').getByRole('button', { name: 'Keep' }).click();

@@ -273,6 +273,32 @@ describe('query log page', () => {
     await expect.poll(liveNames, { timeout: 10_000 }).toEqual(['ads.e2e.test', 'tracker.e2e.test']);
   });
 
+  it('words a special-use name: which setting answered it here, never upstream', async () => {
+    const before = up.received;
+    // a single-label name (a LAN host) and localhost: answered by nxdns itself
+    const lan = await query(nx.dnsPort, 'printer');
+    expect(lan.rcode).toBe(3); // NXDOMAIN, not forwarded (special.domain_needed)
+    expect((await query(nx.dnsPort, 'localhost')).a).toEqual(['127.0.0.1']);
+    expect(up.received).toBe(before); // neither reached the upstream
+    await page.goto(nx.base + '/');
+    await page.getByRole('link', { name: 'Query log' }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).innerText()).toBe('Query log');
+    for (const [name, want] of [
+      ['printer', 'Answered locally: printer is a single-label name, a name of this network that public DNS cannot know, so it is not forwarded (setting special.domain_needed).'],
+      ['localhost', 'Answered locally with the loopback address: localhost names never leave this host (setting special.localhost).'],
+    ]) {
+      await page.getByLabel('Name contains').fill(name);
+      await expect.poll(async () => {
+        await page.getByRole('button', { name: 'Search' }).click();
+        await page.waitForTimeout(300);
+        return row(name).count();
+      }, { timeout: 20_000, interval: 500 }).toBeGreaterThan(0);
+      expect(await row(name).first().innerText()).toContain(want);
+    }
+    await shoot('querylog-special');
+    await axeCheck('querylog special');
+  });
+
   it('logged no error in the page', () => {
     expect(problems).toEqual([]);
   });

@@ -27,12 +27,13 @@ export class Session {
   readonly problems: string[] = [];
   readonly foreign: string[] = [];
 
-  async start(blocked: string[]): Promise<void> {
+  /** `more`: config the daemon gets beyond the harness's (harness.ts DaemonOpts). */
+  async start(blocked: string[], more: { extra?: string[]; admin?: string[] } = {}): Promise<void> {
     expect(fs.existsSync(BIN), `${BIN} (build it first)`).toBe(true);
     expect(fs.existsSync(CHROMIUM), `${CHROMIUM} (scripts/bootstrap installs Debian's chromium)`).toBe(true);
     fs.mkdirSync(ART, { recursive: true });
     this.up = await new FakeUpstream().start();
-    this.nx = new Daemon(BIN, this.up.port, { blocked });
+    this.nx = new Daemon(BIN, this.up.port, { blocked, ...more });
     await this.nx.start();
     this.browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
       args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });

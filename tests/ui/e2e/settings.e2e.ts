@@ -83,7 +83,12 @@ describe('settings page', () => {
     const editable = (schema.keys as any[]).filter((k) => k.editable && drawable.includes(k.kind)).map((k) => k.path);
     expect(editable.length).toBeGreaterThan(5);
     const shown = await page().locator('.setting').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')));
-    expect(shown).toEqual(editable);
+    // every one, once; sections in reading order (settings.ts), keys within one in the schema's
+    expect([...shown].sort()).toEqual([...editable].sort());
+    const part = (k: string | null) => (k ?? '').split('.')[0];
+    for (const p of new Set(editable.map(part))) {
+      expect(shown.filter((k) => part(k) === p), p).toEqual(editable.filter((k: string) => part(k) === p));
+    }
     // nothing the API refuses to edit is offered
     expect(shown).not.toContain('admin.password_hash');
     expect(await field('upstream.servers').inputValue()).toBe(`127.0.0.1:${s.up.port}`);
@@ -145,6 +150,25 @@ describe('settings page', () => {
     await page().reload();
     await expect.poll(() => field('filter.block_mode').inputValue()).toBe('custom');
     expect(await field('filter.block_addresses').inputValue()).toBe('192.0.2.99');
+  });
+
+  it('reads in sections a person knows, and admin HTTPS is a setting that waits for a restart', async () => {
+    const headings = await page().locator('main section h2').allInnerTexts();
+    expect(headings.slice(0, 4)).toEqual(['Upstream servers', 'Blocking', 'Special-use names', 'Cache']);
+    expect(headings).toEqual(expect.arrayContaining(['Access', 'TLS', 'Web admin', 'Replicas']));
+    expect(await page().locator('[data-section="access"]').innerText()).toContain('Rate limit: queries per second');
+    const tls = page().locator('[data-section="admin"]').getByLabel('TLS', { exact: true });
+    expect(await tls.isChecked()).toBe(false);
+    expect(await page().locator('.setting[data-key="admin.tls"]').innerText()).toContain('Applies after a restart of nxdns.');
+    await tls.check();
+    await page().getByRole('button', { name: 'Save Web admin' }).click();
+    await expect.poll(() => page().getByTestId('note-admin').innerText())
+      .toBe('Saved. admin.tls takes effect only after nxdns is restarted; until then the old value stays in use.');
+    expect(s.config()).toMatch(/tls: true/);
+    // still plain HTTP until the restart: this page keeps working
+    expect((await s.ctx.request.get(`${s.nx.base}/api/settings`)).status()).toBe(200);
+    await s.shoot('settings-sections');
+    await s.axeCheck('settings sections');
   });
 
   it('made no request to another host and logged no error but the refusals', () => {

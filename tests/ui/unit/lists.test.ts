@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../../ui/src/api';
 import {
   Source, ago, doneCount, emptyForm, entries, errorField, fieldMessage, formOf, lookupQuery, lookupText, markOf,
-  parseGroups, progress, skipRows, sourceBody,
+  optionsText, parseGroups, progress, skipRows, sourceBody,
 } from '../../../ui/src/lists';
 
 const src = (o: Partial<Source>): Source => ({
@@ -162,5 +162,40 @@ describe('lookup query', () => {
     expect(lookupText(r, 'HTTPS')).toBe('Blocked for HTTPS: a user deny rule matches it.');
     expect(lookupText(r, 'A')).toBe('Blocked: a user deny rule matches it.');
     expect(lookupText(r)).toBe('Blocked: a user deny rule matches it.');
+  });
+});
+
+describe('hosts_answers and subdomains', () => {
+  const url: Source = { name: 'big', url: 'https://x/l.txt', format: 'hosts', groups: ['default'], enabled: true,
+    hosts_answers: 'null', subdomains: false };
+  it('a new source sends them only when the person chose something other than the default', () => {
+    const f = { ...emptyForm(), name: 'a', location: 'http://x/' };
+    const b = sourceBody(f, false);
+    expect('hosts_answers' in b || 'subdomains' in b).toBe(false);
+    expect(sourceBody({ ...f, hostsAnswers: 'null', subdomains: true }, false))
+      .toMatchObject({ hosts_answers: null, subdomains: true });
+    expect(sourceBody({ ...f, hostsAnswers: 'listed' }, false).hosts_answers).toBe('listed');
+  });
+  it('an edit sends what changed from the loaded source, JSON null for null', () => {
+    const f = formOf(url);
+    expect(f.hostsAnswers).toBe('null');
+    expect('hosts_answers' in sourceBody(f, true) || 'subdomains' in sourceBody(f, true)).toBe(false);
+    expect(sourceBody({ ...f, hostsAnswers: 'listed' }, true).hosts_answers).toBe('listed');
+    const on = formOf({ ...url, hosts_answers: 'listed', subdomains: true });
+    expect(sourceBody({ ...on, hostsAnswers: 'null', subdomains: false }, true))
+      .toMatchObject({ hosts_answers: null, subdomains: false });
+  });
+  it('a loader refusal of either lands at its field', () => {
+    const e = new ApiError(400, 'invalid_setting', "filter.sources[0].hosts_answers: 'x' is not one of null, listed",
+      'filter.sources');
+    expect(errorField(e, 'url')).toBe('hosts_answers');
+    expect(errorField(new ApiError(400, 'bad_request', 'subdomains must be true or false', 'subdomains'), 'url'))
+      .toBe('subdomains');
+  });
+  it('the status line says what the options do, nothing when they are the plain defaults', () => {
+    expect(optionsText(url)).toBe('');
+    expect(optionsText({ ...url, subdomains: true, hosts_answers: 'listed' }))
+      .toBe('entries cover their subdomains · hosts addresses answered');
+    expect(optionsText({ ...url, format: 'domains', hosts_answers: 'listed' })).toBe('');
   });
 });

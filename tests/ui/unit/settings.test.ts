@@ -23,12 +23,23 @@ const SCHEMA: SchemaKey[] = [
 ];
 
 describe('the settings page from the schema', () => {
-  it('shows only editable rows it can draw, by section in the schema\'s order', () => {
+  it('shows only editable rows it can draw, by section in reading order, keys in the schema\'s', () => {
     const s = sections(SCHEMA);
-    expect(s.map((x) => x.id)).toEqual(['tls', 'upstream', 'filter', 'cache', 'logging']);
-    expect(s[1].keys.map((k) => k.path)).toEqual(['upstream.servers', 'upstream.race']);
-    expect(s.map((x) => x.title)).toEqual(['TLS', 'Upstream servers', 'Blocking', 'Cache', 'Query log and privacy']);
+    expect(s.map((x) => x.id)).toEqual(['upstream', 'filter', 'cache', 'logging', 'tls']);
+    expect(s[0].keys.map((k) => k.path)).toEqual(['upstream.servers', 'upstream.race']);
+    expect(s.map((x) => x.title)).toEqual(['Upstream servers', 'Blocking', 'Cache', 'Query log and privacy', 'TLS']);
     expect(sections([row({ path: 'new_part.key' })])[0].title).toBe('New part');
+  });
+
+  it('puts the newer sections where they read well, unnamed ones after in the schema\'s order', () => {
+    const s = sections([
+      row({ path: 'zeta.a' }), row({ path: 'dnstap.socket', kind: 'string' }), row({ path: 'alpha.b' }),
+      row({ path: 'special.ddr', kind: 'bool' }), row({ path: 'access.rate_limit.qps' }),
+      row({ path: 'filter.rebinding_protection', kind: 'bool' }), row({ path: 'sync.interval' }),
+      row({ path: 'admin.tls', kind: 'bool', apply: 'restart' }),
+    ]);
+    expect(s.map((x) => x.title)).toEqual(['Blocking', 'Special-use names', 'Access', 'Web admin',
+      'Sync with a primary', 'dnstap', 'Zeta', 'Alpha']);
   });
 
   it('picks the input by kind', () => {
@@ -37,7 +48,12 @@ describe('the settings page from the schema', () => {
   });
 
   it('labels and explains a row', () => {
-    expect(labelOf(row({ path: 'upstream.timeout_ms' }))).toBe('Timeout ms');
+    expect(labelOf(row({ path: 'upstream.timeout_ms' }))).toBe('Timeout (ms)');
+    expect(labelOf(row({ path: 'access.rate_limit.qps' }))).toBe('Rate limit: queries per second');
+    expect(labelOf(row({ path: 'access.rate_limit.ipv6_prefix' }))).toBe('Rate limit: IPv6 prefix');
+    expect(labelOf(row({ path: 'special.bogus_priv' }))).toBe('Bogus private');
+    expect(labelOf(row({ path: 'admin.tls' }))).toBe('TLS');
+    expect(labelOf(row({ path: 'state_dir' }))).toBe('State dir');
     expect(applyText(row({ apply: 'restart' }))).toBe('Applies after a restart of nxdns.');
     expect(applyText(row({ apply: 'live' }))).toBe('Applies at once.');
     expect(inputId('upstream.servers')).toBe('set-upstream-servers');

@@ -45,7 +45,8 @@ export function Lines(p: Base & { value: string; onInput: (v: string) => void; r
   );
 }
 
-export function Choice(p: Base & { value: string; choices: readonly string[]; onChange: (v: string) => void }) {
+/** `labels[i]`, when given, is the text shown for `choices[i]` (the value sent stays the choice). */
+export function Choice(p: Base & { value: string; choices: readonly string[]; labels?: readonly string[]; onChange: (v: string) => void }) {
   return (
     <div class="field">
       <label for={p.id}>{p.label}</label>
@@ -53,7 +54,7 @@ export function Choice(p: Base & { value: string; choices: readonly string[]; on
       <select id={p.id} name={p.id} value={p.value} aria-invalid={p.error ? 'true' : undefined}
         aria-describedby={describedBy(p.id, p.hint, p.error)}
         onChange={(e) => p.onChange((e.currentTarget as HTMLSelectElement).value)}>
-        {p.choices.map((c) => <option key={c} value={c}>{c}</option>)}
+        {p.choices.map((c, i) => <option key={c} value={c}>{p.labels?.[i] ?? c}</option>)}
       </select>
       <FieldError id={p.id} error={p.error} />
     </div>

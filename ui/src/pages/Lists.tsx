@@ -5,10 +5,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { Api, ApiError, describe } from '../api';
 import { count } from '../format';
 import {
-  FORMATS, FieldName, Form, Lookup, Mark, Phase, Source, ago, doneCount, emptyForm, entries,
-  errorField, fieldMessage, formOf, LOOKUP_TYPES, lookupQuery, lookupText, markOf, progress, skipRows, sourceBody,
+  FORMATS, FieldName, Form, HOSTS_ANSWERS, HostsAnswers, Lookup, Mark, Phase, Source, ago, doneCount, emptyForm, entries,
+  errorField, fieldMessage, formOf, LOOKUP_TYPES, lookupQuery, lookupText, markOf, optionsText, progress, skipRows, sourceBody,
 } from '../lists';
-import { Choice } from '../components/Inputs';
+import { Check, Choice } from '../components/Inputs';
 import './lists.css';
 
 const POLL_MS = 1000;      // while a refresh round runs: one status read a second
@@ -213,6 +213,15 @@ export function Lists({ api }: { api: Api }) {
           </div>
           <TextField id="src-groups" label="Groups" value={form.groups} error={errors.groups} optional
             hint="Comma-separated group names; empty: the default group." onInput={(v) => set({ groups: v })} />
+          <Choice id="src-hosts_answers" label="Hosts lines with a real address" value={form.hostsAnswers}
+            choices={HOSTS_ANSWERS.map((h) => h.value)} labels={HOSTS_ANSWERS.map((h) => h.text)}
+            error={errors.hosts_answers}
+            hint="A line like “192.168.1.5 nas.example”: answer with that address, or block the name as for 0.0.0.0."
+            onChange={(v) => set({ hostsAnswers: v as HostsAnswers })} />
+          <Check id="src-subdomains" label="Entries cover their subdomains" checked={form.subdomains}
+            error={errors.subdomains}
+            hint="A plain entry “ads.example” then blocks “x.ads.example” too (Blocky’s reading); off, it blocks that name only (Pi-hole’s)."
+            onChange={(v) => set({ subdomains: v })} />
           <div class="field">
             <label class="inline"><input type="checkbox" checked={form.enabled}
               onChange={(e) => set({ enabled: (e.currentTarget as HTMLInputElement).checked })} /> Enabled</label>
@@ -257,6 +266,7 @@ function SourceView({ s, now, phase }: { s: Source; now: number; phase?: Phase }
         {phase && <span class={`tag ${phase}`}>{phase === 'waiting' ? 'refreshing' : phase}</span>}
       </div>
       <p class="where">{s.url ?? s.path} · {s.format}{s.groups?.length ? ` · groups: ${s.groups.join(', ')}` : ''}</p>
+      {optionsText(s) && <p class="where" data-testid={`options-${s.name}`}>{optionsText(s)}</p>}
       <dl class="facts">
         <div><dt>Entries</dt><dd data-testid={`entries-${s.name}`}>{count(entries(s))}</dd></div>
         <div><dt>Last fetch</dt><dd>{s.url ? ago(s.fetched_at, now) : 'a file'}</dd></div>

@@ -10,6 +10,7 @@ import {
   sections, widgetOf,
 } from '../settings';
 import { Check, Choice, Lines, Text, focusLater } from '../components/Inputs';
+import { Replica, SyncStatus, replicaText, sortReplicas } from '../sync';
 import './edit.css';
 
 type Values = Record<string, unknown>;
@@ -90,7 +91,39 @@ export function Settings({ api }: { api: Api }) {
           </form>
         </section>
       ))}
+      <Replicas api={api} />
     </>
+  );
+}
+
+/* On a primary: the replicas that pull from it (GET /api/sync/replicas, the last pull each
+ * token made). A replica itself says so in the banner instead; a server no replica has pulled
+ * from yet says that. */
+function Replicas({ api }: { api: Api }) {
+  const [list, setList] = useState<Replica[] | null>(null);
+  const [replica, setReplica] = useState(false);
+  const [err, setErr] = useState('');
+  useEffect(() => {
+    Promise.all([api.get<SyncStatus>('/api/sync/status'), api.get<{ replicas: Replica[] }>('/api/sync/replicas')])
+      .then(([st, r]) => { setReplica(st.replica); setList(sortReplicas(r.replicas)); }, (e) => setErr(describe(e)));
+  }, []);
+  if (replica) return null;
+  const now = Date.now();
+  return (
+    <section class="card" aria-labelledby="sec-replicas-h" data-section="replicas">
+      <h2 id="sec-replicas-h">Replicas</h2>
+      {err && <p class="error" role="alert">{err}</p>}
+      {list && !list.length && (
+        <p class="muted">No replica has pulled from this server yet. A replica names this server in its <code>sync.primary</code> and pulls with a read token of <code>admin.tokens</code>.</p>
+      )}
+      {list && list.length > 0 && (
+        <ul class="replicas" data-testid="replicas">
+          {list.map((r) => (
+            <li key={r.token}><strong>{r.token}</strong> from {r.address}: {replicaText(r, now)}</li>
+          ))}
+        </ul>
+      )}
+    </section>
   );
 }
 
