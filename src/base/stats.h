@@ -165,7 +165,9 @@
 	X(FILTER_REGEX_LIMIT, "nxdns_filter_regex_limit_total", "",                             \
 	  "List regex matches stopped by a PCRE2 match, depth or memory limit (no match)")      \
 	X(FILTER_SIDE_REFUSED, "nxdns_filter_side_refused_total", "",                           \
-	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)")
+	  "Side-structure rules refused at load (bad rule, or a rule / regex cap reached)") \
+	X(R_REWRITTEN, "nxdns_filter_rewrite_answers_total", "",                                \
+	  "Answers written by a list's $dnsrewrite or hosts-line rule instead of resolving")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

@@ -306,6 +306,7 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 		.c = d->cur->c,
 		.rules = d->cur->rules,
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
+		.side = d->lists.cur ? d->lists.cur->side : NULL,
 		.paused = paused_until(d) != 0,
 	};
 	return nx_policy_lookup_json(&p, name, NX_DNS_T_A, (struct sockaddr *)&ss, NULL, err);

@@ -22,6 +22,7 @@
 #include "daemon/impl.h"
 #include "daemon/notify.h"
 #include "daemon/privdrop.h"
+#include "filter/lists.h"
 #include "net/sockopt.h"
 #include "net/tls.h"
 #include "cache/cache.h"
@@ -749,6 +750,9 @@ out_workers:
 	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
 out_cref:
 	nx_lists_deinit(&d->lists);
+	/* the control thread is main: its PCRE2 block (admin /api/lookup) is returned here, not
+	 * by a thread-exit destructor */
+	nx_filter_lists_thread_done();
 	nx_cache_free(d->cache);
 	nx_guard_rl_free(atomic_load(&d->rate_limit));
 	nx_confref_release(d->cur);

@@ -155,6 +155,7 @@ static void policy_of(struct nx_worker *w, struct nx_policy *p)
 	p->c = w->cref->c;
 	p->rules = w->cref->rules;
 	p->snap = w->snap ? w->snap->snap : NULL;
+	p->side = w->snap ? w->snap->side : NULL;
 	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
 	p->paused = until != 0 && until > nx_now_wall_ms();
 }
@@ -825,7 +826,12 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 			.max_size = NX_MIN(limit, cap),
 		};
 		int n;
-		if (act == NX_FILTER_ACT_BLOCK) {
+		if (act == NX_FILTER_ACT_BLOCK && fr.rewrite != NX_FILTER_RW_NONE) {
+			/* $dnsrewrite / hosts answer: the list's records, not the block response;
+			 * not cached, as block answers are not (the next generation decides anew) */
+			n = nx_policy_rewrite_answer(&pol, &pq, out, cap, &ctx, &fr);
+			nx_stat_inc(NX_STAT_R_REWRITTEN);
+		} else if (act == NX_FILTER_ACT_BLOCK) {
 			n = nx_policy_block_answer(&pol, out, cap, &ctx, &fr);
 			count_block(&fr, false);
 		} else {

@@ -6,6 +6,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "dns/wire.h"
+#include "filter/lists.h"
 
 /* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
 #define T_SVCB 64
@@ -126,16 +127,40 @@ static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_qu
 	return user_rules(p, q, NX_FILTER_RULES_DENY, out);
 }
 
+/* The client's view the list modifiers read ($client, $ctag, $dnstype, eligibility). */
+static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *fq)
+{
+	*fq = (struct nx_filter_qctx){
+	    .wire = q->wire,
+	    .wlen = q->wlen,
+	    .qtype = q->qtype,
+	    .client = q->addr,
+	    .client_name = q->client_name,
+	    .tags = q->tags,
+	    .ntags = q->ntags,
+	    .eligible = q->eligible,
+	};
+}
+
 /*
- * The list levels (exceptions, exact, parents) are ONE call into filter/: the list language's
- * own precedence lives there, with the lists. The client's view it may need (qtype, address,
- * name, tags) is in q.
+ * The list levels (exceptions, exact, parents, and the side rules with their modifiers and
+ * regexes) are ONE call into filter/: AdGuard's ranking lives there, with the lists.
  */
 static bool level_lists(const struct nx_policy *p, const struct nx_policy_query *q,
 			struct nx_filter_result *out)
 {
-	return nx_filter_snap_match_wire(p->snap, q->wire, q->wlen, q->eligible, out) !=
-	       NX_FILTER_ACT_NONE;
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	return nx_filter_lists_decide(p->snap, p->side, &fq, out) != NX_FILTER_ACT_NONE;
+}
+
+int nx_policy_rewrite_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			     uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx,
+			     const struct nx_filter_result *r)
+{
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	return nx_filter_rewrite_answer(p->side, &fq, r, ctx, p->c->block_ttl, out, cap);
 }
 
 static const struct level {

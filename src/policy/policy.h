@@ -23,6 +23,7 @@
 #include "dns/msg.h"
 #include "filter/result.h"
 #include "filter/rules.h"
+#include "filter/side.h"
 #include "filter/snapshot.h"
 
 /* What a decision is made against: one generation of the configuration and lists. */
@@ -30,6 +31,8 @@ struct nx_policy {
 	const struct nx_conf *c;	     /* borrowed */
 	const struct nx_filter_rules *rules; /* borrowed, may be NULL: no user rules */
 	const struct nx_filter_snap *snap;   /* borrowed, may be NULL: no list entries */
+	const struct nx_filter_side *side;   /* borrowed, may be NULL: no side rules; the same
+					      * generation as snap (loaded from its bodies) */
 	bool paused;			     /* filtering paused now (API / control socket) */
 };
 
@@ -95,6 +98,15 @@ const char *nx_policy_verdict(enum nx_filter_action a);
  */
 int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx, const struct nx_filter_result *r);
+
+/*
+ * The answer of a list verdict that carries a rewrite (r->rewrite != NX_FILTER_RW_NONE:
+ * $dnsrewrite, hosts answers) for q, with filter.block_ttl as TTL. Returns the length or a
+ * negative code.
+ */
+int nx_policy_rewrite_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			     uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx,
+			     const struct nx_filter_result *r);
 
 /*
  * Answer from local_records (AA set) for a name that has some: the records of the question's
