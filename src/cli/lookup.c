@@ -231,14 +231,20 @@ int nx_cli_lookup(int argc, char **argv)
 	int rc = 1;
 	struct nx_filter_rules *rules = NULL;
 	struct nx_filter_snap *snap = NULL;
-	struct nx_filter_side *side = NULL;
+	struct nx_filter_side *side = NULL, *user_side = NULL;
 	bool paused = false;
 	if (read_pause(c, &paused) != 0 || open_snapshot(c, &snap) != 0 ||
-	    open_side(c, &side) != 0 || nx_policy_rules_build(c, &rules) < 0) {
+	    open_side(c, &side) != 0 || nx_policy_rules_build(c, &rules) < 0 ||
+	    nx_policy_user_side_build(c, &user_side) < 0) {
 		goto out;
 	}
 	struct nx_policy p = {
-	    .c = c, .rules = rules, .snap = snap, .side = side, .paused = paused};
+	    .c = c,
+	    .rules = rules,
+	    .snap = snap,
+	    .side = side,
+	    .user_side = user_side,
+	    .paused = paused};
 	const struct sockaddr *sa = (const struct sockaddr *)&ss;
 	rc = 0;
 	if (strcmp(argv[optind], "-") == 0) {
@@ -256,6 +262,7 @@ int nx_cli_lookup(int argc, char **argv)
 	}
 out:
 	nx_filter_rules_free(rules);
+	nx_filter_side_free(user_side);
 	nx_filter_side_free(side);
 	nx_filter_snap_free(snap);
 	nx_conf_free(c);

@@ -305,6 +305,7 @@ static json_t *lookup_hook(void *ud, const char *name, const char *client, const
 	struct nx_policy p = {
 		.c = d->cur->c,
 		.rules = d->cur->rules,
+		.user_side = d->cur->user_side,
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
 		.side = d->lists.cur ? d->lists.cur->side : NULL,
 		.paused = paused_until(d) != 0,

@@ -154,6 +154,7 @@ static void policy_of(struct nx_worker *w, struct nx_policy *p)
 {
 	p->c = w->cref->c;
 	p->rules = w->cref->rules;
+	p->user_side = w->cref->user_side;
 	p->snap = w->snap ? w->snap->snap : NULL;
 	p->side = w->snap ? w->snap->side : NULL;
 	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
@@ -297,7 +298,8 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	} else {
 		rec.matched[0] = 0;
 	}
-	struct nx_policy pol = {.c = w->cref->c, .rules = w->cref->rules};
+	struct nx_policy pol = {
+	    .c = w->cref->c, .rules = w->cref->rules, .user_side = w->cref->user_side};
 	copy_text(rec.source, sizeof(rec.source), nx_policy_source_name(&pol, fr));
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");

@@ -33,6 +33,9 @@ struct nx_policy {
 	const struct nx_filter_snap *snap;   /* borrowed, may be NULL: no list entries */
 	const struct nx_filter_side *side;   /* borrowed, may be NULL: no side rules; the same
 					      * generation as snap (loaded from its bodies) */
+	const struct nx_filter_side *user_side; /* borrowed, may be NULL: the user rules written
+						 * in the AdGuard language (same generation as
+						 * rules, nx_policy_user_side_build) */
 	bool paused;			     /* filtering paused now (API / control socket) */
 };
 
@@ -139,6 +142,14 @@ bool nx_policy_local_has(const struct nx_conf *c, const uint8_t *wire, size_t wl
 /* Compile filter.allow / filter.deny of c (validated by the loader). 0 or a negative code,
  * logged. *out is owned by the caller (nx_filter_rules_free). */
 int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out);
+
+/*
+ * Compile the filter.allow / filter.deny rules of c that need the side structure
+ * (nx_conf_rule_needs_side: modifiers, regexes, ||x^, @@) with origins
+ * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none, else the caller's
+ * (nx_filter_side_free). 0 or a negative code, logged. Control thread, at load.
+ */
+int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **out);
 
 /*
  * The verdict for one name as `nxdns lookup` and /api/lookup print it: {name, action, reason,

@@ -12,7 +12,7 @@ import dns.rcode
 import dns.rdatatype
 
 from adminkit import qlog_rows, wait_written
-from filterkit import lookup_cli, query_from, start_nx, wait_log
+from filterkit import lookup_cli, query_from, run_cli, start_nx, wait_log
 from harness import answers, make_query
 from listserver import ListServer
 
@@ -205,3 +205,48 @@ def test_hosts_answers_of_a_url_source(make_upstream, make_nxdns, tmp_path):
         assert row["reason"] == "blocklist_hosts", row
     finally:
         ls.stop()
+
+
+def test_user_rules_speak_the_same_language(make_upstream, make_nxdns, tmp_path):
+    cfg = config(tmp_path)
+    cfg["filter"]["deny"] = ["/^u[0-9]+\\.userrx\\.test$/", "||umod.test^$client=127.0.0.2",
+                             "||urw.test^$dnsrewrite=192.0.2.77", "plain-user.test"]
+    cfg["filter"]["allow"] = ["@@||client4.test^$ctag=kids", "||imp.test^$client=" + FRANK]
+    up = make_upstream()
+    nx = start_nx(make_nxdns, [up], cfg)
+    cases = [
+        ("u12.userrx.test", None, "block"),  # a user regex (PCRE2)
+        ("ux.userrx.test", None, "allow"),
+        ("umod.test", "127.0.0.2", "block"),
+        ("umod.test", "127.0.0.1", "allow"),
+        ("plain-user.test", None, "block"),
+        ("client4.test", "127.0.0.2", "block"),  # the list's $client rule
+        ("imp.test", FRANK, "allow"),  # a user allow beats a list's $important
+        ("imp.test", KID, "block"),
+    ]
+    for name, src, want in cases:
+        assert verdict(ask(nx, name, src)) == want, (name, src)
+        (row,) = lookup_cli(nx.config_path, [name], client=src or "127.0.0.1")
+        assert row["action"] == want, (name, src, row)
+    (row,) = lookup_cli(nx.config_path, ["u12.userrx.test"])
+    assert (row["reason"], row["source"], row["matched"]) == \
+        ("user_deny", "/^u[0-9]+\\.userrx\\.test$/", "u12.userrx.test"), row
+    r = ask(nx, "urw.test")
+    assert answers(r) == ["192.0.2.77"], "a user $dnsrewrite answers with its record"
+    ask(nx, "umod.test", "127.0.0.2")
+    wait_written(nx, len(cases) + 2)
+    rows = [r for r in qlog_rows(nx) if r["name"] == "umod.test" and r["action"] == 2]
+    assert rows and rows[-1]["source"] == "||umod.test^$client=127.0.0.2", rows
+    assert rows[-1]["reason"] == 4, rows[-1]  # user_deny
+
+
+def test_a_bad_user_rule_is_refused_with_the_parsers_message(make_upstream, make_nxdns,
+                                                             tmp_path):
+    cfg = config(tmp_path)
+    cfg["filter"]["deny"] = ["ok.test", "||x.test^$dnstype=NONE"]
+    up = make_upstream()
+    nx = start_nx(make_nxdns, [up], cfg, start=False)
+    r = run_cli(["check-config", str(nx.config_path)])
+    assert r.returncode != 0
+    assert "filter.deny[1]: '||x.test^$dnstype=NONE': $dnstype: unknown type 'NONE'" in \
+        r.stderr + r.stdout, r.stderr
