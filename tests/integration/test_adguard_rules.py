@@ -250,3 +250,23 @@ def test_a_bad_user_rule_is_refused_with_the_parsers_message(make_upstream, make
     assert r.returncode != 0
     assert "filter.deny[1]: '||x.test^$dnstype=NONE': $dnstype: unknown type 'NONE'" in \
         r.stderr + r.stdout, r.stderr
+
+
+def test_api_rules_in_the_adguard_language(make_upstream, make_nxdns, tmp_path):
+    import adminkit
+    from adminkit import assert_error, logged_in
+    from harness import wait_until
+    up = make_upstream()
+    nx = adminkit.start_nx(make_nxdns, [up], config=config(tmp_path))
+    api = logged_in(nx)
+    rule = "||apirule.test^$client='Frank\\'s laptop'"
+    r = api.post("/api/filter/rules", {"list": "deny", "rule": rule})
+    assert r.status == 201 and r.json["deny"] == [rule], r  # kept as written (case, quotes)
+    assert wait_until(lambda: verdict(ask(nx, "apirule.test", FRANK)) == "block", 10, 0.1)
+    assert verdict(ask(nx, "apirule.test", KID)) == "allow"
+    lk = api.ok("GET", "/api/lookup?name=apirule.test&client=" + FRANK)
+    assert (lk["action"], lk["reason"], lk["source"]) == ("block", "user_deny", rule), lk
+    j = assert_error(api.post("/api/filter/rules", {"list": "deny",
+                                                    "rule": "||x.test^$third-party"}),
+                     400, "invalid_setting", "rule")
+    assert "unknown modifier 'third-party'" in j["message"], j
