@@ -310,7 +310,7 @@ void nx_conf_free(struct nx_conf *c);
 uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i);
 
 /* Does a filter.allow / filter.deny rule need the side structure (AdGuard modifiers, a
- * regex, ||x^, @@, a hosts line) rather than the plain name / *.name table of filter/rules.h?
+ * regex, ||x^, @@) rather than the plain name / *.name table of filter/rules.h?
  * The loader checks such a rule with filter/side.h's parser; the policy compiles it there. */
 bool nx_conf_rule_needs_side(const char *rule);
 

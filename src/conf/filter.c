@@ -319,8 +319,7 @@ const struct nx_conf_type nx_conf_t_sources = {
 
 bool nx_conf_rule_needs_side(const char *rule)
 {
-	return rule[0] == '/' || rule[0] == '|' || rule[0] == '@' || strchr(rule, '$') != NULL ||
-	       strchr(rule, ' ') != NULL || strchr(rule, '\t') != NULL;
+	return rule[0] == '/' || rule[0] == '|' || rule[0] == '@' || strchr(rule, '$') != NULL;
 }
 
 /* Normalise one rule into out (cap >= NX_CONF_SCALAR_MAX). 0, or NX_ECONFIG with *why. */
