@@ -115,7 +115,20 @@ static bool user_rules(const struct nx_policy *p, const struct nx_policy_query *
 	return true;
 }
 
-static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *fq);
+/* The client's view the list modifiers read ($client, $ctag, $dnstype, eligibility). */
+static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *fq)
+{
+	*fq = (struct nx_filter_qctx){
+	    .wire = q->wire,
+	    .wlen = q->wlen,
+	    .qtype = q->qtype,
+	    .client = q->addr,
+	    .client_name = q->client_name,
+	    .tags = q->tags,
+	    .ntags = q->ntags,
+	    .eligible = q->eligible,
+	};
+}
 
 /*
  * The user rules written in the AdGuard language (modifiers, regexes): decided among
@@ -157,21 +170,6 @@ static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_qu
 {
 	return user_rules(p, q, NX_FILTER_RULES_DENY, out) ||
 	       user_side(p, q, NX_FILTER_ACT_BLOCK, out);
-}
-
-/* The client's view the list modifiers read ($client, $ctag, $dnstype, eligibility). */
-static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *fq)
-{
-	*fq = (struct nx_filter_qctx){
-	    .wire = q->wire,
-	    .wlen = q->wlen,
-	    .qtype = q->qtype,
-	    .client = q->addr,
-	    .client_name = q->client_name,
-	    .tags = q->tags,
-	    .ntags = q->ntags,
-	    .eligible = q->eligible,
-	};
 }
 
 /*
