@@ -490,8 +490,8 @@ static void normalise(const char *rule, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s", rule);
 	size_t n = strlen(out);
-	if (out[0] == '/') {
-		return;
+	if (nx_conf_rule_needs_side(out)) {
+		return; /* as written: an AdGuard rule's modifier values are case-sensitive */
 	}
 	for (size_t i = 0; i < n; i++) {
 		out[i] = (char)tolower((unsigned char)out[i]);

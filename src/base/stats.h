@@ -188,7 +188,9 @@
 	X(DNSTAP_DROP_LARGE, "nxdns_dnstap_dropped_total", "reason=\"too_large\"", "")           \
 	X(DNSTAP_DROP_WRITE, "nxdns_dnstap_dropped_total", "reason=\"write_error\"", "")         \
 	X(DNSTAP_RECONNECTS, "nxdns_dnstap_reconnects_total", "",                               \
-	  "dnstap connections lost or refused, each followed by a retry after a backoff")
+	  "dnstap connections lost or refused, each followed by a retry after a backoff") \
+	X(R_REWRITTEN, "nxdns_filter_rewrite_answers_total", "",                                \
+	  "Answers written by a list's $dnsrewrite or hosts-line rule instead of resolving")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include "filter/fetch.h"
+#include "filter/lists.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,7 +56,11 @@ int nx_cli_main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(argv[1], cmds[i].name) == 0) {
-			return cmds[i].fn(argc - 1, argv + 1);
+			int rc = cmds[i].fn(argc - 1, argv + 1);
+			/* the main thread ends by returning from main, which runs no thread-exit
+			 * destructor: hand back its PCRE2 working block (lookups, admin API) */
+			nx_filter_lists_thread_done();
+			return rc;
 		}
 	}
 	fprintf(stderr, "nxdns: unknown command '%s'\n", argv[1]);

@@ -121,6 +121,33 @@ static int open_snapshot(const struct nx_conf *c, struct nx_filter_snap **out)
 	return 0;
 }
 
+/* The side rules of the same compiled bodies, in the snapshot's source order, as the daemon
+ * loads them (daemon/lists.c). A disabled source is an empty slot there: no .side read. */
+static int open_side(const struct nx_conf *c, struct nx_filter_side **out)
+{
+	*out = NULL;
+	static char dirs[NX_CONF_MAX_SOURCES][4096];
+	struct nx_filter_snap_source srcs[NX_CONF_MAX_SOURCES];
+	unsigned n = (unsigned)NX_MIN(c->n_sources, NX_CONF_MAX_SOURCES);
+	for (unsigned i = 0; i < n; i++) {
+		const struct nx_conf_source *s = &c->sources[i];
+		if (s->enabled && c->filter_enabled) {
+			snprintf(dirs[i], sizeof(dirs[i]), "%s/lists/%s", c->state_dir, s->name);
+		} else {
+			snprintf(dirs[i], sizeof(dirs[i]), "%s", c->state_dir);
+		}
+		srcs[i].name = s->name;
+		srcs[i].dir = dirs[i];
+	}
+	int rc = nx_filter_side_open(srcs, n, out);
+	if (rc < 0) {
+		fprintf(stderr, "nxdns lookup: cannot load the side rules in %s/lists: %s\n",
+			c->state_dir, nx_strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
 static int parse_type(const char *s, uint16_t *out)
 {
 	static const struct {
@@ -204,12 +231,20 @@ int nx_cli_lookup(int argc, char **argv)
 	int rc = 1;
 	struct nx_filter_rules *rules = NULL;
 	struct nx_filter_snap *snap = NULL;
+	struct nx_filter_side *side = NULL, *user_side = NULL;
 	bool paused = false;
 	if (read_pause(c, &paused) != 0 || open_snapshot(c, &snap) != 0 ||
-	    nx_policy_rules_build(c, &rules) < 0) {
+	    open_side(c, &side) != 0 || nx_policy_rules_build(c, &rules) < 0 ||
+	    nx_policy_user_side_build(c, &user_side) < 0) {
 		goto out;
 	}
-	struct nx_policy p = {.c = c, .rules = rules, .snap = snap, .paused = paused};
+	struct nx_policy p = {
+	    .c = c,
+	    .rules = rules,
+	    .snap = snap,
+	    .side = side,
+	    .user_side = user_side,
+	    .paused = paused};
 	const struct sockaddr *sa = (const struct sockaddr *)&ss;
 	rc = 0;
 	if (strcmp(argv[optind], "-") == 0) {
@@ -227,6 +262,8 @@ int nx_cli_lookup(int argc, char **argv)
 	}
 out:
 	nx_filter_rules_free(rules);
+	nx_filter_side_free(user_side);
+	nx_filter_side_free(side);
 	nx_filter_snap_free(snap);
 	nx_conf_free(c);
 	return rc;

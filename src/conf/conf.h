@@ -331,6 +331,11 @@ void nx_conf_free(struct nx_conf *c);
  * limited to; 0 = every client. */
 uint64_t nx_conf_rule_groups(const struct nx_conf *c, int list, size_t i);
 
+/* Does a filter.allow / filter.deny rule need the side structure (AdGuard modifiers, a
+ * regex, ||x^, @@) rather than the plain name / *.name table of filter/rules.h?
+ * The loader checks such a rule with filter/side.h's parser; the policy compiles it there. */
+bool nx_conf_rule_needs_side(const char *rule);
+
 /* Is the client address allowed (deny first, then allow or the built-in private ranges)? */
 bool nx_conf_acl_allows(const struct nx_conf *c, const struct sockaddr *sa);
 /* Is the address in access.deny (or not an IPv4/IPv6 address at all)? */

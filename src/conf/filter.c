@@ -4,13 +4,13 @@
  */
 #include <arpa/inet.h>
 #include <limits.h>
-#include <regex.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/err.h"
 #include "base/ledger.h"
 #include "conf/impl.h"
+#include "filter/side.h"
 
 #define URL_MAX 2048 /* bytes of a source URL; longer ones are not lists anyone publishes */
 
@@ -317,27 +317,32 @@ const struct nx_conf_type nx_conf_t_sources = {
 
 /* ---- filter.allow / filter.deny ---- */
 
+bool nx_conf_rule_needs_side(const char *rule)
+{
+	return rule[0] == '/' || rule[0] == '|' || rule[0] == '@' || strchr(rule, '$') != NULL;
+}
+
 /* Normalise one rule into out (cap >= NX_CONF_SCALAR_MAX). 0, or NX_ECONFIG with *why. */
 static int rule_norm(const char *in, char *out, size_t cap, char *why, size_t whycap)
 {
 	size_t n = strlen(in);
-	if (n >= 2 && in[0] == '/' && in[n - 1] == '/') {
-		if (n == 2) {
-			snprintf(why, whycap, "empty regex");
+	if (strcmp(in, "//") == 0) {
+		/* an empty regex (the side parser would read it as a URL pattern) */
+		snprintf(why, whycap, "empty regex");
+		return NX_ECONFIG;
+	}
+	if (nx_conf_rule_needs_side(in)) {
+		/* The AdGuard rule language (modifiers, regexes, ||x^, @@): checked by the same
+		 * parser that will compile it (filter/side.h), its message at the field. Kept as
+		 * written: modifier values (client names) are case-sensitive. */
+		if (!nx_filter_side_line_ok(in, n, why, whycap)) {
+			/* PCRE2's compile reports a failed ledger allocation as its own error:
+			 * say it as every other allocation failure of the loader does */
+			if (strstr(why, "failed to allocate")) {
+				snprintf(why, whycap, "out of memory");
+			}
 			return NX_ECONFIG;
 		}
-		char re_text[NX_CONF_SCALAR_MAX];
-		memcpy(re_text, in + 1, n - 2);
-		re_text[n - 2] = '\0';
-		regex_t re;
-		int e = regcomp(&re, re_text, REG_EXTENDED | REG_ICASE | REG_NOSUB);
-		if (e) {
-			char msg[256];
-			regerror(e, &re, msg, sizeof(msg));
-			snprintf(why, whycap, "bad regex: %s", msg);
-			return NX_ECONFIG;
-		}
-		regfree(&re);
 		nx_require(n < cap);
 		memcpy(out, in, n + 1);
 		return 0;
@@ -417,6 +422,14 @@ static int rules_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struc
 		}
 		if (!fv[1]) {
 			continue;
+		}
+		if (nx_conf_rule_needs_side(norm)) {
+			/* the side structure has no groups: the language's own $client / $ctag
+			 * say whom such a rule applies to */
+			return nx_conf_fail(ld, fv[1], fk[1],
+					    "%s: a rule with modifiers or a regex cannot be limited to "
+					    "groups (use $client or $ctag)",
+					    label);
 		}
 		if (!*scopes) {
 			*scopes = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(**scopes));

@@ -551,12 +551,16 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.doc = "Names always resolved, whatever the blocklists say (checked before "
 		       "`deny` and the blocklists). Each rule is a name (`x.example`: that name "
 		       "only), `*.x.example` (every name below x.example, not x.example itself) or "
-		       "`/regex/` (a POSIX extended regular expression, case-insensitive, matched "
-		       "against the name in lower case without the trailing dot; an invalid one is "
-		       "an error). Names are case-insensitive and written in ASCII (punycode for "
-		       "international names). A rule written `{rule: x.example, groups: [kids]}` "
-		       "applies only to the clients of those groups (Pi-hole's per-group domain "
-		       "lists); a plain rule applies to every client.",
+		       "`/regex/` (PCRE2, case-insensitive, matched against the name in lower case "
+		       "without the trailing dot; an invalid one is an error), or any rule of the "
+		       "AdGuard DNS rule language the blocklists use (`||x.example^$client=10.0.0.5`, "
+		       "`$ctag`, `$dnstype`, `$dnsrewrite`, `$important`, ...; in `allow` a rule "
+		       "without `@@` is an exception; see src/filter/README.md). Names are "
+		       "case-insensitive and written in ASCII (punycode for international names). A "
+		       "name or `*.x` rule written `{rule: x.example, groups: [kids]}` applies only "
+		       "to the clients of those groups (Pi-hole's per-group domain lists); a plain "
+		       "rule applies to every client; an AdGuard-language rule says whom it applies "
+		       "to with `$client` / `$ctag` and cannot be limited to groups.",
 	},
 	{
 		.path = "filter.deny",
@@ -568,9 +572,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.max = MAX_RULES,
 		.def = "[]",
 		.example = "[\"ads.example\", \"*.tracker.example\", '/^ad[0-9]+[.]/']",
-		.doc = "Names always blocked unless `allow` matches them; the same three forms "
-		       "as `allow`, and the same `{rule, groups}` form to limit a rule to some "
-		       "groups' clients.",
+		.doc = "Names always blocked unless `allow` matches them; the same forms as "
+		       "`allow`, and the same `{rule, groups}` form to limit a name or `*.x` rule "
+		       "to some groups' clients.",
 	},
 	{
 		.path = "filter.block_mode",

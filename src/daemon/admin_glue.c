@@ -306,7 +306,9 @@ static json_t *lookup_hook(void *ud, const char *name, uint16_t qtype, const cha
 	struct nx_policy p = {
 		.c = d->cur->c,
 		.rules = d->cur->rules,
+		.user_side = d->cur->user_side,
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
+		.side = d->lists.cur ? d->lists.cur->side : NULL,
 		.paused = paused_until(d) != 0,
 	};
 	return nx_policy_lookup_json(&p, name, qtype, (struct sockaddr *)&ss, client_id, err);

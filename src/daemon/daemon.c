@@ -23,6 +23,7 @@
 #include "daemon/notify.h"
 #include "daemon/privdrop.h"
 #include "sync/sync.h"
+#include "filter/lists.h"
 #include "net/sockopt.h"
 #include "net/tls.h"
 #include "cache/cache.h"
@@ -146,6 +147,7 @@ static void confref_free(struct nx_confref *r)
 	nx_mem_free(NX_OWNER_config, r->servers,
 		    r->servers ? NX_MAX(1, r->c->n_upstreams) * sizeof(*r->servers) : 0);
 	nx_filter_rules_free(r->rules);
+	nx_filter_side_free(r->user_side);
 	nx_tls_creds_unref(r->creds);
 	nx_conf_free(r->c);
 	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
@@ -177,7 +179,8 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen,
 		confref_free(r);
 		return NULL;
 	}
-	if (nx_policy_rules_build(c, &r->rules) < 0) {
+	if (nx_policy_rules_build(c, &r->rules) < 0 ||
+	    nx_policy_user_side_build(c, &r->user_side) < 0) {
 		confref_free(r);
 		return NULL;
 	}
@@ -759,6 +762,9 @@ out_workers:
 out_cref:
 	nx_daemon_dnstap_stop(d); /* a no-op after out_workers; here when the workers' array failed */
 	nx_lists_deinit(&d->lists);
+	/* the control thread is main: its PCRE2 block (admin /api/lookup) is returned here, not
+	 * by a thread-exit destructor */
+	nx_filter_lists_thread_done();
 	nx_cache_free(d->cache);
 	nx_guard_rl_free(atomic_load(&d->rate_limit));
 	nx_confref_release(d->cur);

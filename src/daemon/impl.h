@@ -19,6 +19,7 @@
 #include "policy/policy.h"
 #include "daemon/lists.h"
 #include "filter/rules.h"
+#include "filter/side.h"
 #include "guard/guard.h"
 #include "dns/msg.h"
 #include "net/reply.h"
@@ -61,6 +62,7 @@ struct nx_confref {
 	struct nx_up_server **zone_servers; /* owned: per forward zone, same order as c->zones */
 	size_t *zone_n;             /* owned */
 	struct nx_filter_rules *rules; /* owned: filter.allow / filter.deny, compiled */
+	struct nx_filter_side *user_side; /* owned: those of them in the AdGuard language */
 	struct nx_tls_creds *creds; /* referenced: the DoT/DoH certificate, NULL without those */
 };
 

@@ -29,18 +29,24 @@ void nx_snapref_acquire(struct nx_snapref *r)
 void nx_snapref_release(struct nx_snapref *r)
 {
 	if (r && atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+		nx_filter_side_free(r->side);
 		nx_filter_snap_free(r->snap);
 		nx_mem_free(NX_OWNER_misc, r, sizeof(*r));
 	}
 }
 
-static struct nx_snapref *snapref_new(struct nx_filter_snap *s, uint64_t gen)
+/* A generation owns its snapshot and the side structure loaded from the same bodies, so both
+ * are swapped and released together (one refcount: a worker never sees one without the
+ * other). */
+static struct nx_snapref *snapref_new(struct nx_filter_snap *s, struct nx_filter_side *side,
+				      uint64_t gen)
 {
 	struct nx_snapref *r = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*r));
 	if (!r) {
 		return NULL;
 	}
 	r->snap = s;
+	r->side = side;
 	r->gen = gen;
 	atomic_init(&r->refs, 1);
 	return r;
@@ -50,7 +56,7 @@ void nx_lists_init(struct nx_lists *l, const char *state_dir)
 {
 	memset(l, 0, sizeof(*l));
 	snprintf(l->state_dir, sizeof(l->state_dir), "%s", state_dir);
-	l->cur = snapref_new(NULL, 0);
+	l->cur = snapref_new(NULL, NULL, 0);
 }
 
 void nx_lists_deinit(struct nx_lists *l)
@@ -111,8 +117,8 @@ static int file_sha256_hex(const char *path, char out[65])
 }
 
 /* Read what the last compile recorded: input sha, counts, fetch validators. */
-static bool read_meta(const char *dir, const char *name, bool subdomains, char input_sha[65],
-		      struct nx_source_status *st)
+static bool read_meta(const char *dir, const char *name, const struct nx_conf_source *s,
+		      char input_sha[65], struct nx_source_status *st)
 {
 	char path[700];
 	snprintf(path, sizeof(path), "%s/%s.meta", dir, name);
@@ -123,9 +129,12 @@ static bool read_meta(const char *dir, const char *name, bool subdomains, char i
 	}
 	const char *sha = json_string_value(json_object_get(j, "input_sha256"));
 	snprintf(input_sha, 65, "%s", sha ? sha : "");
-	/* bodies compiled with other options than the source's now: as if the input changed */
-	if (json_is_true(json_object_get(json_object_get(j, "options"), "subdomains")) !=
-	    subdomains) {
+	/* bodies compiled with other options than the source's now (or before the side
+	 * structure existed): as if the input changed */
+	json_t *o = json_object_get(j, "options");
+	if (json_is_true(json_object_get(o, "subdomains")) != s->subdomains ||
+	    !json_is_true(json_object_get(o, "side")) ||
+	    json_is_true(json_object_get(o, "hosts_listed")) != s->hosts_listed) {
 		input_sha[0] = '\0';
 	}
 	json_t *counts = json_object_get(j, "counts");
@@ -196,7 +205,7 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 			       bool force)
 {
 	char have[65] = "", now[65];
-	bool meta = read_meta(dir, s->name, s->subdomains, have, st);
+	bool meta = read_meta(dir, s->name, s, have, st);
 	st->have_bodies = meta;
 	int rc = file_sha256_hex(input, now);
 	if (rc < 0) {
@@ -225,6 +234,8 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 		.on_step = l->on_step,
 		.step_arg = l->step_arg,
 		.subdomains = s->subdomains,
+		.side = true,
+		.hosts_listed = s->hosts_listed,
 	};
 	struct nx_filter_compile_report rep;
 	memset(&rep, 0, sizeof(rep));
@@ -251,6 +262,29 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 	       "source %s compiled: %llu exact, %llu wildcard, %llu exceptions, %llu lines skipped",
 	       s->name, (unsigned long long)rep.n_list, (unsigned long long)rep.n_wild,
 	       (unsigned long long)rep.n_allow, (unsigned long long)rep.skipped_total);
+}
+
+/* The side structure of the bodies a snapshot was built from, in the snapshot's source order
+ * (side rule origins are snapshot source indexes). Logged on failure. */
+static int open_side(const struct nx_filter_snap_source *srcs, unsigned n,
+		     struct nx_filter_side **out)
+{
+	int rc = nx_filter_side_open(srcs, n, out);
+	if (rc < 0) {
+		nx_log(NX_LOG_ERR, "filter", "cannot load the side rules, keeping the current lists: %s",
+		       nx_strerror(rc));
+		return rc;
+	}
+	struct nx_filter_side_stats ss;
+	nx_filter_side_stats(*out, &ss);
+	if (ss.rules > 0) {
+		nx_log(NX_LOG_INFO, "filter",
+		       "side rules: %llu (%llu by name, %llu regex/pattern, %llu answers), %llu bytes",
+		       (unsigned long long)ss.rules, (unsigned long long)ss.named,
+		       (unsigned long long)ss.regexes, (unsigned long long)ss.rewrites,
+		       (unsigned long long)ss.bytes);
+	}
+	return 0;
 }
 
 int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, bool *changed)
@@ -293,7 +327,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 				char input[700];
 				if (s->url) {
 					char dummy[65];
-					read_meta(dirs[i], s->name, s->subdomains, dummy, st);
+					read_meta(dirs[i], s->name, s, dummy, st);
 					if (flags & NX_LISTS_FETCH) {
 						fetch_sync(l, s, st);
 					}
@@ -330,8 +364,15 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 		struct nx_filter_snap *s = NULL;
 		if (nx_filter_snap_open(snap_path, &s) == 0) {
 			if (nx_filter_snap_is_current(s, names, (const uint8_t(*)[32])shas, n)) {
-				struct nx_snapref *r = snapref_new(s, ++l->gen);
+				struct nx_filter_side *side = NULL;
+				rc = open_side(srcs, n, &side);
+				if (rc < 0) {
+					nx_filter_snap_free(s);
+					return rc;
+				}
+				struct nx_snapref *r = snapref_new(s, side, ++l->gen);
 				if (!r) {
+					nx_filter_side_free(side);
 					nx_filter_snap_free(s);
 					return -ENOMEM;
 				}
@@ -350,7 +391,7 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	}
 	if (n == 0) {
 		if (l->cur->snap) {
-			struct nx_snapref *r = snapref_new(NULL, ++l->gen);
+			struct nx_snapref *r = snapref_new(NULL, NULL, ++l->gen);
 			if (!r) {
 				return -ENOMEM;
 			}
@@ -380,8 +421,15 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 		nx_log(NX_LOG_ERR, "filter", "cannot map the new snapshot: %s", nx_strerror(rc));
 		return rc;
 	}
-	struct nx_snapref *r = snapref_new(s, ++l->gen);
+	struct nx_filter_side *side = NULL;
+	rc = open_side(srcs, n, &side);
+	if (rc < 0) {
+		nx_filter_snap_free(s);
+		return rc;
+	}
+	struct nx_snapref *r = snapref_new(s, side, ++l->gen);
 	if (!r) {
+		nx_filter_side_free(side);
 		nx_filter_snap_free(s);
 		return -ENOMEM;
 	}

@@ -22,10 +22,12 @@
 
 #include "conf/conf.h"
 #include "filter/compile.h"
+#include "filter/side.h"
 #include "filter/snapshot.h"
 
 struct nx_snapref {
 	struct nx_filter_snap *snap; /* owned; NULL = empty (no sources) */
+	struct nx_filter_side *side; /* owned: the side rules of the same bodies; NULL = none */
 	atomic_int refs;
 	uint64_t gen;
 };

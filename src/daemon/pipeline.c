@@ -154,7 +154,9 @@ static void policy_of(struct nx_worker *w, struct nx_policy *p)
 {
 	p->c = w->cref->c;
 	p->rules = w->cref->rules;
+	p->user_side = w->cref->user_side;
 	p->snap = w->snap ? w->snap->snap : NULL;
+	p->side = w->snap ? w->snap->side : NULL;
 	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
 	p->paused = until != 0 && until > nx_now_wall_ms();
 }
@@ -296,7 +298,8 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	} else {
 		rec.matched[0] = 0;
 	}
-	struct nx_policy pol = {.c = w->cref->c, .rules = w->cref->rules};
+	struct nx_policy pol = {
+	    .c = w->cref->c, .rules = w->cref->rules, .user_side = w->cref->user_side};
 	copy_text(rec.source, sizeof(rec.source), nx_policy_source_name(&pol, fr));
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");
@@ -830,7 +833,12 @@ static int handle(struct nx_worker *w, const uint8_t *pkt, size_t len, bool trun
 			.max_size = NX_MIN(limit, cap),
 		};
 		int n;
-		if (act == NX_FILTER_ACT_BLOCK) {
+		if (act == NX_FILTER_ACT_BLOCK && fr.rewrite != NX_FILTER_RW_NONE) {
+			/* $dnsrewrite / hosts answer: the list's records, not the block response;
+			 * not cached, as block answers are not (the next generation decides anew) */
+			n = nx_policy_rewrite_answer(&pol, &pq, out, cap, &ctx, &fr);
+			nx_stat_inc(NX_STAT_R_REWRITTEN);
+		} else if (act == NX_FILTER_ACT_BLOCK) {
 			n = nx_policy_block_answer(&pol, out, cap, &ctx, &fr);
 			count_block(&fr, false);
 		} else {

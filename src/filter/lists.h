@@ -1,8 +1,9 @@
 /*
  * The list levels of the decision ladder in one call: the compact snapshot (plain names,
  * ||x^, exceptions) and the side structure (modifiers, regexes, hosts answers), decided with
- * AdGuard's semantics. The policy module calls nx_filter_lists_decide where it used to call
- * nx_filter_snap_match_wire, and nx_filter_rewrite_answer to write a $dnsrewrite / hosts answer.
+ * AdGuard's semantics. The policy module's list level calls nx_filter_lists_decide (and its
+ * user levels call it on the user side structure alone), and nx_filter_rewrite_answer writes a
+ * $dnsrewrite / hosts answer.
  *
  * Threading: both calls are pure readers of immutable objects: any worker, concurrently, no
  * locks, no allocation after a thread's first regex match (PCRE2's working memory is one

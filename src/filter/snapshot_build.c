@@ -127,6 +127,39 @@ static int name_cmp(const struct head *a, const struct head *b)
 
 typedef void (*entry_fn)(struct builder *b, const char *name, size_t len, unsigned flags);
 
+/*
+ * Add sha256(<dir>/<name>.side) to `all` when that file is not empty: a source's identity in
+ * the snapshot is the meta's bodies_sha256 (compile.h), which covers the side rules too, so
+ * nx_filter_snap_is_current holds for unchanged bodies and a change of side rules alone makes
+ * a new generation (the daemon loads the side structure with the snapshot). 0 or -errno.
+ */
+static int side_sha(const struct nx_filter_snap_source *src, crypto_hash_sha256_state *all)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.side", src->dir, src->name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return errno == ENOENT ? 0 : -errno;
+	}
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	uint8_t buf[8192];
+	ssize_t n;
+	uint64_t total = 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+		total += (uint64_t)n;
+	}
+	int rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (rc == 0 && total > 0) {
+		uint8_t d[32];
+		crypto_hash_sha256_final(&st, d);
+		crypto_hash_sha256_update(all, d, 32);
+	}
+	return rc;
+}
+
 /* One pass over one source: calls fn once per distinct name; fills sha and stats. */
 static int walk(struct builder *b, const struct nx_filter_snap_source *src, entry_fn fn,
 		uint8_t sha[32], struct nx_filter_snap_source_stats *st)
@@ -207,6 +240,7 @@ static int walk(struct builder *b, const struct nx_filter_snap_source *src, entr
 		crypto_hash_sha256_final(&hs[i].sha, d);
 		crypto_hash_sha256_update(&all, d, 32);
 	}
+	rc = side_sha(src, &all);
 	crypto_hash_sha256_final(&all, sha);
 out:
 	for (int i = 0; i < BL__COUNT; i++) {

@@ -6,6 +6,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "dns/wire.h"
+#include "filter/lists.h"
 
 /* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
 #define T_SVCB 64
@@ -130,28 +131,84 @@ static bool user_rules(const struct nx_policy *p, const struct nx_policy_query *
 	return true;
 }
 
+/* The client's view the list modifiers read ($client, $ctag, $dnstype, eligibility). */
+static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *fq)
+{
+	*fq = (struct nx_filter_qctx){
+	    .wire = q->wire,
+	    .wlen = q->wlen,
+	    .qtype = q->qtype,
+	    .client = q->addr,
+	    .client_name = q->client_name,
+	    .tags = q->tags,
+	    .ntags = q->ntags,
+	    .eligible = q->eligible,
+	};
+}
+
+/*
+ * The user rules written in the AdGuard language (modifiers, regexes): decided among
+ * themselves with AdGuard's ranking (an exception beats a block unless $important), and taken
+ * at the level of their verdict: an allow at level 3, a block (or rewrite) at level 4. A
+ * regex names no part of the name: the whole name is the matched one, as for rules.h's.
+ */
+static bool user_side(const struct nx_policy *p, const struct nx_policy_query *q,
+		      enum nx_filter_action want, struct nx_filter_result *out)
+{
+	if (!p->user_side) {
+		return false;
+	}
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	fq.eligible = 0; /* user rules only: no list source applies */
+	struct nx_filter_result r;
+	nx_filter_result_clear(&r);
+	if (nx_filter_lists_decide(NULL, p->user_side, &fq, &r) != want) {
+		return false;
+	}
+	if (r.matched_len == 0) {
+		r.matched_off = 0;
+		r.matched_len = (uint16_t)q->wlen;
+	}
+	*out = r;
+	return true;
+}
+
 static bool level_user_allow(const struct nx_policy *p, const struct nx_policy_query *q,
 			     struct nx_filter_result *out)
 {
-	return user_rules(p, q, NX_FILTER_RULES_ALLOW, out);
+	return user_rules(p, q, NX_FILTER_RULES_ALLOW, out) ||
+	       user_side(p, q, NX_FILTER_ACT_ALLOW, out);
 }
 
 static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_query *q,
 			    struct nx_filter_result *out)
 {
-	return user_rules(p, q, NX_FILTER_RULES_DENY, out);
+	return user_rules(p, q, NX_FILTER_RULES_DENY, out) ||
+	       user_side(p, q, NX_FILTER_ACT_BLOCK, out);
 }
 
 /*
- * The list levels (exceptions, exact, parents) are ONE call into filter/: the list language's
- * own precedence lives there, with the lists. The client's view it may need (qtype, address,
- * name, tags) is in q.
+ * The list levels (exceptions, exact, parents, and the side rules with their modifiers and
+ * regexes) are ONE call into filter/: AdGuard's ranking lives there, with the lists.
  */
 static bool level_lists(const struct nx_policy *p, const struct nx_policy_query *q,
 			struct nx_filter_result *out)
 {
-	return nx_filter_snap_match_wire(p->snap, q->wire, q->wlen, q->eligible, out) !=
-	       NX_FILTER_ACT_NONE;
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	return nx_filter_lists_decide(p->snap, p->side, &fq, out) != NX_FILTER_ACT_NONE;
+}
+
+int nx_policy_rewrite_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			     uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx,
+			     const struct nx_filter_result *r)
+{
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	bool user = r->reason == NX_FILTER_R_user_allow || r->reason == NX_FILTER_R_user_deny;
+	return nx_filter_rewrite_answer(user ? p->user_side : p->side, &fq, r, ctx,
+					p->c->block_ttl, out, cap);
 }
 
 static const struct level {
@@ -244,6 +301,26 @@ bool nx_policy_check_answer(const struct nx_policy *p, const struct nx_policy_qu
 	return false;
 }
 
+/* The config's text of the user side rule r names (the side structure's copy is not
+ * NUL-terminated): user rules are few, a scan of the list is cheap. */
+static const char *user_side_text(const struct nx_policy *p, const struct nx_filter_result *r)
+{
+	size_t len = 0;
+	const char *t = nx_filter_side_rule_text(p->user_side, r->side_rule, &len);
+	if (!t) {
+		return "";
+	}
+	bool deny = r->reason == NX_FILTER_R_user_deny;
+	char *const *rules = deny ? p->c->deny_rules : p->c->allow_rules;
+	size_t n = deny ? p->c->n_deny_rules : p->c->n_allow_rules;
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(rules[i]) == len && memcmp(rules[i], t, len) == 0) {
+			return rules[i];
+		}
+	}
+	return "";
+}
+
 const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_filter_result *r)
 {
 	if (r->source >= 0 && (size_t)r->source < p->c->n_sources) {
@@ -270,6 +347,10 @@ const char *nx_policy_source_name(const struct nx_policy *p, const struct nx_fil
 		}
 	}
 	const char *t = NULL;
+	bool user = r->reason == NX_FILTER_R_user_deny || r->reason == NX_FILTER_R_user_allow;
+	if (user && r->rule < 0 && r->side_rule >= 0) {
+		return user_side_text(p, r);
+	}
 	if (r->reason == NX_FILTER_R_user_deny && r->rule >= 0) {
 		t = nx_filter_rules_text(p->rules, NX_FILTER_RULES_DENY, (unsigned)r->rule);
 	} else if (r->reason == NX_FILTER_R_user_allow && r->rule >= 0) {
@@ -296,13 +377,18 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 	struct nx_filter_rules *r = NULL;
 	int rc = nx_filter_rules_new(&r);
 	char err[256] = "";
+	/* rules of the AdGuard language go to the user side structure (nx_policy_user_side_build) */
 	for (size_t i = 0; rc >= 0 && i < c->n_allow_rules; i++) {
-		rc = nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, c->allow_rules[i],
-					 nx_conf_rule_groups(c, 0, i), err, sizeof(err));
+		if (!nx_conf_rule_needs_side(c->allow_rules[i])) {
+			rc = nx_filter_rules_add(r, NX_FILTER_RULES_ALLOW, c->allow_rules[i],
+						 nx_conf_rule_groups(c, 0, i), err, sizeof(err));
+		}
 	}
 	for (size_t i = 0; rc >= 0 && i < c->n_deny_rules; i++) {
-		rc = nx_filter_rules_add(r, NX_FILTER_RULES_DENY, c->deny_rules[i],
-					 nx_conf_rule_groups(c, 1, i), err, sizeof(err));
+		if (!nx_conf_rule_needs_side(c->deny_rules[i])) {
+			rc = nx_filter_rules_add(r, NX_FILTER_RULES_DENY, c->deny_rules[i],
+						 nx_conf_rule_groups(c, 1, i), err, sizeof(err));
+		}
 	}
 	if (rc >= 0) {
 		rc = nx_filter_rules_finish(r);
@@ -315,4 +401,40 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 	}
 	*out = r;
 	return 0;
+}
+
+int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **out)
+{
+	*out = NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < c->n_allow_rules; i++) {
+		n += nx_conf_rule_needs_side(c->allow_rules[i]);
+	}
+	for (size_t i = 0; i < c->n_deny_rules; i++) {
+		n += nx_conf_rule_needs_side(c->deny_rules[i]);
+	}
+	if (n == 0) {
+		return 0; /* the common case: no side structure, level 3/4 cost one NULL test */
+	}
+	struct nx_filter_side_builder *b = NULL;
+	int rc = nx_filter_side_builder_new(&b);
+	char err[256] = "";
+	for (int list = 0; rc >= 0 && list < 2; list++) {
+		char *const *rules = list ? c->deny_rules : c->allow_rules;
+		size_t nr = list ? c->n_deny_rules : c->n_allow_rules;
+		unsigned origin = list ? NX_FILTER_ORIGIN_USER_DENY : NX_FILTER_ORIGIN_USER_ALLOW;
+		for (size_t i = 0; rc >= 0 && i < nr; i++) {
+			if (nx_conf_rule_needs_side(rules[i])) {
+				rc = nx_filter_side_add_line(b, rules[i], strlen(rules[i]), origin, err,
+							     sizeof(err));
+			}
+		}
+	}
+	if (rc < 0) {
+		/* the loader checked each line with the same parser: only a cap or memory */
+		nx_log(NX_LOG_ERR, "filter", "user rules: %s", err[0] ? err : nx_strerror(rc));
+		nx_filter_side_builder_free(b);
+		return rc;
+	}
+	return nx_filter_side_build(b, out);
 }

@@ -24,6 +24,7 @@
 #include "dns/msg.h"
 #include "filter/result.h"
 #include "filter/rules.h"
+#include "filter/side.h"
 #include "filter/snapshot.h"
 
 /* What a decision is made against: one generation of the configuration and lists. */
@@ -31,6 +32,11 @@ struct nx_policy {
 	const struct nx_conf *c;	     /* borrowed */
 	const struct nx_filter_rules *rules; /* borrowed, may be NULL: no user rules */
 	const struct nx_filter_snap *snap;   /* borrowed, may be NULL: no list entries */
+	const struct nx_filter_side *side;   /* borrowed, may be NULL: no side rules; the same
+					      * generation as snap (loaded from its bodies) */
+	const struct nx_filter_side *user_side; /* borrowed, may be NULL: the user rules written
+						 * in the AdGuard language (same generation as
+						 * rules, nx_policy_user_side_build) */
 	bool paused;			     /* filtering paused now (API / control socket) */
 };
 
@@ -98,6 +104,15 @@ int nx_policy_block_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx, const struct nx_filter_result *r);
 
 /*
+ * The answer of a list verdict that carries a rewrite (r->rewrite != NX_FILTER_RW_NONE:
+ * $dnsrewrite, hosts answers) for q, with filter.block_ttl as TTL. Returns the length or a
+ * negative code.
+ */
+int nx_policy_rewrite_answer(const struct nx_policy *p, const struct nx_policy_query *q,
+			     uint8_t *out, size_t cap, const struct nx_dns_reply_ctx *ctx,
+			     const struct nx_filter_result *r);
+
+/*
  * Answer from local_records (AA set) for a name that has some: the records of the question's
  * type; a CNAME of the name followed by the target's records when the target is local too;
  * PTR answers generated from local A/AAAA; otherwise NODATA. *cname_len (may be NULL) receives
@@ -128,6 +143,14 @@ bool nx_policy_local_has(const struct nx_conf *c, const uint8_t *wire, size_t wl
 /* Compile filter.allow / filter.deny of c (validated by the loader). 0 or a negative code,
  * logged. *out is owned by the caller (nx_filter_rules_free). */
 int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out);
+
+/*
+ * Compile the filter.allow / filter.deny rules of c that need the side structure
+ * (nx_conf_rule_needs_side: modifiers, regexes, ||x^, @@) with origins
+ * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none, else the caller's
+ * (nx_filter_side_free). 0 or a negative code, logged. Control thread, at load.
+ */
+int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **out);
 
 /*
  * The verdict for one name as `nxdns lookup` and /api/lookup print it: {name, action, reason,

@@ -80,7 +80,7 @@ def test_source_status_reports_skips_by_reason(make_nxdns, tmp_path):
              "bad..name",                     # 5: invalid_name
              "also.skip.test",
              "example.org##.banner",          # 7: cosmetic
-             "/re[gx]/"]                      # 8: regex
+             "||p.skip.test/ads.js"]          # 8: path (a regex is a side rule now)
     nx = _nx(make_nxdns, tmp_path, lines)
     api = logged_in(nx)
     assert wait_until(lambda: _sources(api)["ads"]["compiled_at"] > 0, 10)
@@ -88,7 +88,7 @@ def test_source_status_reports_skips_by_reason(make_nxdns, tmp_path):
     assert ads["list"] == 2 and ads["skipped"] == 6, ads
     by = ads["skipped_by_reason"]
     assert {k: v["count"] for k, v in by.items()} == \
-        {"localhost": 1, "modifier": 1, "cosmetic": 2, "invalid_name": 1, "regex": 1}, by
+        {"localhost": 1, "modifier": 1, "cosmetic": 2, "invalid_name": 1, "path": 1}, by
     assert by["cosmetic"]["first_lines"] == [4, 7]
     assert by["localhost"]["first_lines"] == [2]
     assert sum(v["count"] for v in by.values()) == ads["skipped"]

@@ -20,7 +20,7 @@ QUIRKS = [
     "||abp.test^",                          # 8  ABP: list + wild
     "||mod.test^$third-party",              # 9  modifier: skipped
     "||path.test/ads",                      # 10 path: skipped
-    "/regex/",                              # 11 regex: skipped
+    "/regex/",                              # 11 regex: a side rule
     "@@||ok.abp.test^",                     # 12 exception (sub)
     "*.wild.test",                          # 13 wildcard
     "example.com##.ad",                     # 14 cosmetic: skipped
@@ -29,7 +29,7 @@ QUIRKS = [
     "b\u00fccher.test",                     # 17 IDN -> punycode
     "PLAIN.test.",                          # 18 duplicate of line 7
     "@@|only.test^",                        # 19 exception (exact)
-    "||mod2.test^$important",               # 20 $important: honoured as plain
+    "||mod2.test^$important",               # 20 $important: a side rule
     "0.0.0.0 broadcasthost",                # 21 localhost-type: skipped
 ]
 
@@ -157,13 +157,14 @@ def test_update_offline_json(tmp_path):
     assert set(srcs) == {"a", "b"}
     a, b = srcs["a"], srcs["b"]
     assert (a["status"], a["changed"], a["list"], a["wild"], a["allow"], a["skipped"]) == \
-        ("ok", True, 7, 3, 2, 8), a
+        ("ok", True, 6, 2, 2, 7), a
     assert (b["status"], b["changed"], b["list"], b["wild"], b["allow"], b["skipped"]) == \
         ("ok", True, 4, 2, 0, 0), b
     snap = doc["snapshot"]
-    # a: 7 list names (2 of them also wild: one entry each) + wild.test + 2 exceptions = 10;
+    # a: 6 list names (abp.test also wild: one entry) + wild.test + 2 exceptions = 9 (the
+    # regex and the $important rule are side rules, outside the snapshot);
     # b: 4 names (b1, b2 in both bodies); abp.test is in both sources: sources never merge
-    assert snap["entries"] == 10 + 4, snap
+    assert snap["entries"] == 9 + 4, snap
     assert snap["rebuilt"] is True
     assert isinstance(snap["build_ms"], int) and snap["build_ms"] >= 0
     assert snap["bytes"] > 0
@@ -190,7 +191,7 @@ def test_update_offline_json(tmp_path):
     # The text form.
     p = run_cli(["update", "--config", cfg, "--offline"])
     assert p.returncode == 0, p.stderr
-    assert "snapshot: 14 entries" in p.stdout and "(unchanged)" in p.stdout, p.stdout
+    assert "snapshot: 13 entries" in p.stdout and "(unchanged)" in p.stdout, p.stdout
 
 
 def test_update_with_a_disabled_source_does_not_rebuild_twice(tmp_path):
@@ -202,7 +203,7 @@ def test_update_with_a_disabled_source_does_not_rebuild_twice(tmp_path):
     doc = json.loads(p.stdout)
     assert {s["name"]: s["enabled"] for s in doc["sources"]} == \
         {"a": True, "b": True, "off": False}
-    assert doc["snapshot"]["rebuilt"] is True and doc["snapshot"]["entries"] == 14
+    assert doc["snapshot"]["rebuilt"] is True and doc["snapshot"]["entries"] == 13
     p = run_cli(["update", "--config", cfg, "--offline", "--json"])
     assert p.returncode == 0, p.stderr
     doc2 = json.loads(p.stdout)

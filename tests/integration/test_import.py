@@ -377,12 +377,12 @@ def test_adguardhome_yaml(tmp_path):
     assert has(lines, "imported", "Local list", "copy it to this machine")
     assert has(lines, "no equivalent", "https://example.com/allow.txt", "whitelist_filters")
 
-    # user rules: names, @@ exceptions, regex and hosts-style lines; what today's loader
-    # refuses is reported with its reason, never dropped silently
+    # user rules: names, @@ exceptions, regex and hosts-style lines; the AdGuard rule language
+    # (||x^, $client) is nxdns's own user-rule language too, so those are kept as written
     assert f["allow"] == ["allowed.example.com"]
-    assert f["deny"] == ["ads.example.com", r"/^track[0-9]+\.example\.org$/", "sinkholed.example"]
-    assert has(lines, "not imported", "||doubleclick.example^", "not a name")
-    assert has(lines, "not imported", "example.org$client=192.168.1.7")
+    assert f["deny"] == ["ads.example.com", r"/^track[0-9]+\.example\.org$/",
+                         "||doubleclick.example^", "sinkholed.example",
+                         "example.org$client=192.168.1.7"]
     assert has(lines, "not imported", "user_rules: 2 comment or empty lines")
 
     recs = [(r["name"], r["type"], r["value"]) for r in cfg["local_records"]]
@@ -417,6 +417,8 @@ def test_adguardhome_imported_config_serves(tmp_path, make_upstream, make_nxdns)
                   config={"filter": imp["filter"], "groups": imp["groups"],
                           "local_records": imp["local_records"]})
     assert answers(nx.udp(make_query("ads.example.com"))) == ["192.0.2.1"]  # custom_ip
+    # an AdGuard-language user rule, imported as written, blocks the name and its subdomains
+    assert answers(nx.udp(make_query("x.doubleclick.example"))) == ["192.0.2.1"]
     assert answers(nx.udp(make_query("sinkholed.example", "AAAA"))) == ["2001:db8::1"]
     assert answers(nx.udp(make_query("nas.lan"))) == ["192.168.1.20"]
     assert "nas.lan." in " ".join(answers(nx.udp(make_query("www.nas.lan"))))

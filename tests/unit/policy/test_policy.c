@@ -17,6 +17,7 @@
 #include "conf/conf.h"
 #include "dns/wire.h"
 #include "filter/compile.h"
+#include "filter/lists.h"
 #include "policy/policy.h"
 #include "../filter/helpers.h"
 
@@ -57,9 +58,11 @@ static const char YAML[] =
     "    - {name: s0, path: %s/s0.txt}\n"
     "    - {name: s1, path: %s/s1.txt, groups: [kids]}\n"
     "  allow: [allowed.example, rule.example, '*.cdn.example', '/^white[0-9]+[.]example$/',\n"
-    "          safe.cdn.net]\n"
+    "          safe.cdn.net, '||mod.user.test^$client=192.168.1.51']\n"
     "  deny: [rule.example, denied.example, '*.denied.example', nas.lan, z.ok.ads.test,\n"
-    "         '/^black[.]/', '*.example', exact.rules.example, '*.rules.example']\n"
+    "         '/^black[.]/', '*.example', exact.rules.example, '*.rules.example',\n"
+    "         '||mod.user.test^$dnstype=A', '||z2.ok.ads.test^$dnstype=A',\n"
+    "         '||mod.user.test^$client=192.168.1.52,important']\n"
     "groups:\n"
     "  kids: {}\n"
     "  off: {filtering: false}\n"
@@ -82,6 +85,7 @@ struct fixture {
 	char *dir;
 	struct nx_conf *c;
 	struct nx_filter_rules *rules;
+	struct nx_filter_side *user_side;
 	struct nx_filter_snap *snap;
 	struct nx_policy p;
 };
@@ -113,7 +117,9 @@ static int setup(void **state)
 		fail_msg("config: %s", err);
 	}
 	assert_int_equal(nx_policy_rules_build(f->c, &f->rules), 0);
-	f->p = (struct nx_policy){.c = f->c, .rules = f->rules, .snap = f->snap};
+	assert_int_equal(nx_policy_user_side_build(f->c, &f->user_side), 0);
+	f->p = (struct nx_policy){
+	    .c = f->c, .rules = f->rules, .user_side = f->user_side, .snap = f->snap};
 	*state = f;
 	return 0;
 }
@@ -122,8 +128,10 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	nx_filter_rules_free(f->rules);
+	nx_filter_side_free(f->user_side);
 	nx_filter_snap_free(f->snap);
 	nx_conf_free(f->c);
+	nx_filter_lists_thread_done();
 	th_rmtree(f->dir);
 	free(f->dir);
 	free(f);
@@ -204,6 +212,19 @@ static const struct verdict cases[] = {
      "exact.rules.example", "an exact deny beats a wildcard deny of its parent"},
     {"y.rules.example", NULL, NULL, false, BLOCK, R(user_deny), "*.rules.example", "rules.example",
      "then the nearest wildcard"},
+    /* levels 3-4 again: user rules in the AdGuard language (the user side structure) */
+    {"mod.user.test", NULL, NULL, false, BLOCK, R(user_deny), "||mod.user.test^$dnstype=A",
+     "mod.user.test", "a user deny with a modifier"},
+    {"x.mod.user.test", NULL, NULL, false, BLOCK, R(user_deny), "||mod.user.test^$dnstype=A",
+     "mod.user.test", "||x^ covers the names under x"},
+    {"mod.user.test", "192.168.1.51", NULL, false, ALLOW, R(user_allow),
+     "||mod.user.test^$client=192.168.1.51", "mod.user.test",
+     "a user allow (no @@ needed in filter.allow) beats a user deny"},
+    {"mod.user.test", "192.168.1.52", NULL, false, BLOCK, R(user_deny),
+     "||mod.user.test^$client=192.168.1.52,important", "mod.user.test",
+     "a user $important deny beats a user allow with a modifier"},
+    {"z2.ok.ads.test", NULL, NULL, false, BLOCK, R(user_deny), "||z2.ok.ads.test^$dnstype=A",
+     "z2.ok.ads.test", "a user rule with a modifier beats a list exception"},
     /* level: list rules (exceptions, exact, parents; sources by index) */
     {"ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches"},
     {"x.ok.ads.net", NULL, NULL, false, NONE, R(none), "", "", "nothing matches below either"},
