@@ -296,12 +296,22 @@ class RplUpstream:
         self.step = 0  # the replay sets it, so RANGE a..b applies
         self.log: List[str] = []
         self._stop = threading.Event()
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind(("127.0.0.1", 0))
-        self.port = self.udp.getsockname()[1]
-        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tcp.bind(("127.0.0.1", self.port))
+        # the UDP port is the kernel's pick; the same TCP port may be taken by someone else's
+        # connection, so pick again until both are free (bounded)
+        for attempt in range(50):
+            self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.udp.bind(("127.0.0.1", 0))
+            self.port = self.udp.getsockname()[1]
+            self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                self.tcp.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                self.udp.close()
+                self.tcp.close()
+                if attempt == 49:
+                    raise
         self.tcp.listen(8)
         self.udp.settimeout(0.2)
         self.tcp.settimeout(0.2)
