@@ -69,7 +69,7 @@ describe('rules page', () => {
     await page().getByRole('button', { name: 'Add rule' }).click();
     await expect.poll(() => s.fieldError('rule-text').innerText()).toContain("'bad..name': not a name");
     expect(await page().locator('#rule-text').getAttribute('aria-invalid')).toBe('true');
-    expect(await s.focusedId()).toBe('rule-text');
+    await expect.poll(() => s.focusedId()).toBe('rule-text');
     await s.shoot('rules-error');
     await s.axeCheck('rules with a field error');
     expect(s.config()).not.toContain('bad..name');
@@ -96,7 +96,7 @@ describe('rules page', () => {
   it('edits a rule into a wildcard: the subdomains are blocked, the name itself no longer', async () => {
     await item('data-rule', 'ruled.e2e.test').getByRole('button', { name: 'Edit deny rule ruled.e2e.test' }).click();
     await expect.poll(() => page().getByLabel('Rule', { exact: true }).inputValue()).toBe('ruled.e2e.test');
-    expect(await s.focusedId()).toBe('rule-text');
+    await expect.poll(() => s.focusedId()).toBe('rule-text');
     // a refused new rule keeps the old one (one request: nothing was removed first)
     await page().getByLabel('Rule', { exact: true }).fill('bad..name');
     await page().getByRole('button', { name: 'Save rule' }).click();
@@ -123,7 +123,7 @@ describe('rules page', () => {
     await item('data-rule', '*.ruled.e2e.test').getByRole('button', { name: 'Remove deny rule *.ruled.e2e.test' }).click();
     await page().getByRole('button', { name: 'Confirm: remove deny rule *.ruled.e2e.test' }).click();
     await expect.poll(() => item('data-rule', '*.ruled.e2e.test').count()).toBe(0);
-    expect(await s.focusedId()).toBe('rules-h');
+    await expect.poll(() => s.focusedId()).toBe('rules-h');
     await s.resolvesTo('x.ruled.e2e.test', UP_A);
     await item('data-rule', 'ads.e2e.test').getByRole('button', { name: 'Remove allow rule ads.e2e.test' }).click();
     await page().getByRole('button', { name: 'Confirm: remove allow rule ads.e2e.test' }).click();
@@ -156,7 +156,7 @@ describe('groups and clients pages', () => {
     await page().getByLabel('Name', { exact: true }).fill('Bad Name');
     await page().getByRole('button', { name: 'Add group' }).click();
     await expect.poll(() => s.fieldError('group-name').innerText()).toContain("'Bad Name' is not a valid group name");
-    expect(await s.focusedId()).toBe('group-name');
+    await expect.poll(() => s.focusedId()).toBe('group-name');
     await s.shoot('groups-error');
     await s.axeCheck('groups with a field error');
 
@@ -188,7 +188,7 @@ describe('groups and clients pages', () => {
     await page().getByRole('group', { name: 'Groups' }).getByLabel('guests').check();
     await page().getByRole('button', { name: 'Add client' }).click();
     await expect.poll(() => s.fieldError('client-ids').innerText()).toContain("Entry 1: bad address '10.0.0.1/8': host bits are set");
-    expect(await s.focusedId()).toBe('client-ids');
+    await expect.poll(() => s.focusedId()).toBe('client-ids');
     await s.shoot('clients-error');
     await s.axeCheck('clients with a field error');
     await s.resolvesTo('tracker.e2e.test', BLOCK_A);
@@ -230,7 +230,7 @@ describe('local records page', () => {
     await page().getByLabel('Value').fill('192.168.7.');
     await page().getByRole('button', { name: 'Add record' }).click();
     await expect.poll(() => s.fieldError('local-value').innerText()).toBe("'192.168.7.' is not an IPv4 address (type A)");
-    expect(await s.focusedId()).toBe('local-value');
+    await expect.poll(() => s.focusedId()).toBe('local-value');
     await page().getByLabel('Value').fill('192.168.7.7');
     await page().getByLabel('TTL (seconds, optional)').fill('soon');
     await page().getByRole('button', { name: 'Add record' }).click();

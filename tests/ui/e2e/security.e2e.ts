@@ -82,7 +82,7 @@ describe('second factor', () => {
     const uri = (await page().getByTestId('totp-uri').getAttribute('href')) ?? '';
     expect(uri.startsWith('otpauth://totp/')).toBe(true);
     expect(new URL(uri).searchParams.get('secret')).toBe(secret);
-    expect(await s.focusedId()).toBe('totp-code');
+    await expect.poll(() => s.focusedId()).toBe('totp-code');
     await s.shoot('security-enrol');
     await s.axeCheck('security enrolment');
 
@@ -116,7 +116,7 @@ describe('second factor', () => {
     await page().getByLabel('Authenticator code').fill(totpAt(secret, Math.floor(Date.now() / 30_000) + 7));
     await page().keyboard.press('Enter');
     await expect.poll(() => s.fieldError('totp').innerText()).toContain('wrong code');
-    expect(await s.focusedId()).toBe('totp');
+    await expect.poll(() => s.focusedId()).toBe('totp');
     await page().getByLabel('Admin password').fill(PASSWORD);
     await page().getByLabel('Authenticator code').fill(await freshCode(secret));
     await page().keyboard.press('Enter');

@@ -30,7 +30,7 @@ describe('pause', () => {
     expect(await page().getByRole('button', { name: 'Pause filtering…' }).getAttribute('aria-expanded')).toBe('true');
     await page().getByRole('button', { name: 'Pause filtering for 5 min' }).click();
     await expect.poll(() => pauseState().innerText()).toMatch(/^Filtering is paused: (5:00|4:5\d) left$/);
-    expect(await s.focusedId()).toBe('pause-main'); // the resume button took the focus
+    await expect.poll(() => s.focusedId()).toBe('pause-main'); // the resume button took the focus
     await s.resolvesTo('ads.e2e.test', UP_A);
     await s.resolvesTo('tracker.e2e.test', UP_A);
     // the server holds the pause: it agrees with the page
@@ -104,7 +104,7 @@ describe('settings page', () => {
     await expect.poll(() => s.fieldError('set-upstream-servers').innerText())
       .toContain("Entry 2: bad address '300.1.2.3'");
     expect(await field('upstream.servers').getAttribute('aria-invalid')).toBe('true');
-    expect(await s.focusedId()).toBe('set-upstream-servers');
+    await expect.poll(() => s.focusedId()).toBe('set-upstream-servers');
     expect(s.config()).toBe(before);
     await s.shoot('settings-error');
     await s.axeCheck('settings with a field error');
