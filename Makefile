@@ -7,7 +7,7 @@ FUZZ_BUILD ?= build-fuzz
 DEV_CONFIG ?= etc/nxdns-dev.yaml
 CONFIG     ?= var/nxdns.yaml
 # `make fuzz`: every target (scripts/fuzz all) for this long each; the full run is 600 s per
-# target (40 minutes for the four); `make fuzz FUZZ_SECONDS=60` for a quick one.
+# target (60 minutes for the six); `make fuzz FUZZ_SECONDS=60` for a quick one.
 FUZZ_SECONDS ?= 600
 
 .PHONY: all build run test test-unit test-integration bootstrap bench bench-memory fuzz clean format deb install
