@@ -266,11 +266,10 @@ static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap
 }
 
 static void log_answer(struct nx_worker *w, const struct nx_reply *to, enum nx_proto proto,
-		       const struct sockaddr *client,
-		       const char *client_id, const uint8_t *qname, size_t qlen, uint16_t qtype,
-		       const struct nx_filter_result *fr, const uint8_t *matched, size_t mlen,
-		       bool cached, int upstream, uint64_t t0_us, int64_t ts_ms,
-		       const uint8_t *reply, size_t rlen)
+		       const struct sockaddr *client, const char *client_id, const uint8_t *qname,
+		       size_t qlen, uint16_t qtype, const struct nx_filter_result *fr,
+		       const uint8_t *matched, size_t mlen, bool cached, int upstream,
+		       uint64_t t0_us, int64_t ts_ms, const uint8_t *reply, size_t rlen)
 {
 	struct nx_qlog_rec rec;
 	rec.ts_ms = ts_ms;
@@ -496,8 +495,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 			nx_stat_inc(NX_STAT_D_SEND);
 		} else if (w->qlog || w->dnstap) {
 			log_answer(w, &x->to, (enum nx_proto)x->to.proto,
-				   (const struct sockaddr *)&x->to.peer,
-				   x->client_id, x->q.name,
+				   (const struct sockaddr *)&x->to.peer, x->client_id, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
 				   x->t0_us, x->ts_ms, w->tx, (size_t)rlen);
 		}
