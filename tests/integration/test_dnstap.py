@@ -633,7 +633,7 @@ def test_reload_moves_the_export_and_turns_it_off_and_on(make_upstream, make_nxd
         nx.reload(cfg)
         assert wait_until(lambda: nx.log().count("dnstap: connected") >= 3, 10), \
             nx.log()[-3000:]
-        assert nx.threads() == threads_on
+        assert wait_until(lambda: nx.threads() == threads_on, 10), nx.threads()
         q4, _, _ = ask(nx, "four.example", "udp")
         nx.wait_counter("nxdns_dnstap_sent_total", 2 + 4 + 2, timeout=10)
         assert nx.counter("nxdns_dnstap_sent_total") == 8, "nothing was sent while off"
