@@ -552,41 +552,42 @@ def test_forwarder_messages(make_upstream, make_nxdns, workdir):
         _, r4, _ = ask(nx, "tc.example", "udp")  # UDP (truncated), then TCP
         assert answers(r1) == answers(r2) == ["192.0.2.7"] and answers(r4) == ["192.0.2.30"]
         assert answers(r3) == ["0.0.0.0"]
-        # 4 answers (2 frames each) and 6 forwarder frames: fwd (2), tc over UDP (2), TCP (2)
+        # 4 answers (2 frames each) and at least 6 forwarder frames: fwd (2), tc over UDP (2)
+        # and TCP (2); a datagram re-sent on a slow machine is one FORWARDER_QUERY more
         nx.wait_counter("nxdns_dnstap_sent_total", 4 * 2 + 6, timeout=10)
+        time.sleep(0.2)  # nothing more may come
         m = nx.metrics()
-        assert m.get("nxdns_dnstap_forwarder_sent_total") == 6
-        assert m.get("nxdns_dnstap_sent_total") == 14
     finally:
         col.stop()
     frames = col.frames()
     fwd = [f for f in frames if f["type"].startswith("FORWARDER_")]
-    assert len(fwd) == 6, fwd
+    assert m.get("nxdns_dnstap_forwarder_sent_total") == len(fwd), (m, fwd)
+    assert m.get("nxdns_dnstap_sent_total") == 4 * 2 + len(fwd)
     for f in fwd:
         assert f["socket_family"] == "INET" and f["response_address"] == "127.0.0.1", f
         assert f["response_port"] == str(up.port), f
         assert "query_address" not in f, "nxdns's own end of the exchange is not exported"
-    got = [(f["type"], f["socket_protocol"],
-            re.search(r";(\S+)\s+IN\s+A$", f.get("query_message", "") +
-                      f.get("response_message", ""), re.M).group(1).lower()) for f in fwd]
-    assert sorted(got) == sorted([
-        ("FORWARDER_QUERY", "UDP", "fwd.example."), ("FORWARDER_RESPONSE", "UDP", "fwd.example."),
-        ("FORWARDER_QUERY", "UDP", "tc.example."), ("FORWARDER_RESPONSE", "UDP", "tc.example."),
-        ("FORWARDER_QUERY", "TCP", "tc.example."), ("FORWARDER_RESPONSE", "TCP", "tc.example."),
-    ]), got
-    # each response pairs with its query: the id the upstream received, both times
-    for q in up.log:
-        pair = [f for f in fwd if re.search(rf"id: {q.id}\b", f.get("query_message", "") +
-                                            f.get("response_message", ""))
-                and f["socket_protocol"] == q.transport.upper()]
-        assert sorted(f["type"] for f in pair) == ["FORWARDER_QUERY", "FORWARDER_RESPONSE"], \
-            (q, pair)
-        fr = [f for f in pair if f["type"] == "FORWARDER_RESPONSE"][0]
-        assert fr["response_time"] >= fr["query_time"], fr
+
+    def what(f):
+        text = f.get("query_message", "") + f.get("response_message", "")
+        name = re.search(r";(\S+)\s+IN\s+A$", text, re.M).group(1).lower()
+        return f["type"], f["socket_protocol"], name, int(re.search(r"id: (\d+)", text).group(1))
+    got = [what(f) for f in fwd]
+    # every query the upstream received was exported as sent, with its id and protocol
+    assert sorted((p, n, i) for t, p, n, i in got if t == "FORWARDER_QUERY") == \
+        sorted((q.transport.upper(), q.qname.lower(), q.id) for q in up.log), (got, up.log)
+    # one answer taken per exchange, with the id of a query sent
+    answers_taken = sorted((p, n) for t, p, n, _ in got if t == "FORWARDER_RESPONSE")
+    assert answers_taken == [("TCP", "tc.example."), ("UDP", "fwd.example."),
+                             ("UDP", "tc.example.")], got
+    ids = {i for t, _, _, i in got if t == "FORWARDER_QUERY"}
+    assert all(i in ids for t, _, _, i in got if t == "FORWARDER_RESPONSE"), got
+    for f in fwd:
+        if f["type"] == "FORWARDER_RESPONSE":
+            assert f["response_time"] >= f["query_time"], f
     fr_fwd = [f for f in fwd if f["type"] == "FORWARDER_RESPONSE" and "fwd.example" in
               f["response_message"].lower()][0]
     assert re.search(r"IN\s+A\s+192\.0\.2\.7$", fr_fwd["response_message"], re.M), fr_fwd
-    assert len(up.log) == 3, up.log
 
 
 def test_reload_moves_the_export_and_turns_it_off_and_on(make_upstream, make_nxdns, workdir):
