@@ -274,6 +274,24 @@ static const struct nx_admin_route *find_route(const struct nx_admin_req *req, b
 	return NULL;
 }
 
+/* One check for every edit route: a replica's synced keys are the primary's. true when
+ * answered 409. */
+static bool refused_synced(struct nx_admin_req *req)
+{
+	const struct nx_conf *sc = nx_admin_conf(req->admin);
+	const char *synced = sc && sc->sync_primary
+				 ? nx_sync_route_synced(req->method, req->path, req->body)
+				 : NULL;
+	if (!synced) {
+		return false;
+	}
+	req->admin->ctr[NX_ADMIN_CTR_SYNC_REFUSED]++;
+	nx_admin_reply_error(req, 409, "synced_from_primary", NULL,
+			     "%s follows the primary %s (sync.primary): change it there", synced,
+			     sc->sync_primary);
+	return true;
+}
+
 static void dispatch(struct nx_admin_req *req)
 {
 	if (req->upload && req->body_too_large) {
@@ -309,16 +327,7 @@ static void dispatch(struct nx_admin_req *req)
 	if (!nx_admin_authorize(req)) {
 		return; /* 401 or 403 answered */
 	}
-	const struct nx_conf *sc = nx_admin_conf(req->admin);
-	const char *synced = sc && sc->sync_primary
-				 ? nx_sync_route_synced(req->method, req->path, req->body)
-				 : NULL;
-	if (synced) {
-		/* one check for every edit route: a replica's synced keys are the primary's */
-		req->admin->ctr[NX_ADMIN_CTR_SYNC_REFUSED]++;
-		nx_admin_reply_error(req, 409, "synced_from_primary", NULL,
-				     "%s follows the primary %s (sync.primary): change it there",
-				     synced, sc->sync_primary);
+	if (refused_synced(req)) {
 		return;
 	}
 	if (req->admin->busy && strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
@@ -358,6 +367,9 @@ static bool upload_begin(struct nx_admin_req *req)
 			dispatch(req);
 		}
 		return false;
+	}
+	if (refused_synced(req)) {
+		return false; /* a replica's restore: refused before the body is stored */
 	}
 	const char *cl = nx_admin_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > NX_ADMIN_UPLOAD_MAX) {

@@ -182,9 +182,13 @@
 	X(SP_PRIVATE_RELAY, "nxdns_special_names_total", "reason=\"private_relay\"", "")        \
 	X(SP_DDR, "nxdns_special_names_total", "reason=\"ddr\"", "") \
 	X(DNSTAP_SENT, "nxdns_dnstap_sent_total", "",                                           \
-	  "dnstap frames written to the collector (a query and a response per answer)")          \
+	  "dnstap frames written to the collector (a query and a response per answer, and the "  \
+	  "forwarder frames)")                                                                   \
+	X(DNSTAP_SENT_FWD, "nxdns_dnstap_forwarder_sent_total", "",                             \
+	  "FORWARDER_QUERY and FORWARDER_RESPONSE frames among them (dnstap.forwarder)")         \
 	X(DNSTAP_DROP_FULL, "nxdns_dnstap_dropped_total", "reason=\"queue_full\"",               \
-	  "Answers not exported over dnstap, by reason (the DNS answer was still sent)")         \
+	  "dnstap events (answers, forwarder messages) not exported, by reason (the DNS answer "  \
+	  "was still sent)")         \
 	X(DNSTAP_DROP_LARGE, "nxdns_dnstap_dropped_total", "reason=\"too_large\"", "")           \
 	X(DNSTAP_DROP_WRITE, "nxdns_dnstap_dropped_total", "reason=\"write_error\"", "")         \
 	X(DNSTAP_RECONNECTS, "nxdns_dnstap_reconnects_total", "",                               \

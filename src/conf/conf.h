@@ -308,6 +308,7 @@ struct nx_conf {
 	struct nx_addr dnstap_tcp;  /* dnstap.address; len 0 = none */
 	unsigned dnstap_queue_bytes; /* all workers' rings together */
 	char *dnstap_identity;      /* owned: Dnstap.identity, or NULL (the host name) */
+	bool dnstap_forwarder;      /* also FORWARDER_QUERY / FORWARDER_RESPONSE frames */
 };
 
 /*

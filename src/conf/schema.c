@@ -1186,24 +1186,28 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "dnstap.socket",
 		.type = &nx_conf_t_opt_path,
-		.apply = NX_CONF_APPLY_RESTART,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(dnstap_socket),
 		.def = "\"\"",
 		.example = "/run/dnstap.sock",
 		.doc = "Export every answered query over dnstap (Frame Streams, content type "
 		       "`protobuf:dnstap.Dnstap`) to a collector listening on this Unix socket: a "
 		       "CLIENT_QUERY and a CLIENT_RESPONSE frame per answer, with the client's "
-		       "address and port, the protocol (UDP, TCP, DOT, DOH), the times, the "
+		       "address and port and ours (the address the client asked, also on a "
+		       "wildcard listener), the protocol (UDP, TCP, DOT, DOH), the times, the "
 		       "answer's wire bytes, and the filter's decision in the `extra` field "
 		       "(`nxdns action=block reason=blocklist rule=NAME source=LIST`). Empty: no "
 		       "dnstap. Give `socket` or `address`, not both. The collector may be down: "
 		       "nxdns reconnects with backoff (100 ms to 5 s) and DNS never waits for it. "
-		       "Everything is exported: `logging.privacy` applies to the query log only.",
+		       "Everything is exported: `logging.privacy` applies to the query log only. "
+		       "A reload moves the export to a new destination (the old stream is "
+		       "ended, queued answers go to the new one), turns it on or off (off stops "
+		       "the writer thread; its queue memory is kept until a restart).",
 	},
 	{
 		.path = "dnstap.address",
 		.type = &nx_conf_t_opt_addr,
-		.apply = NX_CONF_APPLY_RESTART,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(dnstap_tcp),
 		.default_port = -1,
 		.def = "\"\"",
@@ -1230,12 +1234,30 @@ const struct nx_conf_key nx_conf_keys[] = {
 	{
 		.path = "dnstap.identity",
 		.type = &nx_conf_t_opt_host,
-		.apply = NX_CONF_APPLY_RESTART,
+		.apply = NX_CONF_APPLY_LIVE,
 		.off = F(dnstap_identity),
 		.def = "\"\"",
 		.example = "resolver-1",
 		.doc = "The `identity` of every dnstap message, so a collector fed by several "
 		       "instances can tell them apart. Empty: the host name.",
+	},
+	{
+		.path = "dnstap.forwarder",
+		.type = &nx_conf_t_bool,
+		.apply = NX_CONF_APPLY_LIVE,
+		.off = F(dnstap_forwarder),
+		.def = "false",
+		.doc = "`true` also exports the exchanges with upstream servers: a "
+		       "FORWARDER_QUERY frame for each query sent to one (every send: a "
+		       "retransmission, a retry without EDNS or over TCP is a frame of its own) and "
+		       "a FORWARDER_RESPONSE for each answer taken from one (its transaction id "
+		       "matched; spoofing guesses are not exported), with the server's address "
+		       "and port (`response_address`), the protocol (UDP, TCP, DOT, DOH), the wire "
+		       "message and the times (the response's `query_time` is when its query was "
+		       "first sent). nxdns's own address and port of the exchange are not "
+		       "exported. Cache hits, blocked and local answers make no upstream exchange. "
+		       "Counted in `nxdns_dnstap_forwarder_sent_total`; they share the queue (and "
+		       "its drops) with the client frames.",
 	},
 };
 

@@ -403,6 +403,7 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen)
 	}
 	apply_log_level(c);
 	guard_prepare(d, c);
+	nx_daemon_dnstap_reconfigure(d, c); /* before the workers take r */
 	publish(d, r);
 	nx_admin_tls_reload(d->admin);
 	nx_daemon_qlog_reconfigure(d);
@@ -656,7 +657,7 @@ int nx_daemon_run(const char *config_path)
 	nx_daemon_dnstap_start(d); /* a thread: after the drop, credentials are per thread */
 	for (unsigned i = 0; i < nw; i++) {
 		d->workers[i].qlog = d->qlog; /* not running yet: a plain store */
-		d->workers[i].dnstap = d->dnstap;
+		nx_daemon_dnstap_worker(&d->workers[i]);
 	}
 	nx_daemon_control_start(d);
 	d->lists.on_progress = on_boot_progress;

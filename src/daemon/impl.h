@@ -143,7 +143,11 @@ struct nx_daemon {
 	struct nx_confref *boot;    /* held reference: the generation the process started with
 				     * (restart keys keep its values until a restart) */
 	struct nx_sync *sync;       /* owned: following sync.primary (idle without one) */
-	struct nx_dnstap *dnstap;   /* owned; NULL when dnstap is off or could not be set up */
+	struct nx_dnstap *dnstap;   /* owned; NULL until a config turns dnstap on (and it could
+				     * be set up), then kept until the daemon stops */
+	bool dnstap_on;             /* its writer runs (control thread) */
+	/* what the workers push to: d->dnstap while on, else NULL (dnstap_glue.c) */
+	struct nx_dnstap *_Atomic dnstap_live;
 };
 
 /* worker.c */
@@ -178,13 +182,18 @@ void nx_daemon_sync_stop(struct nx_daemon *d);
 json_t *nx_daemon_sync_status(void *ud);
 int nx_daemon_sync_now(void *ud);
 /* dnstap_glue.c: start/stop on the control thread (start before the workers, stop after
- * them); nx_daemon_dnstap_answer on a worker, from the pipeline's log_answer. */
+ * them), reconfigure at each reload before the new generation is published (c: the new
+ * config); nx_daemon_dnstap_worker on a worker as it takes a generation (and once before it
+ * starts): its export pointer and its upstream engine's observer (dnstap.forwarder);
+ * nx_daemon_dnstap_answer on a worker, from the pipeline's log_answer. */
 struct nx_qlog_rec;
 int nx_daemon_dnstap_start(struct nx_daemon *d);
+void nx_daemon_dnstap_reconfigure(struct nx_daemon *d, const struct nx_conf *c);
 void nx_daemon_dnstap_stop(struct nx_daemon *d);
-void nx_daemon_dnstap_answer(struct nx_worker *w, unsigned proto, const struct sockaddr *client,
-			     const struct nx_qlog_rec *rec, uint64_t t0_us, const uint8_t *reply,
-			     size_t rlen);
+void nx_daemon_dnstap_worker(struct nx_worker *w);
+void nx_daemon_dnstap_answer(struct nx_worker *w, const struct nx_reply *to, unsigned proto,
+			     const struct sockaddr *client, const struct nx_qlog_rec *rec,
+			     uint64_t t0_us, const uint8_t *reply, size_t rlen);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);

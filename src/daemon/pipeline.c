@@ -265,11 +265,11 @@ static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap
 	out[o] = 0;
 }
 
-static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct sockaddr *client,
-		       const char *client_id, const uint8_t *qname, size_t qlen, uint16_t qtype,
-		       const struct nx_filter_result *fr, const uint8_t *matched, size_t mlen,
-		       bool cached, int upstream, uint64_t t0_us, int64_t ts_ms,
-		       const uint8_t *reply, size_t rlen)
+static void log_answer(struct nx_worker *w, const struct nx_reply *to, enum nx_proto proto,
+		       const struct sockaddr *client, const char *client_id, const uint8_t *qname,
+		       size_t qlen, uint16_t qtype, const struct nx_filter_result *fr,
+		       const uint8_t *matched, size_t mlen, bool cached, int upstream,
+		       uint64_t t0_us, int64_t ts_ms, const uint8_t *reply, size_t rlen)
 {
 	struct nx_qlog_rec rec;
 	rec.ts_ms = ts_ms;
@@ -305,7 +305,7 @@ static void log_answer(struct nx_worker *w, enum nx_proto proto, const struct so
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");
 	copy_text(rec.client_id, sizeof(rec.client_id), client_id ? client_id : "");
 	if (w->dnstap) {
-		nx_daemon_dnstap_answer(w, proto, client, &rec, t0_us, reply, rlen);
+		nx_daemon_dnstap_answer(w, to, proto, client, &rec, t0_us, reply, rlen);
 	}
 	if (w->qlog) {
 		nx_qlog_push(w->qlog, w->idx, &rec);
@@ -494,8 +494,8 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
 		} else if (w->qlog || w->dnstap) {
-			log_answer(w, (enum nx_proto)x->to.proto, (const struct sockaddr *)&x->to.peer,
-				   x->client_id, x->q.name,
+			log_answer(w, &x->to, (enum nx_proto)x->to.proto,
+				   (const struct sockaddr *)&x->to.peer, x->client_id, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
 				   x->t0_us, x->ts_ms, w->tx, (size_t)rlen);
 		}
@@ -928,7 +928,7 @@ int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, si
 	}
 	int n = handle(w, msg, len, truncated, &o, out, cap);
 	if (n > 0 && (w->qlog || w->dnstap)) {
-		log_answer(w, (enum nx_proto)r->proto, o.peer, r->client_id, msg + NX_DNS_HDR_LEN,
+		log_answer(w, r, (enum nx_proto)r->proto, o.peer, r->client_id, msg + NX_DNS_HDR_LEN,
 			   o.have_q ? o.qname_len : 0, o.qtype, &o.fr, o.matched, o.matched_len,
 			   o.cached, -1, o.t0_us, o.ts_ms, out, (size_t)n);
 	}

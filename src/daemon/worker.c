@@ -81,6 +81,7 @@ static void on_wake(uv_async_t *a)
 			nx_stream_set_creds(w->streams[i], r->creds); /* a certificate swap */
 		}
 		nx_upstream_set_max_ops(w->up, r->c->permits);
+		nx_daemon_dnstap_worker(w); /* on, off or forwarder changed by a reload */
 	} else {
 		nx_confref_release(r);
 	}
@@ -134,7 +135,6 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 	w->d = d;
 	w->cache = d->cache;
 	w->qlog = d->qlog;
-	w->dnstap = d->dnstap;
 	pthread_mutex_init(&w->inbox_lock, NULL);
 	w->cref = nx_daemon_current(d);
 	w->snap = nx_daemon_current_snap(d);

@@ -10,7 +10,11 @@
  * "queue_full"}): the DNS path never waits on the collector. A push wakes the writer only when
  * it sleeps idle, or naps under load and the ring is half full (one load per push otherwise).
  *
- * Writer: one thread drains the rings, encodes each event into two dnstap protobufs in a
+ * Events: a client answer (two frames), and with dnstap.forwarder each query sent to an
+ * upstream and each answer taken from one (a frame each), pushed by the worker whose engine
+ * made the exchange into that worker's ring.
+ *
+ * Writer: one thread drains the rings, encodes each event into its dnstap protobufs in a
  * preallocated buffer and writes them as frames, up to 128 per writev. It owns the connection:
  * connect and the bidirectional handshake (READY/ACCEPT/START) with a timeout, every write bounded
  * by NX_DNSTAP_IO_TIMEOUT_MS; a failure closes the connection, counts a reconnect and retries with
@@ -19,7 +23,7 @@
  * drained but lost with a failed write are counted under reason="write_error".
  *
  * Threading: nx_dnstap_push() from producer i only (one thread per ring index); new/start/
- * stop/free from one control thread.
+ * retarget/stop/free from one control thread.
  *
  * Memory: the rings and the writer's record copy and batch buffer are allocated in nx_dnstap_new
  * and charged to NX_OWNER_dnstap_queue; libfstrm's per-connection state (a few hundred bytes,
@@ -35,6 +39,7 @@
 #define NX_DNSTAP_RULE_MAX 254	/* matched name text, truncated (no NUL stored) */
 #define NX_DNSTAP_SOURCE_MAX 64 /* list name or user rule text, truncated */
 #define NX_DNSTAP_MSG_MAX 65535 /* a DNS message over TCP */
+#define NX_DNSTAP_ID_MAX 255	/* identity and version are cut to this (a host name fits) */
 #define NX_DNSTAP_FRAME_MAX (NX_DNSTAP_MSG_MAX + 2048) /* one packed Dnstap (encode.c proves it)   \
 							*/
 /* Each ring holds at least this many of the largest events, so any event fits. */
@@ -51,20 +56,41 @@ enum nx_dnstap_proto {
 	NX_DNSTAP_DOH = 4,
 };
 
-/* One answered query, as the pipeline hands it over. Every pointer is borrowed for the call. */
-struct nx_dnstap_event {
-	enum nx_dnstap_proto proto;
-	const struct sockaddr *client; /* AF_INET or AF_INET6; other families: no address */
-	int64_t query_us;	       /* wall clock, µs since the epoch: arrival */
-	int64_t response_us;	       /* wall clock: the answer was made */
-	const char *action;	       /* static text ("none", "block", ...), or NULL */
-	const char *reason;	       /* static text ("blocklist", ...), or NULL */
-	const char *rule;	       /* matched name, NUL-terminated, or NULL / "" */
-	const char *source;	       /* list or rule that decided, or NULL / "" */
-	bool cached;		       /* answered from the cache */
-	const uint8_t *reply;	       /* the wire answer sent to the client */
-	size_t reply_len;	       /* <= NX_DNSTAP_MSG_MAX; longer ones are dropped, counted */
+/* What an event becomes: a client answer is two frames, a forwarder event one. */
+enum nx_dnstap_kind {
+	NX_DNSTAP_CLIENT = 0,	    /* an answer to a client: CLIENT_QUERY + CLIENT_RESPONSE */
+	NX_DNSTAP_FWD_QUERY = 1,    /* a query sent to an upstream: FORWARDER_QUERY */
+	NX_DNSTAP_FWD_RESPONSE = 2, /* an upstream's answer to it: FORWARDER_RESPONSE */
 };
+
+/* One event, as the pipeline or the upstream engine hands it over. Every pointer is borrowed
+ * for the call. Addresses are dnstap's: the initiator's (query_address) and the responder's
+ * (response_address), AF_INET or AF_INET6; other families or NULL: not exported. */
+struct nx_dnstap_event {
+	enum nx_dnstap_kind kind;
+	enum nx_dnstap_proto proto;
+	const struct sockaddr *client; /* CLIENT: the client; FWD_*: NULL (our socket's port
+					* is not kept by the engine) */
+	const struct sockaddr *server; /* CLIENT: our address the client asked (listener);
+					* FWD_*: the upstream server */
+	int64_t query_us;	       /* wall clock, µs since the epoch: CLIENT arrival; FWD_*:
+					* the query was sent */
+	int64_t response_us;	       /* CLIENT: the answer was made; FWD_RESPONSE: received */
+	const char *action;	       /* CLIENT: static text ("none", "block", ...), or NULL */
+	const char *reason;	       /* CLIENT: static text ("blocklist", ...), or NULL */
+	const char *rule;	       /* CLIENT: matched name, NUL-terminated, or NULL / "" */
+	const char *source;	       /* CLIENT: list or rule that decided, or NULL / "" */
+	bool cached;		       /* CLIENT: answered from the cache */
+	const uint8_t *msg;	       /* wire bytes: CLIENT the answer sent, FWD_QUERY our
+					* query, FWD_RESPONSE the upstream's answer */
+	size_t msg_len;		       /* <= NX_DNSTAP_MSG_MAX; longer ones are dropped, counted */
+};
+
+/* Frames an event of this kind becomes. */
+static inline int nx_dnstap_kind_frames(enum nx_dnstap_kind k)
+{
+	return k == NX_DNSTAP_CLIENT ? 2 : 1;
+}
 
 struct nx_dnstap_params {
 	const char *socket_path;    /* Unix socket of the collector, or NULL; copied */
@@ -83,8 +109,15 @@ void nx_dnstap_params_default(struct nx_dnstap_params *p);
 /* Allocate the rings and scratch buffers. 0, -EINVAL (no destination, both, or producers 0),
  * -ENAMETOOLONG (socket path), -ENOMEM. Nothing connects until nx_dnstap_start. */
 int nx_dnstap_new(const struct nx_dnstap_params *p, struct nx_dnstap **out);
-/* Start the writer thread (it connects in the background). 0 or -errno. */
+/* Start the writer thread (it connects in the background); again after a stop too. 0 or
+ * -errno. */
 int nx_dnstap_start(struct nx_dnstap *t);
+/* Point the export at another collector and/or identity (p's socket_path, tcp and identity;
+ * the rest is ignored): the writer ends its connection (STOP/FINISH) at its next turn and
+ * connects to the new destination; queued events go there. A no-op when nothing differs.
+ * Control thread; the writer may be running. 0, or -EINVAL / -ENAMETOOLONG (nothing
+ * changed). */
+int nx_dnstap_retarget(struct nx_dnstap *t, const struct nx_dnstap_params *p);
 /* Stop the writer: events still queued are sent when connected (bounded by the I/O timeout),
  * then the stream is closed (STOP/FINISH). Idempotent. */
 void nx_dnstap_stop(struct nx_dnstap *t);
@@ -95,12 +128,14 @@ void nx_dnstap_free(struct nx_dnstap *t);
  * when full (counted). */
 void nx_dnstap_push(struct nx_dnstap *t, unsigned idx, const struct nx_dnstap_event *ev);
 
-/* Encoding (encode.c), for the writer and the tests. The block decision goes in
- * Dnstap.extra as "nxdns action=A reason=R rule=N source=S cached=true" (fields with no
- * value, and cached when false, are left out; the Debian schema has no Policy message). The query
- * message is rebuilt from the reply: its header (id, opcode, RD, CD) and question; the pipeline
- * keeps no client bytes past a forwarded query. Returns the packed length, or NX_ETRUNC when `cap`
- * is too small. */
+/* Encoding (encode.c), for the writer and the tests. A CLIENT event is a CLIENT_QUERY
+ * (`response` false) or a CLIENT_RESPONSE; a FWD_* event its one FORWARDER_* message
+ * (`response` is ignored). The block decision goes in the CLIENT_RESPONSE's Dnstap.extra as
+ * "nxdns action=A reason=R rule=N source=S cached=true" (fields with no value, and cached when
+ * false, are left out; the Debian schema has no Policy message). A CLIENT_QUERY's message is
+ * rebuilt from the reply: its header (id, opcode, RD, CD) and question; the pipeline keeps no
+ * client bytes past a forwarded query. Returns the packed length, or NX_ETRUNC when `cap` is
+ * too small. */
 struct nx_dnstap_frame_ids {
 	const char *identity; /* or NULL */
 	const char *version;  /* or NULL */

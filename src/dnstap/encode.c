@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <assert.h>
+#include <errno.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -15,11 +16,12 @@
 #define HDR_LEN 12
 #define FLAGS_KEPT 0x7910 /* opcode (0x7800), RD (0x0100), CD (0x0010): what the client set */
 #define EXTRA_MAX (5 + 5 * 8 + 32 + 32 + NX_DNSTAP_RULE_MAX + NX_DNSTAP_SOURCE_MAX + 4)
-#define ID_MAX 255 /* identity and version are cut to this (a host name fits) */
+#define ID_MAX NX_DNSTAP_ID_MAX
 static_assert(NX_DNSTAP_FRAME_MAX >=
 		  NX_DNSTAP_MSG_MAX + HDR_LEN + NX_DNS_NAME_MAX + 4 + EXTRA_MAX + 2 * ID_MAX + 256,
-	      "a packed Dnstap fits NX_DNSTAP_FRAME_MAX: the reply, the rebuilt query, extra, the "
-	      "ids and under 256 bytes of tags, lengths and scalar fields");
+	      "a packed Dnstap fits NX_DNSTAP_FRAME_MAX: the message, the rebuilt query (a client "
+	      "answer) or nothing more (a forwarder message: one wire message), extra, the ids and "
+	      "under 256 bytes of tags, lengths, addresses and scalar fields");
 #define QUERY_MAX (HDR_LEN + NX_DNS_NAME_MAX + 4)
 
 int nx_dnstap_query_from_reply(const uint8_t *reply, size_t len, uint8_t *out, size_t cap)
@@ -75,6 +77,36 @@ static size_t policy_text(const struct nx_dnstap_event *ev, char *buf, size_t ca
 	return pos;
 }
 
+/* An address into the message's query_ or response_ fields; the family it has, or 0. */
+static int put_addr(const struct sockaddr *sa, ProtobufCBinaryData *addr, protobuf_c_boolean *has_a,
+		    uint32_t *port, protobuf_c_boolean *has_p)
+{
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+		addr->data = (uint8_t *)&a->sin_addr; /* protobuf-c reads it only */
+		addr->len = 4;
+		*port = ntohs(a->sin_port);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+		addr->data = (uint8_t *)&a->sin6_addr;
+		addr->len = 16;
+		*port = ntohs(a->sin6_port);
+	} else {
+		return 0;
+	}
+	*has_a = *has_p = true;
+	return sa->sa_family;
+}
+
+static const Dnstap__Message__Type types[][2] = {
+    [NX_DNSTAP_CLIENT] = {DNSTAP__MESSAGE__TYPE__CLIENT_QUERY,
+			  DNSTAP__MESSAGE__TYPE__CLIENT_RESPONSE},
+    [NX_DNSTAP_FWD_QUERY] = {DNSTAP__MESSAGE__TYPE__FORWARDER_QUERY,
+			     DNSTAP__MESSAGE__TYPE__FORWARDER_QUERY},
+    [NX_DNSTAP_FWD_RESPONSE] = {DNSTAP__MESSAGE__TYPE__FORWARDER_RESPONSE,
+				DNSTAP__MESSAGE__TYPE__FORWARDER_RESPONSE},
+};
+
 int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_frame_ids *ids,
 		     bool response, uint8_t *out, size_t cap)
 {
@@ -92,24 +124,28 @@ int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_fr
 		d.version.data = (uint8_t *)ids->version;
 		d.version.len = strnlen(ids->version, ID_MAX);
 	}
-	m.type =
-	    response ? DNSTAP__MESSAGE__TYPE__CLIENT_RESPONSE : DNSTAP__MESSAGE__TYPE__CLIENT_QUERY;
+	if (nx_fails_assert((unsigned)ev->kind < NX_ARRAY_LEN(types))) {
+		return -EINVAL;
+	}
+	bool client = ev->kind == NX_DNSTAP_CLIENT;
+	if (!client) {
+		response = ev->kind == NX_DNSTAP_FWD_RESPONSE;
+	}
+	m.type = types[ev->kind][response];
 	m.has_socket_protocol = true;
 	m.socket_protocol = (Dnstap__SocketProtocol)ev->proto;
-	if (ev->client && ev->client->sa_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)ev->client;
-		m.has_socket_family = m.has_query_address = m.has_query_port = true;
-		m.socket_family = DNSTAP__SOCKET_FAMILY__INET;
-		m.query_address.data = (uint8_t *)&a->sin_addr;
-		m.query_address.len = 4;
-		m.query_port = ntohs(a->sin_port);
-	} else if (ev->client && ev->client->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ev->client;
-		m.has_socket_family = m.has_query_address = m.has_query_port = true;
-		m.socket_family = DNSTAP__SOCKET_FAMILY__INET6;
-		m.query_address.data = (uint8_t *)&a->sin6_addr;
-		m.query_address.len = 16;
-		m.query_port = ntohs(a->sin6_port);
+	int fam = put_addr(ev->client, &m.query_address, &m.has_query_address, &m.query_port,
+			   &m.has_query_port);
+	int sfam = put_addr(ev->server, &m.response_address, &m.has_response_address,
+			    &m.response_port, &m.has_response_port);
+	if (fam && sfam && fam != sfam) {
+		/* one socket family per message: the client's wins */
+		m.has_response_address = m.has_response_port = false;
+	}
+	if (fam || sfam) {
+		m.has_socket_family = true;
+		m.socket_family = (fam ? fam : sfam) == AF_INET ? DNSTAP__SOCKET_FAMILY__INET
+								: DNSTAP__SOCKET_FAMILY__INET6;
 	}
 	m.has_query_time_sec = m.has_query_time_nsec = true;
 	m.query_time_sec = (uint64_t)(ev->query_us / 1000000);
@@ -121,13 +157,19 @@ int nx_dnstap_encode(const struct nx_dnstap_event *ev, const struct nx_dnstap_fr
 		m.response_time_sec = (uint64_t)(ev->response_us / 1000000);
 		m.response_time_nsec = (uint32_t)(ev->response_us % 1000000) * 1000;
 		m.has_response_message = true;
-		m.response_message.data = (uint8_t *)ev->reply;
-		m.response_message.len = ev->reply_len;
-		d.has_extra = true;
-		d.extra.len = policy_text(ev, extra, sizeof(extra));
-		d.extra.data = (uint8_t *)extra;
+		m.response_message.data = (uint8_t *)ev->msg;
+		m.response_message.len = ev->msg_len;
+		if (client) {
+			d.has_extra = true;
+			d.extra.len = policy_text(ev, extra, sizeof(extra));
+			d.extra.data = (uint8_t *)extra;
+		}
+	} else if (!client) {
+		m.has_query_message = true; /* our query as sent */
+		m.query_message.data = (uint8_t *)ev->msg;
+		m.query_message.len = ev->msg_len;
 	} else {
-		int qlen = nx_dnstap_query_from_reply(ev->reply, ev->reply_len, q, sizeof(q));
+		int qlen = nx_dnstap_query_from_reply(ev->msg, ev->msg_len, q, sizeof(q));
 		if (qlen > 0) {
 			m.has_query_message = true;
 			m.query_message.data = q;

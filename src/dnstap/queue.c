@@ -14,7 +14,8 @@
 
 #define ALIGN8(n) (((n) + 7) & ~(size_t)7)
 
-static_assert(sizeof(struct nx_dnstap_rec) == 64, "an event costs 64 bytes + its texts and reply");
+static_assert(sizeof(struct nx_dnstap_rec) == 80,
+	      "an event costs 80 bytes + its texts and message");
 
 static size_t text_len(const char *s, size_t max)
 {
@@ -24,7 +25,7 @@ static size_t text_len(const char *s, size_t max)
 size_t nx_dnstap_rec_size(const struct nx_dnstap_event *ev)
 {
 	return ALIGN8(sizeof(struct nx_dnstap_rec) + text_len(ev->rule, NX_DNSTAP_RULE_MAX) +
-		      text_len(ev->source, NX_DNSTAP_SOURCE_MAX) + ev->reply_len);
+		      text_len(ev->source, NX_DNSTAP_SOURCE_MAX) + ev->msg_len);
 }
 
 int nx_dnstap_ring_init(struct nx_dnstap_ring *r, size_t cap)
@@ -104,11 +105,48 @@ static size_t room(struct nx_dnstap_ring *r, size_t need)
 	return r->head - r->tail >= need && r->used < r->cap ? r->tail : SIZE_MAX;
 }
 
+/* An address into the record's compact form (family 0 when none or not IP). */
+static void addr_put(const struct sockaddr *sa, uint8_t *family, uint16_t *port, uint8_t *addr)
+{
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+		*family = AF_INET;
+		*port = ntohs(a->sin_port);
+		memcpy(addr, &a->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+		*family = AF_INET6;
+		*port = ntohs(a->sin6_port);
+		memcpy(addr, &a->sin6_addr, 16);
+	}
+}
+
+/* And back: NULL when the record has none. */
+static const struct sockaddr *addr_get(uint8_t family, uint16_t port, const uint8_t *addr,
+				       struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		memcpy(&a->sin_addr, addr, 4);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(port);
+		memcpy(&a->sin6_addr, addr, 16);
+	} else {
+		return NULL;
+	}
+	return (const struct sockaddr *)ss;
+}
+
 int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *ev)
 {
 	size_t need = nx_dnstap_rec_size(ev);
 	/* Half the ring: then dropping everything before it always makes room, pad included. */
-	if (ev->reply_len > NX_DNSTAP_MSG_MAX || need > r->cap / 2) {
+	if (ev->msg_len > NX_DNSTAP_MSG_MAX || need > r->cap / 2) {
 		return NX_ETRUNC;
 	}
 	int dropped = 0;
@@ -118,27 +156,18 @@ int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *e
 	}
 	struct nx_dnstap_rec h = {
 	    .len = (uint32_t)need,
-	    .reply_len = (uint16_t)ev->reply_len,
+	    .msg_len = (uint16_t)ev->msg_len,
 	    .rule_len = (uint8_t)text_len(ev->rule, NX_DNSTAP_RULE_MAX),
 	    .source_len = (uint8_t)text_len(ev->source, NX_DNSTAP_SOURCE_MAX),
 	    .proto = (uint8_t)ev->proto,
-	    .cached = ev->cached,
+	    .kind = (uint8_t)(ev->kind | (ev->cached ? NX_DNSTAP_REC_CACHED : 0)),
 	    .query_us = ev->query_us,
 	    .response_us = ev->response_us,
 	    .action = ev->action,
 	    .reason = ev->reason,
 	};
-	if (ev->client && ev->client->sa_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)ev->client;
-		h.family = AF_INET;
-		h.port = ntohs(a->sin_port);
-		memcpy(h.addr, &a->sin_addr, 4);
-	} else if (ev->client && ev->client->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ev->client;
-		h.family = AF_INET6;
-		h.port = ntohs(a->sin6_port);
-		memcpy(h.addr, &a->sin6_addr, 16);
-	}
+	addr_put(ev->client, &h.family, &h.port, h.addr);
+	addr_put(ev->server, &h.sfamily, &h.sport, h.saddr);
 	uint8_t *p = r->buf + at;
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
@@ -151,8 +180,8 @@ int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *e
 		memcpy(p, ev->source, h.source_len);
 	}
 	p += h.source_len;
-	if (ev->reply_len) {
-		memcpy(p, ev->reply, ev->reply_len);
+	if (ev->msg_len) {
+		memcpy(p, ev->msg, ev->msg_len);
 	}
 	r->tail = (at + need) % r->cap;
 	r->used += need;
@@ -160,7 +189,7 @@ int nx_dnstap_ring_put(struct nx_dnstap_ring *r, const struct nx_dnstap_event *e
 }
 
 size_t nx_dnstap_ring_take(struct nx_dnstap_ring *r, uint8_t *out, size_t cap,
-			   struct nx_dnstap_event *ev, struct sockaddr_storage *client)
+			   struct nx_dnstap_event *ev, struct sockaddr_storage addrs[2])
 {
 	while (r->used > 0) {
 		bool pad;
@@ -186,30 +215,20 @@ size_t nx_dnstap_ring_take(struct nx_dnstap_ring *r, uint8_t *out, size_t cap,
 		char *source = rule + h.rule_len + 1;
 		memcpy(source, out + sizeof(h) + h.rule_len, h.source_len);
 		source[h.source_len] = 0;
-		memset(client, 0, sizeof(*client));
-		if (h.family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)client;
-			a->sin_family = AF_INET;
-			a->sin_port = htons(h.port);
-			memcpy(&a->sin_addr, h.addr, 4);
-		} else if (h.family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)client;
-			a->sin6_family = AF_INET6;
-			a->sin6_port = htons(h.port);
-			memcpy(&a->sin6_addr, h.addr, 16);
-		}
 		*ev = (struct nx_dnstap_event){
+		    .kind = (enum nx_dnstap_kind)(h.kind & ~NX_DNSTAP_REC_CACHED),
 		    .proto = (enum nx_dnstap_proto)h.proto,
-		    .client = h.family ? (const struct sockaddr *)client : NULL,
+		    .client = addr_get(h.family, h.port, h.addr, &addrs[0]),
+		    .server = addr_get(h.sfamily, h.sport, h.saddr, &addrs[1]),
 		    .query_us = h.query_us,
 		    .response_us = h.response_us,
 		    .action = h.action,
 		    .reason = h.reason,
 		    .rule = rule,
 		    .source = source,
-		    .cached = h.cached,
-		    .reply = out + sizeof(h) + h.rule_len + h.source_len,
-		    .reply_len = h.reply_len,
+		    .cached = (h.kind & NX_DNSTAP_REC_CACHED) != 0,
+		    .msg = out + sizeof(h) + h.rule_len + h.source_len,
+		    .msg_len = h.msg_len,
 		};
 		return n;
 	}

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <fstrm.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,18 +41,28 @@
 
 enum nap { AWAKE = 0, NAP_SHORT = 1, NAP_IDLE = 2, NAP_BACKOFF = 3 };
 
+/* Where the writer connects, and as whom: set by new and retarget (control thread) under
+ * cfg_lock, copied by the writer at its next connect. */
+struct dest {
+	bool unix_path;
+	struct sockaddr_storage dst; /* sockaddr_un, sockaddr_in or sockaddr_in6 */
+	socklen_t dst_len;
+	char identity[NX_DNSTAP_ID_MAX + 1]; /* "" = none */
+};
+
 struct nx_dnstap {
 	struct nx_dnstap_ring *rings; /* owned array of n_rings */
 	unsigned n_rings;	      /* initialised */
 	unsigned n_alloc;	      /* entries of rings */
 	size_t ring_bytes;	      /* each */
-	char *identity;		      /* owned (NX_OWNER_dnstap_queue) or NULL */
-	char *version;		      /* owned or NULL */
-	bool unix_path;
-	struct sockaddr_storage dst; /* sockaddr_un, sockaddr_in or sockaddr_in6 */
-	socklen_t dst_len;
-	uint8_t *scratch; /* owned: NX_DNSTAP_SCRATCH, one record copied out */
-	uint8_t *frame;	  /* owned: BATCH_BUF, packed Dnstaps of one batch */
+	char *version;		      /* owned (NX_OWNER_dnstap_queue) or NULL */
+	pthread_mutex_t cfg_lock;
+	struct dest next;    /* under cfg_lock: the latest destination */
+	atomic_uint cfg_gen; /* bumped by each change of `next` */
+	struct dest cur;     /* writer thread: the one it connects to */
+	unsigned cur_gen;    /* writer thread: the generation of cur */
+	uint8_t *scratch;    /* owned: NX_DNSTAP_SCRATCH, one record copied out */
+	uint8_t *frame;	     /* owned: BATCH_BUF, packed Dnstaps of one batch */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
@@ -97,44 +108,59 @@ static void release(struct nx_dnstap *t)
 	if (t->frame) {
 		nx_mem_free(NX_OWNER_dnstap_queue, t->frame, BATCH_BUF);
 	}
-	free_text(t->identity);
 	free_text(t->version);
 	nx_mem_free(NX_OWNER_dnstap_queue, t, sizeof(*t));
+}
+
+/* p's destination and identity into d. 0, -EINVAL, -ENAMETOOLONG. */
+static int dest_set(struct dest *d, const struct nx_dnstap_params *p)
+{
+	memset(d, 0, sizeof(*d));
+	if (!p->socket_path == !p->tcp) {
+		return -EINVAL;
+	}
+	if (p->socket_path) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&d->dst;
+		if (strlen(p->socket_path) >= sizeof(un->sun_path)) {
+			return -ENAMETOOLONG;
+		}
+		un->sun_family = AF_UNIX;
+		strcpy(un->sun_path, p->socket_path);
+		d->dst_len = sizeof(*un);
+		d->unix_path = true;
+	} else {
+		if (p->tcp_len > sizeof(d->dst) ||
+		    (p->tcp->sa_family != AF_INET && p->tcp->sa_family != AF_INET6)) {
+			return -EINVAL;
+		}
+		memcpy(&d->dst, p->tcp, p->tcp_len);
+		d->dst_len = p->tcp_len;
+	}
+	if (p->identity) {
+		snprintf(d->identity, sizeof(d->identity), "%s", p->identity);
+	}
+	return 0;
 }
 
 int nx_dnstap_new(const struct nx_dnstap_params *p, struct nx_dnstap **out)
 {
 	*out = NULL;
-	if (!p->producers || !p->socket_path == !p->tcp) {
+	if (!p->producers) {
 		return -EINVAL;
+	}
+	struct dest dst;
+	int rc = dest_set(&dst, p);
+	if (rc < 0) {
+		return rc;
 	}
 	struct nx_dnstap *t = nx_mem_calloc(NX_OWNER_dnstap_queue, 1, sizeof(*t));
 	if (!t) {
 		return -ENOMEM;
 	}
 	t->fd = -1;
-	int rc = -ENOMEM;
-	if (p->socket_path) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&t->dst;
-		if (strlen(p->socket_path) >= sizeof(un->sun_path)) {
-			rc = -ENAMETOOLONG;
-			goto fail;
-		}
-		un->sun_family = AF_UNIX;
-		strcpy(un->sun_path, p->socket_path);
-		t->dst_len = sizeof(*un);
-		t->unix_path = true;
-	} else {
-		if (p->tcp_len > sizeof(t->dst) ||
-		    (p->tcp->sa_family != AF_INET && p->tcp->sa_family != AF_INET6)) {
-			rc = -EINVAL;
-			goto fail;
-		}
-		memcpy(&t->dst, p->tcp, p->tcp_len);
-		t->dst_len = p->tcp_len;
-	}
-	if ((p->identity && !(t->identity = dup_text(p->identity))) ||
-	    (p->version && !(t->version = dup_text(p->version)))) {
+	t->next = t->cur = dst;
+	rc = -ENOMEM;
+	if (p->version && !(t->version = dup_text(p->version))) {
 		goto fail;
 	}
 	t->ring_bytes = p->queue_bytes / p->producers;
@@ -160,11 +186,41 @@ int nx_dnstap_new(const struct nx_dnstap_params *p, struct nx_dnstap **out)
 		pthread_mutex_destroy(&t->wake_lock);
 		goto fail;
 	}
+	if ((rc = -pthread_mutex_init(&t->cfg_lock, NULL)) < 0) {
+		pthread_cond_destroy(&t->wake_cond);
+		pthread_mutex_destroy(&t->wake_lock);
+		goto fail;
+	}
 	*out = t;
 	return 0;
 fail:
 	release(t);
 	return rc;
+}
+
+int nx_dnstap_retarget(struct nx_dnstap *t, const struct nx_dnstap_params *p)
+{
+	struct dest d;
+	int rc = dest_set(&d, p);
+	if (rc < 0) {
+		return rc;
+	}
+	pthread_mutex_lock(&t->cfg_lock);
+	bool same = d.unix_path == t->next.unix_path && d.dst_len == t->next.dst_len &&
+		    !memcmp(&d.dst, &t->next.dst, d.dst_len) &&
+		    !strcmp(d.identity, t->next.identity);
+	if (!same) {
+		t->next = d;
+		atomic_fetch_add(&t->cfg_gen, 1);
+	}
+	pthread_mutex_unlock(&t->cfg_lock);
+	if (!same) {
+		/* a writer asleep (idle, or in a backoff towards the old destination) moves now */
+		pthread_mutex_lock(&t->wake_lock);
+		pthread_cond_signal(&t->wake_cond);
+		pthread_mutex_unlock(&t->wake_lock);
+	}
+	return 0;
 }
 
 /* ---- the push (producers) ---- */
@@ -225,12 +281,12 @@ static int wait_fd(struct nx_dnstap *t, short events)
 static fstrm_res tr_open(void *obj)
 {
 	struct nx_dnstap *t = obj;
-	int family = t->unix_path ? AF_UNIX : t->dst.ss_family;
+	int family = t->cur.unix_path ? AF_UNIX : t->cur.dst.ss_family;
 	t->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (t->fd < 0) {
 		return fstrm_res_failure;
 	}
-	if (connect(t->fd, (const struct sockaddr *)&t->dst, t->dst_len) == 0) {
+	if (connect(t->fd, (const struct sockaddr *)&t->cur.dst, t->cur.dst_len) == 0) {
 		return fstrm_res_success;
 	}
 	int err = 0;
@@ -344,12 +400,12 @@ out:
 
 /* Take the oldest event of any ring (round robin from *next). */
 static bool take_one(struct nx_dnstap *t, unsigned *next, struct nx_dnstap_event *ev,
-		     struct sockaddr_storage *client)
+		     struct sockaddr_storage addrs[2])
 {
 	for (unsigned k = 0; k < t->n_rings; k++) {
 		struct nx_dnstap_ring *r = &t->rings[(*next + k) % t->n_rings];
 		pthread_mutex_lock(&r->lock);
-		size_t n = nx_dnstap_ring_take(r, t->scratch, NX_DNSTAP_SCRATCH, ev, client);
+		size_t n = nx_dnstap_ring_take(r, t->scratch, NX_DNSTAP_SCRATCH, ev, addrs);
 		pthread_mutex_unlock(&r->lock);
 		if (n > 0) {
 			*next = (*next + k + 1) % t->n_rings;
@@ -392,8 +448,8 @@ static void doze(struct nx_dnstap *t, int ms, enum nap how)
 	}
 	while (rc != ETIMEDOUT && !atomic_load(&t->stop)) {
 		rc = pthread_cond_timedwait(&t->wake_cond, &t->wake_lock, &ts);
-		if (how != NAP_BACKOFF) {
-			break;
+		if (how != NAP_BACKOFF || atomic_load(&t->cfg_gen) != t->cur_gen) {
+			break; /* a backoff ends early only for a new destination */
 		}
 	}
 	atomic_store(&t->sleeping, AWAKE);
@@ -404,17 +460,19 @@ static void doze(struct nx_dnstap *t, int ms, enum nap how)
  * connection failed (the batch's events are counted lost). */
 static int send_batch(struct nx_dnstap *t, struct fstrm_writer *w, unsigned *next)
 {
-	const struct nx_dnstap_frame_ids ids = {t->identity, t->version};
+	const struct nx_dnstap_frame_ids ids = {t->cur.identity[0] ? t->cur.identity : NULL,
+						t->version};
 	struct iovec iov[BATCH_FRAMES];
-	int nf = 0, events = 0;
+	int nf = 0, events = 0, fwd = 0;
 	size_t used = 0;
 	struct nx_dnstap_event ev;
-	struct sockaddr_storage client;
-	while (nf + 2 <= BATCH_FRAMES && used <= BATCH_BYTES && take_one(t, next, &ev, &client)) {
+	struct sockaddr_storage addrs[2];
+	while (nf + 2 <= BATCH_FRAMES && used <= BATCH_BYTES && take_one(t, next, &ev, addrs)) {
 		int before = nf;
-		for (int response = 0; response <= 1; response++) {
-			int n = nx_dnstap_encode(&ev, &ids, response, t->frame + used,
-						 BATCH_BUF - used);
+		int frames = nx_dnstap_kind_frames(ev.kind);
+		for (int i = 0; i < frames; i++) {
+			int n =
+			    nx_dnstap_encode(&ev, &ids, i == 1, t->frame + used, BATCH_BUF - used);
 			if (nx_fails_assert(n > 0)) {
 				nf = before; /* room for 2 x FRAME_MAX is kept: skip this event */
 				break;
@@ -424,6 +482,7 @@ static int send_batch(struct nx_dnstap *t, struct fstrm_writer *w, unsigned *nex
 			used += (size_t)n;
 		}
 		events += nf > before;
+		fwd += ev.kind != NX_DNSTAP_CLIENT ? nf - before : 0;
 	}
 	if (nf == 0) {
 		return 0;
@@ -433,7 +492,24 @@ static int send_batch(struct nx_dnstap *t, struct fstrm_writer *w, unsigned *nex
 		return -1;
 	}
 	nx_stat_add(NX_STAT_DNSTAP_SENT, (uint64_t)nf);
+	if (fwd) {
+		nx_stat_add(NX_STAT_DNSTAP_SENT_FWD, (uint64_t)fwd);
+	}
 	return events;
+}
+
+/* A retarget since the writer last looked: take the new destination. */
+static bool take_dest(struct nx_dnstap *t)
+{
+	unsigned gen = atomic_load(&t->cfg_gen);
+	if (gen == t->cur_gen) {
+		return false;
+	}
+	pthread_mutex_lock(&t->cfg_lock);
+	t->cur = t->next;
+	t->cur_gen = atomic_load(&t->cfg_gen);
+	pthread_mutex_unlock(&t->cfg_lock);
+	return true;
 }
 
 static void *writer_main(void *arg)
@@ -444,8 +520,20 @@ static void *writer_main(void *arg)
 	bool warned = false;
 	unsigned next = 0;
 	int64_t last_ms = 0; /* when events were last sent */
+	take_dest(t);
 	for (;;) {
 		bool stopping = atomic_load(&t->stop);
+		if (take_dest(t)) {
+			/* retargeted: end this stream properly, the next turn connects anew */
+			if (w) {
+				nx_log(NX_LOG_INFO, "dnstap", "collector changed: reconnecting");
+				fstrm_writer_close(w);
+				fstrm_writer_destroy(&w);
+				tr_close(t);
+			}
+			warned = false;
+			backoff = NX_DNSTAP_BACKOFF_MIN_MS;
+		}
 		if (!w) {
 			if (stopping) {
 				break; /* nothing can be sent: what is queued goes with the rings */
@@ -528,6 +616,7 @@ void nx_dnstap_free(struct nx_dnstap *t)
 		return;
 	}
 	nx_dnstap_stop(t);
+	pthread_mutex_destroy(&t->cfg_lock);
 	pthread_cond_destroy(&t->wake_cond);
 	pthread_mutex_destroy(&t->wake_lock);
 	release(t);

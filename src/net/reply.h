@@ -63,6 +63,10 @@ struct nx_reply_ops {
 	void (*hold)(struct nx_reply *r);
 	/* Drop a hold (on the owner thread), after the send or in place of it. */
 	void (*release)(struct nx_reply *r);
+	/* Our address and port the query came to (the destination of a datagram on a wildcard
+	 * bind, the connection's local end), no system call; any thread while the handle is
+	 * valid. false when not known. NULL in a table: not known. */
+	bool (*local)(const struct nx_reply *r, struct sockaddr_storage *out);
 };
 
 struct nx_reply {
@@ -114,6 +118,11 @@ static inline void nx_reply_hold(struct nx_reply *r)
 static inline void nx_reply_release(struct nx_reply *r)
 {
 	r->ops->release(r);
+}
+
+static inline bool nx_reply_local(const struct nx_reply *r, struct sockaddr_storage *out)
+{
+	return r->ops->local && r->ops->local(r, out);
 }
 
 static inline int nx_reply_send(struct nx_reply *r, const uint8_t *msg, size_t len,

@@ -514,10 +514,27 @@ static void op_release(struct nx_reply *r)
 	arm_timer(c);
 }
 
+/* The connection's local end, read once at accept (immutable: any thread may read it). */
+static bool op_local(const struct nx_reply *r, struct sockaddr_storage *out)
+{
+	const struct nx_stream_conn *c = r->t.st.conn;
+	memset(out, 0, sizeof(*out));
+	if (c->local.sa.sa_family == AF_INET) {
+		memcpy(out, &c->local.in, sizeof(c->local.in));
+		return true;
+	}
+	if (c->local.sa.sa_family == AF_INET6) {
+		memcpy(out, &c->local.in6, sizeof(c->local.in6));
+		return true;
+	}
+	return false;
+}
+
 static const struct nx_reply_ops stream_ops = {
 	.send = op_send,
 	.hold = op_hold,
 	.release = op_release,
+	.local = op_local,
 };
 
 /* ---- reading: DNS framing ---- */
@@ -1015,6 +1032,10 @@ static void on_connection(uv_stream_t *ls, int status)
 	int plen = sizeof(c->peer);
 	uv_tcp_getpeername(&c->h, (struct sockaddr *)&c->peer, &plen);
 	c->peer_len = (socklen_t)plen;
+	int llen = sizeof(c->local);
+	if (uv_tcp_getsockname(&c->h, &c->local.sa, &llen) < 0) {
+		c->local.sa.sa_family = AF_UNSPEC; /* calloc'd: 0 already; dnstap has none */
+	}
 	c->active_ms = c->accepted_ms = uv_now(ls->loop);
 	c->ready = s->creds == NULL;
 	if (s->creds && nx_tls_server_new(s->creds, s->alpn, &stream_tls_io, c, &c->tls) < 0) {

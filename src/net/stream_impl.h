@@ -40,6 +40,11 @@ struct nx_stream_conn {
 	struct nx_stream_conn *prev, *next; /* listener side: the server's list */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	union {                      /* listener side: our end (getsockname at accept) */
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} local;
 	struct nx_tls *tls;          /* owned (DoT, DoH); freed once the handles have closed */
 	struct nx_h2 *h2;            /* owned (DoH listener), made when the handshake is done */
 	struct nx_h2c *h2c;          /* owned (DoH upstream), made when the handshake is done */

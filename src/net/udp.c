@@ -34,6 +34,11 @@ struct nx_udp_sock {
 	int fd;                   /* owned */
 	int listener;
 	bool pktinfo;             /* wildcard bind: echo the destination address */
+	union {                   /* the bound address and port (getsockname at open) */
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} local;
 	struct nx_udp_batch *b;   /* borrowed: the worker's, outlives its sockets */
 	nx_query_cb cb;
 	void *ud;
@@ -66,10 +71,36 @@ static void op_noop(struct nx_reply *r)
 	(void)r;
 }
 
+/* The bound address, or on a wildcard bind the datagram's destination, with the port. */
+static bool op_local(const struct nx_reply *r, struct sockaddr_storage *out)
+{
+	const struct nx_udp_sock *s = r->t.udp.sock;
+	const struct nx_udp_origin *o = &r->t.udp.origin;
+	memset(out, 0, sizeof(*out));
+	if (s->local.sa.sa_family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)out;
+		*a = s->local.in;
+		if (o->family == AF_INET) {
+			a->sin_addr = o->pi.v4.ipi_addr;
+		}
+		return true;
+	}
+	if (s->local.sa.sa_family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+		*a = s->local.in6;
+		if (o->family == AF_INET6) {
+			a->sin6_addr = o->pi.v6.ipi6_addr;
+		}
+		return true;
+	}
+	return false;
+}
+
 static const struct nx_reply_ops udp_ops = {
 	.send = op_send,
 	.hold = op_noop,
 	.release = op_noop,
+	.local = op_local,
 };
 
 struct nx_udp_batch *nx_udp_batch_new(void)
@@ -307,6 +338,10 @@ int nx_udp_open(uv_loop_t *loop, const struct nx_addr *addr, int listener, struc
 	s->fd = fd;
 	s->listener = listener;
 	s->pktinfo = pktinfo;
+	socklen_t llen = sizeof(s->local);
+	if (getsockname(fd, &s->local.sa, &llen) < 0) {
+		s->local.sa.sa_family = AF_UNSPEC; /* dnstap then has no response address */
+	}
 	s->b = b;
 	s->cb = cb;
 	s->ud = ud;

@@ -37,6 +37,9 @@ static const struct {
     {NULL, "/api/groups", false, "groups"},
     {NULL, "/api/clients", false, "clients"},
     {NULL, "/api/local-records", false, "local_records"},
+    /* a restore replaces the whole file, synced keys included (and would be undone by the
+     * next pull): a replica is restored by restoring its primary */
+    {"POST", "/api/restore", true, "the configuration a restore would replace"},
 };
 
 /* The schema's own (static) text for a synced key named in a settings body; keys the schema

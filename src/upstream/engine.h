@@ -150,6 +150,8 @@ struct nx_upstream {
 	struct up_spool *spools[NX_UP_STATS_MAX];
 	uint8_t *srx;            /* the stream layer's receive scratch (NX_OWNER_upstream_tcp) */
 	uint64_t tag_seq;        /* DoH request tags */
+	nx_up_tap_cb tap;        /* observer of every message (nx_upstream_set_tap), or NULL */
+	void *tap_ud;
 };
 
 

@@ -457,6 +457,24 @@ static int server_stats(const struct attempt *a)
 	return op->servers[op->race.att_server[att_index(op, a)]].stats;
 }
 
+/* Show one message of attempt a to the engine's observer (nx_upstream_set_tap). */
+static void tap(const struct op *op, const struct attempt *a, bool response, bool tcp,
+		const uint8_t *msg, size_t len)
+{
+	struct nx_upstream *u = op->u;
+	if (u->tap) {
+		struct nx_up_tap_msg m = {
+		    .response = response,
+		    .tcp = tcp,
+		    .server = &op->servers[op->race.att_server[att_index(op, a)]],
+		    .msg = msg,
+		    .len = len,
+		    .sent_us = a->sent_us,
+		};
+		u->tap(u->tap_ud, &m);
+	}
+}
+
 /* Rcodes by which a server may be rejecting our OPT (RFC 6891 7: FORMERR from a server that
  * does not know EDNS, BADVERS for a version it does not speak; NOTIMP from some middleboxes). */
 static bool edns_refusal(int rcode)
@@ -486,6 +504,8 @@ static void on_reply(struct op *op, struct attempt *a, const uint8_t *buf, size_
 		bad = NX_STAT_UP_WRONG_ID;
 		goto reject;
 	}
+	bool plain = op->servers[op->race.att_server[ai]].transport == NX_UP_T_PLAIN;
+	tap(op, a, true, via_tcp && plain, buf, len); /* the attempt's id: the server's answer */
 	int parsed = nx_dns_msg_parse(buf, len, &m);
 	if (parsed < 0 || !(m.flags & NX_DNS_F_QR) || NX_DNS_OPCODE(m.flags) != 0) {
 		nx_stat_inc(parsed < 0 && m.qdcount > 0 && !m.has_question
@@ -795,7 +815,9 @@ static void tcp_connected(uv_connect_t *req, int status)
 	if (uv_write(&t->wreq, (uv_stream_t *)&t->h, &b, 1, tcp_written) < 0 ||
 	    uv_read_start((uv_stream_t *)&t->h, tcp_alloc, tcp_read) < 0) {
 		nx_race_failed(&op->race, att_index(op, a), uv_now(op->u->loop));
+		return;
 	}
+	tap(op, a, false, true, t->wbuf + 2, qlen);
 }
 
 /* ---- the race's transport (nx_race_io) ---- */
@@ -868,6 +890,9 @@ static void out_flush_once(struct nx_upstream *u)
 			if (sent_ok[m] && who[m]->resent) {
 				nx_up_stats_resend(server_stats(who[m]));
 			}
+			if (sent_ok[m]) {
+				tap(who[m]->op, who[m], false, false, wire[m], iov[m].iov_len);
+			}
 		}
 		for (unsigned m = off; m < k; m++) {
 			if (!who[m]->resent) {
@@ -929,7 +954,12 @@ static int io_send(struct nx_race *r, int att, int srv)
 		a->retrying = false;
 		a->edns = nx_up_stats_edns_ok(sv->stats, now);
 		a->caps = false; /* off-path spoofing is not a threat on a connection */
-		return nx_up_conn_send(u, op, a, sv);
+		int rc = nx_up_conn_send(u, op, a, sv);
+		if (rc == 0 && u->tap) {
+			uint8_t q[NX_UP_QUERY_WIRE]; /* as conn.c sent it: its id, our OPT or none */
+			tap(op, a, false, false, q, att_query(op, a, q));
+		}
+		return rc;
 	}
 	if (!a->retrying) {
 		a->edns_refused = false;
@@ -1097,6 +1127,12 @@ int nx_upstream_new(uv_loop_t *loop, unsigned max_ops, struct nx_upstream **out)
 	u->flush.data = u;
 	*out = u;
 	return 0;
+}
+
+void nx_upstream_set_tap(struct nx_upstream *u, nx_up_tap_cb cb, void *ud)
+{
+	u->tap = cb;
+	u->tap_ud = ud;
 }
 
 void nx_upstream_set_max_ops(struct nx_upstream *u, unsigned max_ops)

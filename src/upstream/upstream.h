@@ -111,6 +111,29 @@ void nx_upstream_set_max_ops(struct nx_upstream *u, unsigned max_ops);
 int nx_upstream_start(struct nx_upstream *u, const struct nx_up_req *req, nx_up_done_cb cb,
 		      void *ud);
 
+/* ---- observing the exchanges (dnstap's FORWARDER_* messages) ---- */
+
+/* One message of an exchange with a server, as it went out or came in. */
+struct nx_up_tap_msg {
+	bool response;			  /* false: a query sent; true: an answer taken */
+	bool tcp;			  /* a plain server asked over TCP (after truncation) */
+	const struct nx_up_server *server; /* the server (address, transport); borrowed */
+	const uint8_t *msg;		  /* wire bytes, borrowed for the call */
+	size_t len;
+	uint64_t sent_us;		  /* monotonic µs: when the attempt's query was sent */
+};
+
+typedef void (*nx_up_tap_cb)(void *ud, const struct nx_up_tap_msg *m);
+
+/*
+ * Set (cb NULL: clear) the engine's observer, called on the engine's loop for every query
+ * sent (each UDP datagram, re-sends included; each query handed to a TCP/DoT/DoH connection;
+ * the TCP retry after truncation) and every answer with the attempt's id taken from a server
+ * (before it is checked further; spoofing guesses with a wrong id are not seen). It must not
+ * call back into the engine. Unset it costs a pointer test per message.
+ */
+void nx_upstream_set_tap(struct nx_upstream *u, nx_up_tap_cb cb, void *ud);
+
 /* ---- per-server statistics (process-wide) ---- */
 
 enum nx_up_outcome { NX_UP_O_ANSWER, NX_UP_O_TIMEOUT, NX_UP_O_CANCELLED, NX_UP_O_ERROR,

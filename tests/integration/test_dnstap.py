@@ -235,11 +235,15 @@ def test_frames_for_allowed_blocked_and_cached(make_upstream, make_nxdns, workdi
     finally:
         col.stop()
 
+    assert m.get("nxdns_dnstap_forwarder_sent_total") == 0, "dnstap.forwarder is off"
     frames = col.frames()
     assert len(frames) == 2 * len(sent), frames
     for f in frames:
         assert f["identity"] == "box-1" and f["version"].startswith("nxdns "), f
         assert f["socket_family"] == "INET" and f["query_address"] == "127.0.0.1", f
+        # the responder: the listener address and port the client asked
+        assert f["response_address"] == "127.0.0.1", f
+        assert f["response_port"] == str(nx.port), f
     for proto, kind, q, r, sport in sent:
         cq = by_id(frames, q.id, "CLIENT_QUERY")
         cr = by_id(frames, q.id, "CLIENT_RESPONSE")
@@ -304,6 +308,10 @@ def test_dot_doh_and_ipv6_clients(make_upstream, make_nxdns, workdir):
             assert mf[4] == [socket.inet_pton(socket.AF_INET6 if v6 else socket.AF_INET,
                                               "::1" if v6 else "127.0.0.1")]
             assert mf[6][0] > 0  # query_port
+            # response_address and _port: the listener of that protocol and family
+            assert mf[5] == mf[4], (proto, v6, mf)
+            key = "dot" if proto == "DOT" else "doh" if proto == "DOH" else "dns"
+            assert mf[7] == [int(nx.config["listener"][key][1 if v6 else 0].rsplit(":", 1)[1])]
         assert raw[(6, q.id)][0][3][0].startswith(b"nxdns action=block reason=user_deny ")
         assert b"blocked" in raw[(5, q.id)][1][10][0]  # the rebuilt query's question
 
@@ -494,3 +502,155 @@ def test_stalled_collector_costs_reconnects_not_answers(make_upstream, make_nxdn
         assert time.monotonic() - t < 8, "stop waited on the stalled collector"
     finally:
         col.close()
+
+
+def test_response_address_on_a_wildcard_listener(make_upstream, make_nxdns, workdir):
+    """On a wildcard bind the response address is the one the datagram (or connection) was
+    addressed to, not 0.0.0.0: 127.0.0.2 is a loopback address like 127.0.0.1."""
+    up = make_upstream(default_a="192.0.2.7")
+    col = Collector(workdir, "cap", unix=os.path.join(workdir, "dt.sock"))
+    port = free_port(v6=False, udp=True)
+    try:
+        nx = make_nxdns([up], config=merge(dnstap_config(workdir),
+                                           {"listener": {"dns": [f"0.0.0.0:{port}"]}}))
+        assert wait_until(lambda: "dnstap: connected" in nx.log(), 10), nx.log()[-2000:]
+        sent = []
+        for dest in ("127.0.0.2", "127.0.0.1"):
+            for proto in ("udp", "tcp"):
+                q = make_query("blocked.example", edns=0)
+                q.id = next(_ids)
+                fn = dns.query.udp if proto == "udp" else dns.query.tcp
+                assert answers(fn(q, dest, port=port, timeout=3)) == ["0.0.0.0"]
+                sent.append((dest, proto, q))
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 * len(sent), timeout=10)
+    finally:
+        col.stop()
+    frames = col.frames()
+    for dest, proto, q in sent:
+        for kind in ("CLIENT_QUERY", "CLIENT_RESPONSE"):
+            (f,) = by_id(frames, q.id, kind)
+            assert f["socket_protocol"] == proto.upper(), f
+            # (the client's source is the route's, 127.0.0.1, either way)
+            assert f["response_address"] == dest, (dest, f)
+            assert f["response_port"] == str(port), f
+
+
+def test_forwarder_messages(make_upstream, make_nxdns, workdir):
+    """dnstap.forwarder: a FORWARDER_QUERY for each query sent upstream and a
+    FORWARDER_RESPONSE for each answer taken, with the upstream's address and port as the
+    responder and the protocol of the exchange: UDP, then TCP after a truncated answer."""
+    from fakeupstream import Rule
+    up = make_upstream(default_a="192.0.2.7")
+    up.script["tc.example"] = Rule(tc_udp=True, records=[("A", "192.0.2.30")])
+    col = Collector(workdir, "cap", unix=os.path.join(workdir, "dt.sock"))
+    try:
+        nx = make_nxdns([up], config=dnstap_config(workdir, forwarder=True))
+        assert wait_until(lambda: "dnstap: connected" in nx.log(), 10), nx.log()[-2000:]
+        _, r1, _ = ask(nx, "fwd.example", "udp")
+        _, r2, _ = ask(nx, "fwd.example", "udp")  # cached: no upstream exchange
+        _, r3, _ = ask(nx, "blocked.example", "tcp")  # blocked: none either
+        _, r4, _ = ask(nx, "tc.example", "udp")  # UDP (truncated), then TCP
+        assert answers(r1) == answers(r2) == ["192.0.2.7"] and answers(r4) == ["192.0.2.30"]
+        assert answers(r3) == ["0.0.0.0"]
+        # 4 answers (2 frames each) and at least 6 forwarder frames: fwd (2), tc over UDP (2)
+        # and TCP (2); a datagram re-sent on a slow machine is one FORWARDER_QUERY more
+        nx.wait_counter("nxdns_dnstap_sent_total", 4 * 2 + 6, timeout=10)
+        time.sleep(0.2)  # nothing more may come
+        m = nx.metrics()
+    finally:
+        col.stop()
+    frames = col.frames()
+    fwd = [f for f in frames if f["type"].startswith("FORWARDER_")]
+    assert m.get("nxdns_dnstap_forwarder_sent_total") == len(fwd), (m, fwd)
+    assert m.get("nxdns_dnstap_sent_total") == 4 * 2 + len(fwd)
+    for f in fwd:
+        assert f["socket_family"] == "INET" and f["response_address"] == "127.0.0.1", f
+        assert f["response_port"] == str(up.port), f
+        assert "query_address" not in f, "nxdns's own end of the exchange is not exported"
+
+    def what(f):
+        text = f.get("query_message", "") + f.get("response_message", "")
+        name = re.search(r";(\S+)\s+IN\s+A$", text, re.M).group(1).lower()
+        return f["type"], f["socket_protocol"], name, int(re.search(r"id: (\d+)", text).group(1))
+    got = [what(f) for f in fwd]
+    # every query the upstream received was exported as sent, with its id and protocol
+    assert sorted((p, n, i) for t, p, n, i in got if t == "FORWARDER_QUERY") == \
+        sorted((q.transport.upper(), q.qname.lower(), q.id) for q in up.log), (got, up.log)
+    # one answer taken per exchange, with the id of a query sent
+    answers_taken = sorted((p, n) for t, p, n, _ in got if t == "FORWARDER_RESPONSE")
+    assert answers_taken == [("TCP", "tc.example."), ("UDP", "fwd.example."),
+                             ("UDP", "tc.example.")], got
+    ids = {i for t, _, _, i in got if t == "FORWARDER_QUERY"}
+    assert all(i in ids for t, _, _, i in got if t == "FORWARDER_RESPONSE"), got
+    for f in fwd:
+        if f["type"] == "FORWARDER_RESPONSE":
+            assert f["response_time"] >= f["query_time"], f
+    fr_fwd = [f for f in fwd if f["type"] == "FORWARDER_RESPONSE" and "fwd.example" in
+              f["response_message"].lower()][0]
+    assert re.search(r"IN\s+A\s+192\.0\.2\.7$", fr_fwd["response_message"], re.M), fr_fwd
+
+
+def test_reload_moves_the_export_and_turns_it_off_and_on(make_upstream, make_nxdns, workdir):
+    """SIGHUP applies dnstap.socket/address/identity/forwarder without a restart: the export
+    moves to the new collector, turns off (its writer thread ends) and on again;
+    dnstap.queue_bytes is a restart key and the reload says so."""
+    up = make_upstream(default_a="192.0.2.7")
+    first = Collector(workdir, "first", unix=os.path.join(workdir, "dt.sock"))
+    tcp_port = free_port(v6=False, udp=False)
+    second = Collector(workdir, "second", tcp_port=tcp_port)
+    third = None
+    try:
+        nx = make_nxdns([up], config=dnstap_config(workdir, identity="before"))
+        assert wait_until(lambda: "dnstap: connected" in nx.log(), 10), nx.log()[-2000:]
+        cfg = nx.config
+        threads_on = nx.threads()
+        q1, _, _ = ask(nx, "one.example", "udp")
+        nx.wait_counter("nxdns_dnstap_sent_total", 2, timeout=10)
+
+        # moved: TCP collector, a new identity, forwarder frames on
+        reloads = nx.counter("nxdns_config_reloads_total", result="ok")
+        cfg = merge(cfg, {"dnstap": {"socket": "", "address": f"127.0.0.1:{tcp_port}",
+                                     "identity": "after", "forwarder": True}})
+        nx.reload(cfg)
+        assert wait_until(lambda: nx.log().count("dnstap: connected") >= 2, 10), \
+            nx.log()[-3000:]
+        q2, _, _ = ask(nx, "two.example", "udp")
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 + 4, timeout=10)
+        assert nx.counter("nxdns_dnstap_forwarder_sent_total") == 2
+
+        # off: no more frames, one thread fewer, DNS answers
+        cfg = merge(cfg, {"dnstap": {"address": "", "forwarder": False}})
+        nx.reload(cfg)
+        assert wait_until(lambda: "dnstap: reload: export off" in nx.log(), 10), \
+            nx.log()[-3000:]
+        assert wait_until(lambda: nx.threads() == threads_on - 1, 10), nx.threads()
+        q3, r3, _ = ask(nx, "three.example", "tcp")
+        assert answers(r3) == ["192.0.2.7"]
+
+        # on again, at a third collector; a queue size change waits for a restart
+        third = Collector(workdir, "third", unix=os.path.join(workdir, "dt3.sock"))
+        cfg = merge(cfg, {"dnstap": {"socket": os.path.join(workdir, "dt3.sock"),
+                                     "queue_bytes": 2097152}})
+        nx.reload(cfg)
+        assert wait_until(lambda: nx.log().count("dnstap: connected") >= 3, 10), \
+            nx.log()[-3000:]
+        assert wait_until(lambda: nx.threads() == threads_on, 10), nx.threads()
+        q4, _, _ = ask(nx, "four.example", "udp")
+        nx.wait_counter("nxdns_dnstap_sent_total", 2 + 4 + 2, timeout=10)
+        assert nx.counter("nxdns_dnstap_sent_total") == 8, "nothing was sent while off"
+        assert re.search(r"reload: dnstap\.queue_bytes change takes effect after a restart",
+                         nx.log()), nx.log()[-3000:]
+        assert nx.counter("nxdns_config_reloads_total", result="ok") == reloads + 3
+    finally:
+        for c in (first, second, third):
+            if c:
+                c.stop()
+    f1, f2, f3 = first.frames(), second.frames(), third.frames()
+    assert len(f1) == 2 and by_id(f1, q1.id, "CLIENT_RESPONSE"), f1
+    assert {f["identity"] for f in f1} == {"before"}
+    assert len(f2) == 4 and by_id(f2, q2.id, "CLIENT_RESPONSE"), f2
+    assert {f["identity"] for f in f2} == {"after"}
+    assert sorted(f["type"] for f in f2) == ["CLIENT_QUERY", "CLIENT_RESPONSE",
+                                             "FORWARDER_QUERY", "FORWARDER_RESPONSE"]
+    assert len(f3) == 2 and by_id(f3, q4.id, "CLIENT_RESPONSE"), f3
+    assert not by_id(f1 + f2 + f3, q3.id, "CLIENT_QUERY"), "an answer while off is not sent"

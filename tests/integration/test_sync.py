@@ -188,6 +188,17 @@ def test_replica_follows_primary(make_upstream, make_nxdns, tmp_path):
         assert_error(r, 409, "synced_from_primary", field=Ellipsis)
         assert primary.admin in r.json["message"], r
     assert replica.counter("nxdns_admin_sync_refused_total") == 6
+    # a restore replaces the synced keys too: refused like the edits (a valid archive, the
+    # replica's own backup), from its headers, so its body is never stored; nothing changes
+    archive = rapi.get("/api/backup")
+    assert archive.status == 200 and archive.body[:2] == b"\x1f\x8b", archive
+    before = replica.config_path.read_text()
+    r = rapi.req("POST", "/api/restore", raw=archive.body)
+    assert_error(r, 409, "synced_from_primary", field=Ellipsis)
+    assert "restore" in r.json["message"] and primary.admin in r.json["message"], r
+    assert replica.config_path.read_text() == before
+    assert not list(Path(replica.config["state_dir"]).glob(".upload-*"))
+    assert replica.counter("nxdns_admin_sync_refused_total") == 7
     rapi.ok("PUT", "/api/settings", {"key": "cache.size", "value": 10})
     assert _blocked(replica, "ads.example")
     # a refresh is no edit

@@ -69,8 +69,8 @@ static struct nx_dnstap_event event(const struct sockaddr *client, const uint8_t
 	    .reason = "blocklist",
 	    .rule = rule,
 	    .source = "ads",
-	    .reply = r,
-	    .reply_len = rlen,
+	    .msg = r,
+	    .msg_len = rlen,
 	};
 }
 
@@ -93,8 +93,8 @@ static void test_ring_round_trip(void **state)
 
 	static uint8_t scratch[NX_DNSTAP_SCRATCH];
 	struct nx_dnstap_event got;
-	struct sockaddr_storage ss;
-	assert_int_equal(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, &ss),
+	struct sockaddr_storage ss[2];
+	assert_int_equal(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss),
 			 nx_dnstap_rec_size(&ev));
 	assert_int_equal(got.proto, NX_DNSTAP_TCP);
 	assert_non_null(got.client);
@@ -108,16 +108,37 @@ static void test_ring_round_trip(void **state)
 	assert_string_equal(got.rule, "example.com");
 	assert_string_equal(got.source, "ads");
 	assert_true(got.cached);
-	assert_int_equal(got.reply_len, len);
-	assert_memory_equal(got.reply, buf, len);
+	assert_int_equal(got.msg_len, len);
+	assert_memory_equal(got.msg, buf, len);
 	assert_int_equal(r.used, 0);
-	assert_int_equal(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, &ss), 0);
+	assert_int_equal(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss), 0);
+
+	assert_int_equal(got.kind, NX_DNSTAP_CLIENT);
+	assert_null(got.server);
+
+	/* a forwarder event: no client, the server's IPv4 address and port */
+	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(853)};
+	inet_pton(AF_INET, "192.0.2.53", &s4.sin_addr);
+	ev = event(NULL, buf, len, NULL);
+	ev.kind = NX_DNSTAP_FWD_RESPONSE;
+	ev.server = (struct sockaddr *)&s4;
+	ev.action = ev.reason = ev.source = NULL;
+	assert_int_equal(nx_dnstap_ring_put(&r, &ev), 0);
+	assert_true(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss) > 0);
+	assert_int_equal(got.kind, NX_DNSTAP_FWD_RESPONSE);
+	assert_false(got.cached);
+	assert_null(got.client);
+	assert_non_null(got.server);
+	const struct sockaddr_in *gs = (const struct sockaddr_in *)got.server;
+	assert_true(gs->sin_family == AF_INET && ntohs(gs->sin_port) == 853);
+	assert_memory_equal(&gs->sin_addr, &s4.sin_addr, 4);
+	assert_memory_equal(got.msg, buf, len);
 
 	/* no client address, no texts */
 	ev = event(NULL, buf, len, NULL);
 	ev.source = NULL;
 	assert_int_equal(nx_dnstap_ring_put(&r, &ev), 0);
-	assert_true(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, &ss) > 0);
+	assert_true(nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss) > 0);
 	assert_null(got.client);
 	assert_string_equal(got.rule, "");
 	assert_string_equal(got.source, "");
@@ -150,22 +171,22 @@ static void test_ring_wrap_and_drop_oldest(void **state)
 		assert_true(r.used <= r.cap);
 		if (round % 3 == 0) {
 			struct nx_dnstap_event got;
-			struct sockaddr_storage ss;
-			size_t n = nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, &ss);
+			struct sockaddr_storage ss[2];
+			size_t n = nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss);
 			assert_true(n > 0);
 			unsigned id = ntohs(((const struct sockaddr_in *)got.client)->sin_port);
 			assert_int_equal(id, next_take & 0xffff);
-			assert_int_equal(got.reply_len, 100 + (size_t)(next_take * 37) % 900);
-			assert_int_equal(got.reply[0], next_take & 0xff);
-			assert_int_equal(got.reply[got.reply_len - 1], next_take & 0xff);
+			assert_int_equal(got.msg_len, 100 + (size_t)(next_take * 37) % 900);
+			assert_int_equal(got.msg[0], next_take & 0xff);
+			assert_int_equal(got.msg[got.msg_len - 1], next_take & 0xff);
 			next_take++;
 		}
 	}
 	assert_true(dropped > 0);
 	/* drain: the rest comes out in order, ending with the last put */
 	struct nx_dnstap_event got;
-	struct sockaddr_storage ss;
-	while (nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, &ss) > 0) {
+	struct sockaddr_storage ss[2];
+	while (nx_dnstap_ring_take(&r, scratch, sizeof(scratch), &got, ss) > 0) {
 		assert_int_equal(ntohs(((const struct sockaddr_in *)got.client)->sin_port),
 				 next_take & 0xffff);
 		next_take++;
@@ -183,7 +204,7 @@ static void test_ring_refuses_what_never_fits(void **state)
 	struct nx_dnstap_event ev = event(NULL, buf, sizeof(buf), NULL);
 	assert_int_equal(nx_dnstap_ring_put(&r, &ev), NX_ETRUNC);
 	assert_int_equal(r.used, 0);
-	ev.reply_len = 300;
+	ev.msg_len = 300;
 	assert_int_equal(nx_dnstap_ring_put(&r, &ev), 0);
 	nx_dnstap_ring_deinit(&r);
 }
@@ -216,10 +237,16 @@ static void test_encode_query_and_response(void **state)
 	struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(40000)};
 	inet_pton(AF_INET, "192.168.1.20", &a4.sin_addr);
 	struct nx_dnstap_event ev = event((struct sockaddr *)&a4, buf, len, "example.com");
+	struct sockaddr_in l4 = {.sin_family = AF_INET, .sin_port = htons(53)};
+	inet_pton(AF_INET, "192.168.1.2", &l4.sin_addr);
+	ev.server = (struct sockaddr *)&l4;
 
 	Dnstap__Dnstap *d = unpack(&ev, false);
 	Dnstap__Message *m = d->message;
 	assert_int_equal(m->type, DNSTAP__MESSAGE__TYPE__CLIENT_QUERY);
+	assert_true(m->has_response_address && m->response_address.len == 4);
+	assert_memory_equal(m->response_address.data, &l4.sin_addr, 4);
+	assert_true(m->has_response_port && m->response_port == 53);
 	assert_true(m->has_socket_family && m->socket_family == DNSTAP__SOCKET_FAMILY__INET);
 	assert_true(m->has_socket_protocol && m->socket_protocol == DNSTAP__SOCKET_PROTOCOL__TCP);
 	assert_true(m->has_query_address && m->query_address.len == 4);
@@ -245,6 +272,7 @@ static void test_encode_query_and_response(void **state)
 	assert_true(m->has_response_message && m->response_message.len == len);
 	assert_memory_equal(m->response_message.data, buf, len);
 	assert_false(m->has_query_message);
+	assert_true(m->has_response_address && m->has_response_port && m->response_port == 53);
 	assert_true(d->has_extra);
 	const char *want = "nxdns action=block reason=blocklist rule=example.com source=ads";
 	assert_int_equal(d->extra.len, strlen(want));
@@ -271,6 +299,55 @@ static void test_encode_query_and_response(void **state)
 	dnstap__dnstap__free_unpacked(d, NULL);
 }
 
+/* FORWARDER_QUERY: our query as sent; FORWARDER_RESPONSE: the answer, both times; the
+ * upstream as the responder, nxdns's own end not given; no decision in extra. */
+static void test_encode_forwarder(void **state)
+{
+	uint8_t buf[512];
+	size_t len = reply(buf, 0x4242, 0x8180, "fwd.example");
+	struct sockaddr_in6 up = {.sin6_family = AF_INET6, .sin6_port = htons(5300)};
+	inet_pton(AF_INET6, "2001:db8::53", &up.sin6_addr);
+	struct nx_dnstap_event ev = {
+	    .kind = NX_DNSTAP_FWD_QUERY,
+	    .proto = NX_DNSTAP_UDP,
+	    .server = (struct sockaddr *)&up,
+	    .query_us = 1700000000000001,
+	    .response_us = 1700000000000001,
+	    .msg = buf,
+	    .msg_len = len,
+	};
+	assert_int_equal(nx_dnstap_kind_frames(ev.kind), 1);
+	for (int response = 0; response <= 1; response++) { /* ignored: the kind decides */
+		Dnstap__Dnstap *d = unpack(&ev, response);
+		Dnstap__Message *m = d->message;
+		assert_int_equal(m->type, DNSTAP__MESSAGE__TYPE__FORWARDER_QUERY);
+		assert_true(m->socket_family == DNSTAP__SOCKET_FAMILY__INET6 &&
+			    m->socket_protocol == DNSTAP__SOCKET_PROTOCOL__UDP);
+		assert_false(m->has_query_address || m->has_query_port);
+		assert_true(m->has_response_address && m->response_address.len == 16);
+		assert_memory_equal(m->response_address.data, &up.sin6_addr, 16);
+		assert_true(m->has_response_port && m->response_port == 5300);
+		assert_true(m->has_query_message && m->query_message.len == len);
+		assert_memory_equal(m->query_message.data, buf, len);
+		assert_false(m->has_response_message || m->has_response_time_sec || d->has_extra);
+		assert_true(m->query_time_sec == 1700000000 && m->query_time_nsec == 1000);
+		dnstap__dnstap__free_unpacked(d, NULL);
+	}
+	ev.kind = NX_DNSTAP_FWD_RESPONSE;
+	ev.proto = NX_DNSTAP_DOT;
+	ev.response_us = 1700000000250000;
+	Dnstap__Dnstap *d = unpack(&ev, false);
+	Dnstap__Message *m = d->message;
+	assert_int_equal(m->type, DNSTAP__MESSAGE__TYPE__FORWARDER_RESPONSE);
+	assert_true(m->socket_protocol == DNSTAP__SOCKET_PROTOCOL__DOT);
+	assert_true(m->has_response_message && m->response_message.len == len);
+	assert_memory_equal(m->response_message.data, buf, len);
+	assert_false(m->has_query_message || d->has_extra);
+	assert_true(m->query_time_sec == 1700000000 && m->query_time_nsec == 1000);
+	assert_true(m->response_time_sec == 1700000000 && m->response_time_nsec == 250000000);
+	dnstap__dnstap__free_unpacked(d, NULL);
+}
+
 static void test_encode_limits(void **state)
 {
 	uint8_t buf[512], out[64];
@@ -287,8 +364,8 @@ static void test_encode_limits(void **state)
 	bad[12] = 63; /* a label running past the end */
 	assert_int_equal(nx_dnstap_query_from_reply(bad, 20, q, sizeof(q)), 0);
 	assert_int_equal(nx_dnstap_query_from_reply(buf, len, q, 20), NX_ETRUNC);
-	ev.reply = noq;
-	ev.reply_len = sizeof(noq);
+	ev.msg = noq;
+	ev.msg_len = sizeof(noq);
 	static uint8_t big[4096];
 	int n = nx_dnstap_encode(&ev, NULL, false, big, sizeof(big));
 	assert_true(n > 0);
@@ -342,7 +419,7 @@ static void test_writer_without_collector(void **state)
 	/* 2 rings of ~258 KiB hold ~350 of these events in all: the rest were dropped */
 	uint64_t full = nx_stat_read(NX_STAT_DNSTAP_DROP_FULL) - full0;
 	assert_true(full > 1000 && full < 2000);
-	ev.reply_len = NX_DNSTAP_MSG_MAX + 1;
+	ev.msg_len = NX_DNSTAP_MSG_MAX + 1;
 	nx_dnstap_push(t, 0, &ev);
 	assert_int_equal(nx_stat_read(NX_STAT_DNSTAP_DROP_LARGE) - big0, 1);
 
@@ -356,6 +433,25 @@ static void test_writer_without_collector(void **state)
 	took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(took < 1.0); /* stop interrupts the backoff */
 	nx_dnstap_stop(t);	 /* idempotent */
+	/* retarget: refused without a destination (nothing changes), taken while stopped; the
+	 * writer starts again after a stop (a reload turning dnstap off, then on) */
+	struct nx_dnstap_params q;
+	nx_dnstap_params_default(&q);
+	assert_int_equal(nx_dnstap_retarget(t, &q), -EINVAL);
+	struct sockaddr_in6 c6 = {.sin6_family = AF_INET6, .sin6_port = htons(9)};
+	inet_pton(AF_INET6, "::1", &c6.sin6_addr);
+	q.tcp = (struct sockaddr *)&c6;
+	q.tcp_len = sizeof(c6);
+	q.identity = "box-2";
+	assert_int_equal(nx_dnstap_retarget(t, &q), 0);
+	assert_int_equal(nx_dnstap_retarget(t, &q), 0); /* the same again: a no-op */
+	rc0 = nx_stat_read(NX_STAT_DNSTAP_RECONNECTS);
+	assert_int_equal(nx_dnstap_start(t), 0);
+	for (int i = 0; i < 100 && nx_stat_read(NX_STAT_DNSTAP_RECONNECTS) == rc0; i++) {
+		usleep(20000); /* nothing listens on [::1]:9: refused, counted */
+	}
+	assert_true(nx_stat_read(NX_STAT_DNSTAP_RECONNECTS) > rc0);
+	assert_int_equal(nx_dnstap_retarget(t, &p), 0); /* back to the socket, running */
 	nx_dnstap_free(t);
 	nx_dnstap_free(NULL);
 	assert_int_equal(owner_bytes(), base);
@@ -368,6 +464,7 @@ int main(void)
 	    cmocka_unit_test(test_ring_wrap_and_drop_oldest),
 	    cmocka_unit_test(test_ring_refuses_what_never_fits),
 	    cmocka_unit_test(test_encode_query_and_response),
+	    cmocka_unit_test(test_encode_forwarder),
 	    cmocka_unit_test(test_encode_limits),
 	    cmocka_unit_test(test_writer_without_collector),
 	};

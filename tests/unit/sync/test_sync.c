@@ -156,6 +156,8 @@ static void keys_and_routes(void **state)
 	assert_string_equal(nx_sync_route_synced("PUT", "/api/clients/x", NULL), "clients");
 	assert_string_equal(nx_sync_route_synced("POST", "/api/local-records", NULL),
 			    "local_records");
+	assert_non_null(nx_sync_route_synced("POST", "/api/restore", NULL));
+	assert_null(nx_sync_route_synced("GET", "/api/backup", NULL));
 	assert_null(nx_sync_route_synced("GET", "/api/filter/rules", NULL));
 	assert_null(nx_sync_route_synced("HEAD", "/api/groups", NULL));
 	assert_null(nx_sync_route_synced("POST", "/api/filter/sources/refresh", NULL));

@@ -1276,6 +1276,92 @@ static void test_socket_bound_refuses_counted(void **state)
 	test_free(d);
 }
 
+/* ---- the observer (nx_upstream_set_tap: dnstap's FORWARDER_* frames) ---- */
+
+struct tapped {
+	bool response, tcp;
+	uint16_t id;
+	size_t len;
+	const struct nx_up_server *server;
+	uint64_t sent_us;
+};
+
+static struct tapped g_tap[8];
+static int g_n_tap;
+
+static void on_tap(void *ud, const struct nx_up_tap_msg *m)
+{
+	assert_ptr_equal(ud, &g_n_tap);
+	assert_true(m->len >= NX_DNS_HDR_LEN);
+	if (g_n_tap < (int)NX_ARRAY_LEN(g_tap)) {
+		g_tap[g_n_tap] = (struct tapped){m->response, m->tcp, (uint16_t)(m->msg[0] << 8 |
+										 m->msg[1]),
+						 m->len, m->server, m->sent_us};
+	}
+	g_n_tap++;
+}
+
+/* A lost first datagram: two queries seen (the re-send too, same id), one answer; a spoof
+ * with a wrong id is not shown; unset, nothing is. */
+static void test_tap_udp_resend_and_spoof(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_ANSWER_RESENT, false);
+	g_n_tap = 0;
+	nx_upstream_set_tap(c->u, on_tap, &g_n_tap);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 1, 1, 20, 3000), 0);
+	run_until(c, 1, 5000);
+	assert_int_equal(d->res, NX_UP_ANSWER);
+	assert_int_equal(f->n_udp, 2);
+	assert_int_equal(g_n_tap, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(g_tap[i].response, i == 2);
+		assert_false(g_tap[i].tcp);
+		assert_int_equal(g_tap[i].id, f->ids[0]);
+		assert_ptr_equal(g_tap[i].server, &c->srv[0]);
+		assert_true(g_tap[i].sent_us > 0 && g_tap[i].sent_us == g_tap[0].sent_us);
+	}
+	assert_int_equal(g_tap[2].len, d->len);
+
+	f->mode = FAKE_WRONG_ID_FIRST;
+	g_n_tap = 0;
+	assert_int_equal(start_op(c, &c->d[1], 1, 1, 20, 1000), 0);
+	run_until(c, 2, 2000);
+	assert_int_equal(c->d[1].res, NX_UP_ANSWER);
+	assert_int_equal(g_n_tap, 2); /* the query and the real answer, not the spoof */
+	assert_true(!g_tap[0].response && g_tap[1].response && g_tap[0].id == g_tap[1].id);
+
+	nx_upstream_set_tap(c->u, NULL, NULL);
+	g_n_tap = 0;
+	assert_int_equal(start_op(c, &c->d[2], 1, 1, 20, 1000), 0);
+	run_until(c, 3, 2000);
+	assert_int_equal(c->d[2].res, NX_UP_ANSWER);
+	assert_int_equal(g_n_tap, 0);
+}
+
+/* Truncated over UDP, then TCP: four messages, the last two marked tcp. */
+static void test_tap_tc_then_tcp(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_TC, true);
+	f->tcp_mode = FAKE_TCP_ANSWER;
+	g_n_tap = 0;
+	nx_upstream_set_tap(c->u, on_tap, &g_n_tap);
+	struct done *d = &c->d[0];
+	assert_int_equal(start_op(c, d, 1, 1, 20, 1000), 0);
+	run_until(c, 1, 2000);
+	assert_int_equal(d->res, NX_UP_ANSWER);
+	assert_int_equal(g_n_tap, 4);
+	const bool resp[] = {false, true, false, true}, tcp[] = {false, false, true, true};
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(g_tap[i].response, resp[i]);
+		assert_int_equal(g_tap[i].tcp, tcp[i]);
+		assert_int_equal(g_tap[i].id, g_tap[0].id);
+	}
+	assert_int_equal(g_tap[3].len, d->len);
+}
+
 int main(void)
 {
 	if (nx_rand_init() != 0) {
@@ -1324,6 +1410,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_port_entropy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_socket_bound_refuses_counted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_udp_resend_and_spoof, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_tc_then_tcp, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("upstream_exchange", tests, NULL, NULL);
 }
