@@ -47,6 +47,7 @@ struct stream {
 	struct head hs[BL__COUNT];
 	int fds[BL__COUNT];
 	bool have;
+	uint64_t key; /* first 8 bytes of name, big-endian, zero-padded: the heap's first test */
 	char name[NX_FILTER_NAME_MAX + 1];
 	size_t len;
 	unsigned flags;
@@ -189,6 +190,11 @@ static int stream_next(struct stream *s)
 	}
 	s->len = min->len;
 	memcpy(s->name, min->name, s->len + 1);
+	uint8_t k8[8] = {0};
+	memcpy(k8, s->name, s->len < 8 ? s->len : 8);
+	s->key = (uint64_t)k8[0] << 56 | (uint64_t)k8[1] << 48 | (uint64_t)k8[2] << 40 |
+		 (uint64_t)k8[3] << 32 | (uint64_t)k8[4] << 24 | (uint64_t)k8[5] << 16 |
+		 (uint64_t)k8[6] << 8 | k8[7];
 	s->flags = 0;
 	for (int i = 0; i < BL__COUNT; i++) {
 		struct head *h = &s->hs[i];
@@ -317,6 +323,9 @@ static void streams_close(struct builder *b)
 static bool heap_less(const struct builder *b, unsigned x, unsigned y)
 {
 	const struct stream *a = &b->ss[x], *c = &b->ss[y];
+	if (a->key != c->key) {
+		return a->key < c->key;
+	}
 	int r = cmp_names(a->name, a->len, c->name, c->len);
 	return r < 0 || (r == 0 && x < y);
 }
