@@ -2,13 +2,15 @@
  * Filter module internals shared between its files (never included from outside src/filter).
  *
  * Buffered line reader and writer over file descriptors, and the bounded external sort used by
- * the compiler. All buffers are charged to NX_OWNER_filter_build. Single-threaded objects.
+ * the compiler (buffers charged to NX_OWNER_filter_build; single-threaded objects), and the
+ * snapshot file layout with its fingerprint and packed-field helpers.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Read buffer of the line reader: also the longest line it can return whole. */
 #define NX_FILTER_RD_BUF (64 * 1024)
@@ -163,7 +165,6 @@ _Static_assert(NX_SNAP_LOW_BITS <= NX_SNAP_FIELD_BITS_MAX, "a record field is on
  * of the low half. Inlined (XXH_INLINE_ALL) so the matcher makes no library call. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-#include <string.h>
 
 struct nx_snap_fp {
 	uint32_t bucket;
@@ -181,7 +182,8 @@ static inline struct nx_snap_fp nx_snap_fingerprint(const char *name, size_t len
 }
 
 /* Field of w <= NX_SNAP_FIELD_BITS_MAX bits at bit offset pos of a packed array with
- * NX_SNAP_REC_PAD readable bytes after its last field. */
+ * NX_SNAP_REC_PAD readable bytes after its last field. Record i starts at bit
+ * i * (low_bits + combo_bits): its fingerprint low part, then its source-set index. */
 static inline uint64_t nx_snap_get_bits(const uint8_t *p, uint64_t pos, unsigned w)
 {
 	uint64_t v;
@@ -189,7 +191,7 @@ static inline uint64_t nx_snap_get_bits(const uint8_t *p, uint64_t pos, unsigned
 	return (v >> (pos & 7)) & ((1ull << w) - 1);
 }
 
-/* Record i's fields (records are low_bits of fingerprint, then combo_bits of source set). */
+/* Write such a field (read-modify-write of 8 bytes: the bits around it are kept; builder). */
 static inline void nx_snap_put_bits(uint8_t *p, uint64_t pos, unsigned w, uint64_t val)
 {
 	uint64_t v, m = ((1ull << w) - 1) << (pos & 7);

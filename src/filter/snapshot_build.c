@@ -623,7 +623,7 @@ static uint64_t finish_buckets(struct builder *b, struct rec *tmp, uint64_t *ent
 			nx_snap_put_bits(b->rec, pos + lb, cb, tmp[i].combo);
 			const struct nx_snap_combo *c = combo_at(b, tmp[i].combo);
 			ent += (uint64_t)__builtin_popcountll(c->mask[0] | c->mask[1] | c->mask[2] |
-							     c->mask[3]);
+							      c->mask[3]);
 			w++;
 		}
 		start = end;
@@ -699,7 +699,8 @@ static int write_file(const char *path, const struct nx_snap_src *srcs, unsigned
 	XXH3_64bits_update(&st, zeros, pad);
 	for (uint32_t i = 0; i < b->ncombos; i += COMBO_CHUNK) {
 		uint32_t m = b->ncombos - i < COMBO_CHUNK ? b->ncombos - i : COMBO_CHUNK;
-		XXH3_64bits_update(&st, b->chunks[i / COMBO_CHUNK], m * sizeof(struct nx_snap_combo));
+		XXH3_64bits_update(&st, b->chunks[i / COMBO_CHUNK],
+				   m * sizeof(struct nx_snap_combo));
 	}
 	XXH3_64bits_update(&st, b->rec, rec_bytes);
 	h.body_xxh = XXH3_64bits_digest(&st);

@@ -49,8 +49,9 @@ static void gen(const char *dir)
 	for (unsigned i = 0; i < NAMES; i++) {
 		/* a name is in 1 source (70%), 2-3 (25%) or 4-12 (5%): like the real lists */
 		uint64_t r = next_rand();
-		unsigned k = r % 100 < 70 ? 1 : r % 100 < 95 ? 2 + (unsigned)(r >> 8) % 2
-							   : 4 + (unsigned)(r >> 8) % 9;
+		unsigned k = r % 100 < 70   ? 1
+			     : r % 100 < 95 ? 2 + (unsigned)(r >> 8) % 2
+					    : 4 + (unsigned)(r >> 8) % 9;
 		memset(g_flags[i], 0, NSRC);
 		for (unsigned j = 0; j < k; j++) {
 			unsigned s = (unsigned)(next_rand() % NSRC);
@@ -132,7 +133,8 @@ static int setup(void **state)
 	snprintf(fx->path, sizeof(fx->path), "%s/enc.nxs", fx->dir);
 	snprintf(fx->narrow, sizeof(fx->narrow), "%s/narrow.nxs", fx->dir);
 	fx->peak.base = th_owner_bytes(NX_OWNER_filter_build);
-	struct nx_filter_snap_build_opts o = {.seed = 0xc0ffee, .on_step = sample, .arg = &fx->peak};
+	struct nx_filter_snap_build_opts o = {
+	    .seed = 0xc0ffee, .on_step = sample, .arg = &fx->peak};
 	if (nx_filter_snap_build(fx->path, src, NSRC, &o, &fx->rep) != 0) {
 		return -1;
 	}
@@ -186,8 +188,8 @@ static void test_every_entry_found(void **state)
 		for (unsigned j = 0; j < NSRC; j++) {
 			want_n += g_flags[i][j] != 0;
 			if (flags[j] != g_flags[i][j]) {
-				print_error("%s source %u: flags %#x, want %#x\n", name, j, flags[j],
-					    g_flags[i][j]);
+				print_error("%s source %u: flags %#x, want %#x\n", name, j,
+					    flags[j], g_flags[i][j]);
 				fail();
 			}
 		}
@@ -256,8 +258,8 @@ static void test_every_entry_found(void **state)
 	/* the builder's peak: the new file + 26 KiB per source (three 8 KiB read buffers and the
 	 * merge state) + the source-set index (<= 24 B per set) + 16 KiB; sampled from the
 	 * ledger at every step, and the report agrees with what the ledger saw */
-	int64_t bound = (int64_t)fx->rep.bytes + NSRC * 26 * 1024 + 24 * (int64_t)fx->rep.combos +
-			16 * 1024;
+	int64_t bound =
+	    (int64_t)fx->rep.bytes + NSRC * 26 * 1024 + 24 * (int64_t)fx->rep.combos + 16 * 1024;
 	print_message("build peak %lld sampled, %llu reported, bound %lld\n",
 		      (long long)fx->peak.max, (unsigned long long)fx->rep.peak_build_bytes,
 		      (long long)bound);
@@ -314,14 +316,15 @@ static void test_absent_narrowed(void **state)
 	/* narrower records, smaller file */
 	assert_true(fx->rep_narrow.bytes < fx->rep.bytes);
 	double p = nx_filter_snap_fp_per_name(s);
-	double formula = ldexp((double)fx->rep_narrow.names,
-			       -(int)(fx->rep_narrow.bucket_bits + 16));
+	double formula =
+	    ldexp((double)fx->rep_narrow.names, -(int)(fx->rep_narrow.bucket_bits + 16));
 	assert_true(fabs(p - formula) <= formula * 1e-12);
 	double expected = p * ABSENT_PROBES;
 	uint64_t hits = probe_absent(s, ABSENT_PROBES);
 	print_message("%u absent probes at 16 stored bits (k=%u): %llu false matches, formula "
 		      "n / 2^(k+16) * probes = %.1f\n",
-		      ABSENT_PROBES, fx->rep_narrow.bucket_bits, (unsigned long long)hits, expected);
+		      ABSENT_PROBES, fx->rep_narrow.bucket_bits, (unsigned long long)hits,
+		      expected);
 	/* Poisson: mean ~1000 here, sd ~32; 6 sd either side. Records sharing a 16-bit low part
 	 * inside one bucket make the true rate a little lower than the formula (an upper bound);
 	 * at ~12 records per bucket out of 65536 values that is < 0.02%. */
