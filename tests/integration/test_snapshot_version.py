@@ -7,8 +7,10 @@ version-1 file takes)."""
 from __future__ import annotations
 
 import struct
+import subprocess
 
 from filterkit import start_nx
+from harness import nxdns_bin
 from test_filter import PROBES, corpus_config, decisions
 
 VERSION_OFF = 8  # after the 8-byte magic, u32 native (little-endian here)
@@ -36,6 +38,10 @@ def test_old_snapshot_version_is_rebuilt_at_boot(make_upstream, make_nxdns, tmp_
     data = bytearray(snap.read_bytes())
     struct.pack_into("<I", data, VERSION_OFF, 1)
     snap.write_bytes(bytes(data))
+    # the CLI refuses it and says what to do
+    r = subprocess.run([str(nxdns_bin()), "lookup-snapshot", str(snap), "abp.test"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "another snapshot format version" in r.stderr, r
 
     cfg = dict(cfg, state_dir=str(nx1.workdir / "state"))
     nx2 = start_nx(make_nxdns, [up], cfg, name="second")
