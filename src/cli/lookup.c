@@ -101,7 +101,11 @@ static int open_snapshot(const struct nx_conf *c, struct nx_filter_snap **out)
 	if (rc < 0) {
 		fprintf(stderr, "nxdns lookup: cannot open the daemon's snapshot %s: %s%s\n", path,
 			nx_strerror(rc),
-			rc == -ENOENT ? " (has the daemon for this config built its lists?)" : "");
+			rc == -ENOENT ? " (has the daemon for this config built its lists?)"
+			: rc == NX_EFORMAT
+			    ? " (an earlier nxdns wrote it: restart the daemon, which "
+			      "rebuilds it from the compiled lists)"
+			    : "");
 		return 1;
 	}
 	unsigned n = nx_filter_snap_nsources(*out);

@@ -156,7 +156,10 @@ int nx_cli_lookup_snapshot(int argc, char **argv)
 	struct nx_filter_snap *s = NULL;
 	int rc = nx_filter_snap_open(argv[i], &s);
 	if (rc != 0) {
-		fprintf(stderr, "nxdns lookup-snapshot: %s: %s\n", argv[i], nx_strerror(rc));
+		fprintf(stderr, "nxdns lookup-snapshot: %s: %s%s\n", argv[i], nx_strerror(rc),
+			rc == NX_EFORMAT ? " (another snapshot format version: rebuild it with "
+					   "nxdns snapshot-build)"
+					 : "");
 		return 1;
 	}
 	for (int k = i + 1; k < argc; k++) {

@@ -362,7 +362,16 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	}
 	if (!l->cur->snap && n > 0) {
 		struct nx_filter_snap *s = NULL;
-		if (nx_filter_snap_open(snap_path, &s) == 0) {
+		int orc = nx_filter_snap_open(snap_path, &s);
+		if (orc == NX_EFORMAT) {
+			nx_log(NX_LOG_INFO, "filter",
+			       "%s was written in another snapshot format (an earlier nxdns): "
+			       "rebuilding it from the compiled bodies", snap_path);
+		} else if (orc < 0 && orc != -ENOENT) {
+			nx_log(NX_LOG_WARN, "filter", "cannot map %s (%s): rebuilding it",
+			       snap_path, nx_strerror(orc));
+		}
+		if (orc == 0) {
 			if (nx_filter_snap_is_current(s, names, (const uint8_t(*)[32])shas, n)) {
 				struct nx_filter_side *side = NULL;
 				rc = open_side(srcs, n, &side);

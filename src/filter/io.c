@@ -10,17 +10,23 @@
 
 #include "base/ledger.h"
 
-int nx_lr_init(struct nx_lr *lr, int fd)
+int nx_lr_init_cap(struct nx_lr *lr, int fd, size_t cap)
 {
 	memset(lr, 0, sizeof(*lr));
 	lr->fd = fd;
-	lr->buf = nx_mem_alloc(NX_OWNER_filter_build, NX_FILTER_RD_BUF);
+	lr->cap = cap;
+	lr->buf = nx_mem_alloc(NX_OWNER_filter_build, cap);
 	return lr->buf ? 0 : -ENOMEM;
+}
+
+int nx_lr_init(struct nx_lr *lr, int fd)
+{
+	return nx_lr_init_cap(lr, fd, NX_FILTER_RD_BUF);
 }
 
 void nx_lr_deinit(struct nx_lr *lr)
 {
-	nx_mem_free(NX_OWNER_filter_build, lr->buf, NX_FILTER_RD_BUF);
+	nx_mem_free(NX_OWNER_filter_build, lr->buf, lr->cap);
 	lr->buf = NULL;
 }
 
@@ -31,8 +37,8 @@ static int fill(struct nx_lr *lr)
 		lr->end -= lr->pos;
 		lr->pos = 0;
 	}
-	while (lr->end < NX_FILTER_RD_BUF && !lr->eof) {
-		ssize_t n = read(lr->fd, lr->buf + lr->end, NX_FILTER_RD_BUF - lr->end);
+	while (lr->end < lr->cap && !lr->eof) {
+		ssize_t n = read(lr->fd, lr->buf + lr->end, lr->cap - lr->end);
 		if (n < 0) {
 			if (errno == EINTR) {
 				continue;
@@ -56,8 +62,8 @@ static int fill(struct nx_lr *lr)
 
 int nx_lr_next(struct nx_lr *lr, size_t max_len, const char **line, size_t *len, bool *too_long)
 {
-	if (max_len > NX_FILTER_RD_BUF - 1) {
-		max_len = NX_FILTER_RD_BUF - 1;
+	if (max_len > lr->cap - 1) {
+		max_len = lr->cap - 1;
 	}
 	*too_long = false;
 	size_t scanned = 0;

@@ -17,14 +17,16 @@
 struct nx_filter_snap {
 	const uint8_t *base; /* mapping (owned), size bytes */
 	size_t size;
-	const struct nx_snap_hdr *hdr; /* in mapping */
-	const struct nx_snap_src *src; /* in mapping */
-	const uint32_t *bkt;	       /* in mapping */
-	const uint64_t *ent;	       /* in mapping */
+	const struct nx_snap_hdr *hdr;	   /* in mapping */
+	const struct nx_snap_src *src;	   /* in mapping */
+	const uint32_t *bkt;		   /* in mapping */
+	const struct nx_snap_combo *combo; /* in mapping */
+	const uint8_t *rec;		   /* in mapping, NX_SNAP_REC_PAD bytes after the last */
 	uint64_t seed;
 	uint64_t nent;
+	uint32_t nrec, ncombo;
 	uint64_t allow_srcs; /* bit i: source i has exception (.allow) entries */
-	unsigned kbits;
+	unsigned kbits, low_bits, combo_bits, rec_bits;
 	unsigned nsrc;
 };
 
@@ -58,24 +60,34 @@ static int validate(const uint8_t *p, size_t size, uint64_t *allow_srcs)
 	}
 	struct nx_snap_hdr h;
 	memcpy(&h, p, sizeof(h));
+	if (memcmp(h.magic, NX_SNAP_MAGIC, 8) != 0) {
+		return NX_ECORRUPT;
+	}
+	if (h.version != NX_SNAP_VERSION) {
+		return NX_EFORMAT; /* another format version: rebuild from the bodies */
+	}
 	uint64_t want = h.hdr_xxh;
 	h.hdr_xxh = 0;
-	if (memcmp(h.magic, NX_SNAP_MAGIC, 8) != 0 || h.version != NX_SNAP_VERSION ||
-	    h.endian != NX_SNAP_ENDIAN || h.hdr_size != sizeof(h) ||
+	if (h.endian != NX_SNAP_ENDIAN || h.hdr_size != sizeof(h) ||
 	    h.src_size != sizeof(struct nx_snap_src) || XXH3_64bits(&h, sizeof(h)) != want) {
 		return NX_ECORRUPT;
 	}
 	if (h.file_size != size || h.nsources > NX_FILTER_SOURCES_MAX ||
-	    h.bucket_bits > NX_SNAP_BUCKET_BITS_MAX || h.nentries > NX_FILTER_ENTRIES_MAX) {
+	    h.bucket_bits > NX_SNAP_BUCKET_BITS_MAX || h.nrecords > NX_FILTER_ENTRIES_MAX ||
+	    h.ncombos > h.nrecords || h.low_bits == 0 || h.low_bits > NX_SNAP_FIELD_BITS_MAX ||
+	    h.combo_bits > NX_SNAP_COMBO_BITS_MAX || (1ull << h.combo_bits) < h.ncombos ||
+	    (h.combo_bits > 0 && (1ull << (h.combo_bits - 1)) >= h.ncombos)) {
 		return NX_ECORRUPT;
 	}
 	uint64_t src_end = h.src_off + (uint64_t)h.nsources * sizeof(struct nx_snap_src);
 	uint64_t nb = 1ull << h.bucket_bits;
 	uint64_t bkt_end = h.bkt_off + (nb + 1) * sizeof(uint32_t);
-	uint64_t ent_end = h.ent_off + h.nentries * sizeof(uint64_t);
+	uint64_t combo_end = h.combo_off + (uint64_t)h.ncombos * sizeof(struct nx_snap_combo);
+	unsigned rbits = h.low_bits + h.combo_bits;
+	uint64_t rec_end = h.rec_off + ((uint64_t)h.nrecords * rbits + 7) / 8 + NX_SNAP_REC_PAD;
 	if (h.src_off != sizeof(h) || h.bkt_off != src_end || h.bkt_off % 4 != 0 ||
-	    h.ent_off < bkt_end || h.ent_off % 8 != 0 || h.ent_off - bkt_end >= 8 ||
-	    ent_end != size) {
+	    h.combo_off < bkt_end || h.combo_off % 8 != 0 || h.combo_off - bkt_end >= 8 ||
+	    h.rec_off != combo_end || rec_end != size) {
 		return NX_ECORRUPT;
 	}
 	if (XXH3_64bits(p + h.hdr_size, size - h.hdr_size) != h.body_xxh) {
@@ -87,30 +99,51 @@ static int validate(const uint8_t *p, size_t size, uint64_t *allow_srcs)
 			return NX_ECORRUPT;
 		}
 	}
-	const uint32_t *bkt = (const uint32_t *)(p + h.bkt_off);
-	const uint64_t *ent = (const uint64_t *)(p + h.ent_off);
+	/* every source set names only existing sources and at least one */
+	const struct nx_snap_combo *combo = (const struct nx_snap_combo *)(p + h.combo_off);
+	uint64_t valid = h.nsources == 64 ? ~0ull : (1ull << h.nsources) - 1;
 	uint64_t allow = 0;
-	if (bkt[0] != 0 || bkt[nb] != h.nentries) {
+	for (uint32_t i = 0; i < h.ncombos; i++) {
+		uint64_t any = 0;
+		for (int f = 0; f < NX_SNAP_M__N; f++) {
+			any |= combo[i].mask[f];
+		}
+		if (any == 0 || (any & ~valid) != 0) {
+			return NX_ECORRUPT;
+		}
+		allow |= combo[i].mask[NX_SNAP_M_ALLOW_EXACT] | combo[i].mask[NX_SNAP_M_ALLOW_SUB];
+	}
+	const uint32_t *bkt = (const uint32_t *)(p + h.bkt_off);
+	const uint8_t *rec = p + h.rec_off;
+	if (bkt[0] != 0 || bkt[nb] != h.nrecords) {
 		return NX_ECORRUPT;
 	}
+	uint64_t entries = 0;
 	for (uint64_t b = 0; b < nb; b++) {
 		if (bkt[b] > bkt[b + 1]) {
 			return NX_ECORRUPT;
 		}
+		uint64_t plow = 0, pcombo = 0;
 		for (uint32_t i = bkt[b]; i < bkt[b + 1]; i++) {
-			uint64_t e = ent[i];
-			if ((e & 0xf) == 0 || ((e >> NX_SNAP_SRC_SHIFT) & 63) >= h.nsources) {
+			uint64_t pos = (uint64_t)i * rbits;
+			uint64_t low = nx_snap_get_bits(rec, pos, h.low_bits);
+			uint64_t ci = nx_snap_get_bits(rec, pos + h.low_bits, h.combo_bits);
+			if (ci >= h.ncombos) {
 				return NX_ECORRUPT;
 			}
-			if (e & (NX_FILTER_F_ALLOW_EXACT | NX_FILTER_F_ALLOW_SUB)) {
-				allow |= 1ull << ((e >> NX_SNAP_SRC_SHIFT) & 63);
+			/* strictly ascending by (fingerprint, source set) */
+			if (i > bkt[b] && (low < plow || (low == plow && ci <= pcombo))) {
+				return NX_ECORRUPT;
 			}
-			if (i > bkt[b] &&
-			    ent[i - 1] >> NX_SNAP_SRC_SHIFT >= e >> NX_SNAP_SRC_SHIFT) {
-				return NX_ECORRUPT; /* strictly ascending by (fingerprint, source)
-						     */
-			}
+			plow = low;
+			pcombo = ci;
+			const struct nx_snap_combo *c = &combo[ci];
+			entries += (uint64_t)__builtin_popcountll(c->mask[0] | c->mask[1] |
+								  c->mask[2] | c->mask[3]);
 		}
+	}
+	if (entries != h.nentries) {
+		return NX_ECORRUPT;
 	}
 	*allow_srcs = allow;
 	return 0;
@@ -155,10 +188,16 @@ int nx_filter_snap_open(const char *path, struct nx_filter_snap **out)
 	s->hdr = m;
 	s->src = (const struct nx_snap_src *)(s->base + s->hdr->src_off);
 	s->bkt = (const uint32_t *)(s->base + s->hdr->bkt_off);
-	s->ent = (const uint64_t *)(s->base + s->hdr->ent_off);
+	s->combo = (const struct nx_snap_combo *)(s->base + s->hdr->combo_off);
+	s->rec = s->base + s->hdr->rec_off;
 	s->seed = s->hdr->seed;
 	s->nent = s->hdr->nentries;
+	s->nrec = s->hdr->nrecords;
+	s->ncombo = s->hdr->ncombos;
 	s->kbits = s->hdr->bucket_bits;
+	s->low_bits = s->hdr->low_bits;
+	s->combo_bits = s->hdr->combo_bits;
+	s->rec_bits = s->low_bits + s->combo_bits;
 	s->nsrc = s->hdr->nsources;
 	s->allow_srcs = allow_srcs;
 	nx_ledger_charge(NX_OWNER_snapshot_map, (int64_t)size, 1);
@@ -196,6 +235,16 @@ uint64_t nx_filter_snap_entries(const struct nx_filter_snap *s)
 	return s ? s->nent : 0;
 }
 
+uint64_t nx_filter_snap_names(const struct nx_filter_snap *s)
+{
+	return s ? s->nrec : 0;
+}
+
+uint64_t nx_filter_snap_combos(const struct nx_filter_snap *s)
+{
+	return s ? s->ncombo : 0;
+}
+
 uint64_t nx_filter_snap_bytes(const struct nx_filter_snap *s)
 {
 	return s ? s->size : 0;
@@ -208,11 +257,11 @@ unsigned nx_filter_snap_bucket_bits(const struct nx_filter_snap *s)
 
 double nx_filter_snap_fp_per_name(const struct nx_filter_snap *s)
 {
-	if (!s || s->nent == 0) {
+	if (!s || s->nrec == 0) {
 		return 0;
 	}
-	/* mean entries per bucket / 2^54: the chance a random 54-bit remainder equals one */
-	return ldexp((double)s->nent, -(int)(s->kbits + NX_SNAP_REM_BITS));
+	/* mean records per bucket / 2^low_bits: the chance a random low part equals one */
+	return ldexp((double)s->nrec, -(int)(s->kbits + s->low_bits));
 }
 
 bool nx_filter_snap_is_current(const struct nx_filter_snap *s, const char *const *names,
@@ -230,21 +279,40 @@ bool nx_filter_snap_is_current(const struct nx_filter_snap *s, const char *const
 	return true;
 }
 
-/* Entries of bucket for `fp` with the same remainder: [*lo, *hi). */
-static inline void find(const struct nx_filter_snap *s, const char *name, size_t len, uint32_t *lo,
-			uint32_t *hi)
+/* The source sets of every record whose fingerprint is name's, OR'd (usually one or none).
+ * Returns false when there is none. */
+static inline bool find(const struct nx_filter_snap *s, const char *name, size_t len,
+			struct nx_snap_combo *out)
 {
-	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, s->seed, s->kbits);
+	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, s->seed, s->kbits, s->low_bits);
 	uint32_t i = s->bkt[fp.bucket], end = s->bkt[fp.bucket + 1];
-	while (i < end && (s->ent[i] >> NX_SNAP_REM_SHIFT) < fp.rem) {
+	const unsigned lb = s->low_bits, rb = s->rec_bits;
+	uint64_t pos = (uint64_t)i * rb;
+	uint64_t low = 0;
+	while (i < end && (low = nx_snap_get_bits(s->rec, pos, lb)) < fp.low) {
 		i++;
+		pos += rb;
 	}
-	uint32_t j = i;
-	while (j < end && (s->ent[j] >> NX_SNAP_REM_SHIFT) == fp.rem) {
-		j++;
+	if (i == end || low != fp.low) {
+		return false;
 	}
-	*lo = i;
-	*hi = j;
+	const struct nx_snap_combo *c =
+	    &s->combo[nx_snap_get_bits(s->rec, pos + lb, s->combo_bits)];
+	*out = *c;
+	/* another name with the same fingerprint but another source set (a 2^-(k+38) event) */
+	for (i++, pos += rb; i < end && nx_snap_get_bits(s->rec, pos, lb) == fp.low;
+	     i++, pos += rb) {
+		c = &s->combo[nx_snap_get_bits(s->rec, pos + lb, s->combo_bits)];
+		for (int f = 0; f < NX_SNAP_M__N; f++) {
+			out->mask[f] |= c->mask[f];
+		}
+	}
+	return true;
+}
+
+static inline int lowest(uint64_t m)
+{
+	return __builtin_ctzll(m);
 }
 
 /*
@@ -258,7 +326,7 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 					struct nx_filter_result *out)
 {
 	nx_filter_result_clear(out);
-	if (!s || s->nent == 0 || eligible == 0 || first >= len) {
+	if (!s || s->nrec == 0 || eligible == 0 || first >= len) {
 		return NX_FILTER_ACT_NONE;
 	}
 	int exact_src = -1, wild_src = -1;
@@ -266,38 +334,35 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 	size_t pos = first;
 	bool may_except = (eligible & s->allow_srcs) != 0;
 	for (;;) {
-		uint32_t lo, hi;
-		find(s, name + pos, len - pos, &lo, &hi);
-		for (uint32_t i = lo; i < hi; i++) {
-			uint64_t e = s->ent[i];
-			unsigned src = (unsigned)(e >> NX_SNAP_SRC_SHIFT) & 63;
-			unsigned f = (unsigned)e & 0xf;
-			if (!(eligible >> src & 1)) {
-				continue;
-			}
+		struct nx_snap_combo c;
+		if (find(s, name + pos, len - pos, &c)) {
 			if (pos == 0) {
-				if (f & NX_FILTER_F_ALLOW_EXACT) {
+				uint64_t m = c.mask[NX_SNAP_M_ALLOW_EXACT] & eligible;
+				if (m) {
 					out->action = NX_FILTER_ACT_ALLOW;
 					out->reason = NX_FILTER_R_blocklist_exception;
-					out->source = (int16_t)src;
+					out->source = (int16_t)lowest(m);
 					out->matched_off = 0;
 					out->matched_len = (uint16_t)len;
 					return NX_FILTER_ACT_ALLOW;
 				}
-				if ((f & NX_FILTER_F_EXACT) && exact_src < 0) {
-					exact_src = (int)src;
+				m = c.mask[NX_SNAP_M_EXACT] & eligible;
+				if (m) {
+					exact_src = lowest(m);
 				}
 			} else {
-				if (f & NX_FILTER_F_ALLOW_SUB) {
+				uint64_t m = c.mask[NX_SNAP_M_ALLOW_SUB] & eligible;
+				if (m) {
 					out->action = NX_FILTER_ACT_ALLOW;
 					out->reason = NX_FILTER_R_blocklist_exception;
-					out->source = (int16_t)src;
+					out->source = (int16_t)lowest(m);
 					out->matched_off = (uint16_t)pos;
 					out->matched_len = (uint16_t)(len - pos);
 					return NX_FILTER_ACT_ALLOW;
 				}
-				if ((f & NX_FILTER_F_WILD) && wild_src < 0) {
-					wild_src = (int)src;
+				m = c.mask[NX_SNAP_M_WILD] & eligible;
+				if (m && wild_src < 0) {
+					wild_src = lowest(m);
 					wild_off = pos;
 				}
 			}
@@ -407,18 +472,18 @@ unsigned nx_filter_snap_lookup(const struct nx_filter_snap *s, const char *name,
 			       uint8_t flags[NX_FILTER_SOURCES_MAX])
 {
 	memset(flags, 0, NX_FILTER_SOURCES_MAX);
-	if (!s || s->nent == 0) {
+	struct nx_snap_combo c;
+	if (!s || s->nrec == 0 || !find(s, name, len, &c)) {
 		return 0;
 	}
-	uint32_t lo, hi;
-	find(s, name, len, &lo, &hi);
 	unsigned n = 0;
-	for (uint32_t i = lo; i < hi; i++) {
-		unsigned src = (unsigned)(s->ent[i] >> NX_SNAP_SRC_SHIFT) & 63;
-		if (!flags[src]) {
-			n++;
+	for (unsigned i = 0; i < NX_FILTER_SOURCES_MAX; i++) {
+		for (int f = 0; f < NX_SNAP_M__N; f++) {
+			if (c.mask[f] >> i & 1) {
+				flags[i] |= (uint8_t)(1u << f);
+			}
 		}
-		flags[src] |= (uint8_t)(s->ent[i] & 0xf);
+		n += flags[i] != 0;
 	}
 	return n;
 }

@@ -1,18 +1,20 @@
 /*
  * The compact blocklist snapshot: builder, loader (read-only mmap) and matcher.
  *
- * One immutable file holds every source's bodies as 8-byte entries: a 54-bit fingerprint of
- * the name, the source index and four flags (exact, wild, allow-exact, allow-sub), sorted in
- * 2^k hash buckets with a u32 offset table. Sources are never merged; a name in a source's
- * .list and .wild is one entry with two flags. Format, false-match math: src/filter/README.md.
+ * One immutable file holds every source's bodies: one packed record per distinct name (the
+ * low 38 bits of its fingerprint below the 2^k hash buckets of a u32 offset table, and an
+ * index into a table of the distinct source sets, each four source masks: exact, wild,
+ * allow-exact, allow-sub). Sources are never merged: a name's record says which sources list
+ * it with which flags, so eligibility and the reported source stay per source. Format,
+ * false-match math: src/filter/README.md.
  *
  * Threading: the builder is a blocking job for the control thread (or a job thread); it never
  * touches a mapped snapshot. A struct nx_filter_snap is immutable after open: any number of
  * threads may match on it concurrently with no locking; the owner frees it only after every
  * reader has passed a quiescent point (the daemon's generation swap).
  * Memory: the mapping is charged to NX_OWNER_snapshot_map while open; the builder's arrays and
- * buffers to NX_OWNER_filter_build while it runs (about the new file's size + 200 KiB; bodies
- * are streamed, never held).
+ * buffers to NX_OWNER_filter_build while it runs (the new file's size + the source-set index +
+ * 24 KiB of read buffers per source; bodies are streamed, never held).
  */
 #pragma once
 
@@ -42,10 +44,13 @@ struct nx_filter_snap_build_opts {
 	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
 	 * colliding on purpose across installations. Tests pass a fixed seed. */
 	uint64_t seed;
-	/* Called after each source of each pass and every 65536 names within one
+	/* Called after each pass and every 65536 names within one
 	 * (progress, tests sampling the ledger, the daemon answering admin requests). */
 	void (*on_step)(void *arg);
 	void *arg;
+	/* Tests only: stored fingerprint bits per name (0 = NX_SNAP_LOW_BITS, 38; at most 57).
+	 * Narrowed, false matches become observable at the rate README.md states. */
+	unsigned low_bits;
 };
 
 struct nx_filter_snap_source_stats {
@@ -55,9 +60,12 @@ struct nx_filter_snap_source_stats {
 };
 
 struct nx_filter_snap_build_report {
-	uint64_t entries;     /* entries stored (all sources) */
+	uint64_t entries;     /* (source, name) entries stored (all sources) */
+	uint64_t names;	      /* records stored: distinct names (fingerprints) */
+	uint64_t combos;      /* distinct source sets (with flags) */
 	uint64_t bytes;	      /* file size */
 	unsigned bucket_bits; /* k */
+	unsigned low_bits;    /* stored fingerprint bits per record */
 	uint64_t build_ms;
 	uint64_t peak_build_bytes; /* most NX_OWNER_filter_build bytes this build held at once */
 	unsigned sources;
@@ -67,10 +75,11 @@ struct nx_filter_snap_build_report {
 
 /*
  * Build a snapshot of `n` sources (index = position in `src`) into `path` (temp file, fsync,
- * rename). Reads each source's bodies three times (count + checksum, bucket histogram, place);
- * a body that changes between passes aborts with -EAGAIN. Returns 0, -errno, NX_ELIMIT (more
- * than NX_FILTER_SOURCES_MAX sources or NX_FILTER_ENTRIES_MAX entries), NX_EFORMAT (bad source
- * name). `rep` may be NULL.
+ * rename). Reads all sources' bodies at once, three times (count + checksum + source sets,
+ * bucket histogram, place; one file descriptor per body is open during a pass); a body that
+ * changes between passes aborts with -EAGAIN. Returns 0, -errno, NX_ELIMIT (more than
+ * NX_FILTER_SOURCES_MAX sources or NX_FILTER_ENTRIES_MAX names), NX_EFORMAT (bad source name).
+ * `rep` may be NULL.
  */
 int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *src, unsigned n,
 			 const struct nx_filter_snap_build_opts *opts,
@@ -78,8 +87,9 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 
 struct nx_filter_snap;
 
-/* Map and validate (header, bounds, checksum, entry order). Returns 0, -errno, NX_ECORRUPT.
- * On success *out owns the mapping. */
+/* Map and validate (header, bounds, checksum, record order). Returns 0, -errno, NX_ECORRUPT,
+ * or NX_EFORMAT for a snapshot of another format version (an older nxdns wrote it: rebuild it
+ * from the compiled bodies). On success *out owns the mapping. */
 int nx_filter_snap_open(const char *path, struct nx_filter_snap **out);
 /* Unmap; NULL is a no-op. Only after every reader is done with it. */
 void nx_filter_snap_free(struct nx_filter_snap *s);
@@ -88,7 +98,12 @@ unsigned nx_filter_snap_nsources(const struct nx_filter_snap *s);
 /* Recorded name and bodies sha256 of source i (< nsources); pointers into the mapping. */
 const char *nx_filter_snap_source_name(const struct nx_filter_snap *s, unsigned i);
 const uint8_t *nx_filter_snap_source_sha(const struct nx_filter_snap *s, unsigned i);
+/* (source, name) entries, as the sources' bodies count them. */
 uint64_t nx_filter_snap_entries(const struct nx_filter_snap *s);
+/* Records: distinct names stored once each with their source set. */
+uint64_t nx_filter_snap_names(const struct nx_filter_snap *s);
+/* Distinct source sets (with flags) the records index. */
+uint64_t nx_filter_snap_combos(const struct nx_filter_snap *s);
 uint64_t nx_filter_snap_bytes(const struct nx_filter_snap *s);
 unsigned nx_filter_snap_bucket_bits(const struct nx_filter_snap *s);
 /* Upper bound on the probability that one absent name hashes onto a stored fingerprint. */

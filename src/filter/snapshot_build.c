@@ -1,7 +1,11 @@
 /*
- * Snapshot builder: streams each source's three sorted bodies (a 3-way merge gives one entry
- * per name with OR'd flags), in three passes: count + checksum, bucket histogram, placement.
- * Holds only the new snapshot's arrays and three read buffers.
+ * Snapshot builder. Every pass merges all sources' sorted bodies at once (per source a 3-way
+ * merge of .list/.wild/.allow, across sources a heap on the name), so each distinct name
+ * arrives once with its whole source set: pass 1 counts names, checksums the bodies and
+ * interns the distinct source sets; pass 2 counts records per bucket; pass 3 packs each
+ * record (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is
+ * sorted in place. Holds only the new file's arrays, the source-set hash index and one small
+ * read buffer per body.
  */
 #include "filter/snapshot.h"
 
@@ -22,6 +26,12 @@
 enum { BL_LIST, BL_WILD, BL_ALLOW, BL__COUNT };
 static const char *const exts[BL__COUNT] = {".list", ".wild", ".allow"};
 
+/* Read buffer per body: every source is open at once (64 sources x 3 bodies = 1.5 MiB at
+ * most); a body line is a name (<= 253 bytes) and a flag word. */
+#define SNAP_RD_BUF (8 * 1024)
+/* Source sets are stored in chunks (no realloc of the table while it grows). */
+#define COMBO_CHUNK 256
+
 struct head {
 	struct nx_lr lr;
 	bool open; /* file exists */
@@ -32,19 +42,41 @@ struct head {
 	crypto_hash_sha256_state sha;
 };
 
+/* One source's stream of distinct names (its three bodies merged). */
+struct stream {
+	struct head hs[BL__COUNT];
+	int fds[BL__COUNT];
+	bool have;
+	uint64_t key; /* first 8 bytes of name, big-endian, zero-padded: the heap's first test */
+	char name[NX_FILTER_NAME_MAX + 1];
+	size_t len;
+	unsigned flags;
+	struct nx_filter_snap_source_stats st;
+};
+
 struct builder {
-	struct nx_filter_snap_build_report *rep;
 	int64_t cur, peak; /* bytes this build holds (filter_build) */
-	/* pass 2/3 */
-	uint64_t seed;
-	unsigned kbits;
-	uint32_t *bkt; /* owned: 2^k + 1 */
-	uint64_t *ent; /* owned: n */
-	uint64_t n, placed;
-	unsigned src_index;
-	int err;
 	const struct nx_filter_snap_build_opts *opts;
 	uint64_t walked; /* names over all passes, for on_step */
+	uint64_t seed;
+	unsigned kbits, low_bits, combo_bits;
+	/* source sets: chunks of COMBO_CHUNK (owned), hash index of (index + 1) (owned) */
+	struct nx_snap_combo **chunks;
+	uint32_t nchunks_cap;
+	uint32_t ncombos;
+	uint32_t *hidx;
+	uint32_t hcap; /* power of two */
+	/* pass 2/3 */
+	uint32_t *bkt; /* owned: 2^k + 1 */
+	uint8_t *rec;  /* owned: rec_bytes */
+	size_t rec_bytes;
+	uint64_t n, placed;
+	int err;
+	/* streams of the current pass (owned) */
+	struct stream *ss;
+	unsigned nss;
+	unsigned *heap; /* stream indexes, min-heap on (name, index) */
+	unsigned nheap;
 };
 
 static void charge(struct builder *b, int64_t bytes)
@@ -52,6 +84,24 @@ static void charge(struct builder *b, int64_t bytes)
 	b->cur += bytes;
 	if (b->cur > b->peak) {
 		b->peak = b->cur;
+	}
+}
+
+static void *b_alloc(struct builder *b, size_t n, bool zero)
+{
+	void *p = zero ? nx_mem_calloc(NX_OWNER_filter_build, 1, n)
+		       : nx_mem_alloc(NX_OWNER_filter_build, n);
+	if (p) {
+		charge(b, (int64_t)n);
+	}
+	return p;
+}
+
+static void b_free(struct builder *b, void *p, size_t n)
+{
+	if (p) {
+		nx_mem_free(NX_OWNER_filter_build, p, n);
+		charge(b, -(int64_t)n);
 	}
 }
 
@@ -115,17 +165,58 @@ static int head_next(struct head *h, int body, struct nx_filter_snap_source_stat
 	}
 }
 
-static int name_cmp(const struct head *a, const struct head *b)
+static int cmp_names(const char *a, size_t al, const char *b, size_t bl)
 {
-	size_t n = a->len < b->len ? a->len : b->len;
-	int c = memcmp(a->name, b->name, n);
+	int c = memcmp(a, b, al < bl ? al : bl);
 	if (c != 0) {
 		return c;
 	}
-	return a->len < b->len ? -1 : a->len > b->len;
+	return al < bl ? -1 : al > bl;
 }
 
-typedef void (*entry_fn)(struct builder *b, const char *name, size_t len, unsigned flags);
+/* Next distinct name of one source (its three bodies merged, duplicates OR'd). */
+static int stream_next(struct stream *s)
+{
+	struct head *min = NULL;
+	for (int i = 0; i < BL__COUNT; i++) {
+		struct head *h = &s->hs[i];
+		if (h->have && (!min || cmp_names(h->name, h->len, min->name, min->len) < 0)) {
+			min = h;
+		}
+	}
+	s->have = min != NULL;
+	if (!min) {
+		return 0;
+	}
+	s->len = min->len;
+	memcpy(s->name, min->name, s->len + 1);
+	uint8_t k8[8] = {0};
+	memcpy(k8, s->name, s->len < 8 ? s->len : 8);
+	s->key = (uint64_t)k8[0] << 56 | (uint64_t)k8[1] << 48 | (uint64_t)k8[2] << 40 |
+		 (uint64_t)k8[3] << 32 | (uint64_t)k8[4] << 24 | (uint64_t)k8[5] << 16 |
+		 (uint64_t)k8[6] << 8 | k8[7];
+	s->flags = 0;
+	for (int i = 0; i < BL__COUNT; i++) {
+		struct head *h = &s->hs[i];
+		/* consume every line equal to name (duplicates in a body are merged too) */
+		while (h->have && h->len == s->len && memcmp(h->name, s->name, s->len) == 0) {
+			s->flags |= h->flags;
+			if (i == BL_LIST) {
+				s->st.list++;
+			} else if (i == BL_WILD) {
+				s->st.wild++;
+			} else {
+				s->st.allow++;
+			}
+			int rc = head_next(h, i, &s->st);
+			if (rc < 0) {
+				return rc;
+			}
+		}
+	}
+	s->st.entries++;
+	return 1;
+}
 
 /*
  * Add sha256(<dir>/<name>.side) to `all` when that file is not empty: a source's identity in
@@ -160,181 +251,400 @@ static int side_sha(const struct nx_filter_snap_source *src, crypto_hash_sha256_
 	return rc;
 }
 
-/* One pass over one source: calls fn once per distinct name; fills sha and stats. */
-static int walk(struct builder *b, const struct nx_filter_snap_source *src, entry_fn fn,
-		uint8_t sha[32], struct nx_filter_snap_source_stats *st)
+static int stream_open(struct builder *b, struct stream *s, const struct nx_filter_snap_source *src)
 {
-	struct head hs[BL__COUNT];
-	memset(hs, 0, sizeof(hs));
-	memset(st, 0, sizeof(*st));
-	int rc = 0;
-	int fds[BL__COUNT] = {-1, -1, -1};
 	for (int i = 0; i < BL__COUNT; i++) {
-		crypto_hash_sha256_init(&hs[i].sha);
+		struct head *h = &s->hs[i];
+		crypto_hash_sha256_init(&h->sha);
 		char path[4200];
 		snprintf(path, sizeof(path), "%s/%s%s", src->dir, src->name, exts[i]);
-		fds[i] = open(path, O_RDONLY | O_CLOEXEC);
-		if (fds[i] < 0) {
+		s->fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (s->fds[i] < 0) {
 			if (errno != ENOENT) {
-				rc = -errno;
-				goto out;
+				return -errno;
 			}
 			continue;
 		}
-		rc = nx_lr_init(&hs[i].lr, fds[i]);
+		int rc = nx_lr_init_cap(&h->lr, s->fds[i], SNAP_RD_BUF);
 		if (rc != 0) {
-			goto out;
+			return rc;
 		}
-		charge(b, NX_FILTER_RD_BUF);
-		hs[i].open = true;
-		hs[i].lr.on_data = on_data;
-		hs[i].lr.on_data_arg = &hs[i].sha;
-		rc = head_next(&hs[i], i, st);
+		charge(b, SNAP_RD_BUF);
+		h->open = true;
+		h->lr.on_data = on_data;
+		h->lr.on_data_arg = &h->sha;
+		rc = head_next(h, i, &s->st);
 		if (rc < 0) {
-			goto out;
+			return rc;
 		}
 	}
-	for (;;) {
-		struct head *min = NULL;
-		for (int i = 0; i < BL__COUNT; i++) {
-			if (hs[i].have && (!min || name_cmp(&hs[i], min) < 0)) {
-				min = &hs[i];
-			}
-		}
-		if (!min) {
-			break;
-		}
-		char name[NX_FILTER_NAME_MAX + 1];
-		size_t len = min->len;
-		memcpy(name, min->name, len + 1);
-		unsigned flags = 0;
-		for (int i = 0; i < BL__COUNT; i++) {
-			/* consume every line equal to name (duplicates in a body are merged too) */
-			while (hs[i].have && hs[i].len == len &&
-			       memcmp(hs[i].name, name, len) == 0) {
-				flags |= hs[i].flags;
-				if (i == BL_LIST) {
-					st->list++;
-				} else if (i == BL_WILD) {
-					st->wild++;
-				} else {
-					st->allow++;
-				}
-				rc = head_next(&hs[i], i, st);
-				if (rc < 0) {
-					goto out;
-				}
-			}
-		}
-		st->entries++;
-		fn(b, name, len, flags);
-		if (++b->walked % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
-			b->opts->on_step(b->opts->arg);
-		}
-	}
-	rc = 0;
+	int rc = stream_next(s);
+	return rc < 0 ? rc : 0;
+}
+
+/* The source's identity: sha256 over its bodies' sha256s (+ the .side's), as compile.h. */
+static int stream_sha(const struct stream *s_in, const struct nx_filter_snap_source *src,
+		      uint8_t sha[32])
+{
+	struct stream *s = (struct stream *)s_in; /* finalising consumes the states */
 	crypto_hash_sha256_state all;
 	crypto_hash_sha256_init(&all);
 	for (int i = 0; i < BL__COUNT; i++) {
 		uint8_t d[32];
-		crypto_hash_sha256_final(&hs[i].sha, d);
+		crypto_hash_sha256_final(&s->hs[i].sha, d);
 		crypto_hash_sha256_update(&all, d, 32);
 	}
-	rc = side_sha(src, &all);
+	int rc = side_sha(src, &all);
 	crypto_hash_sha256_final(&all, sha);
-out:
-	for (int i = 0; i < BL__COUNT; i++) {
-		if (hs[i].open) {
-			nx_lr_deinit(&hs[i].lr);
-			charge(b, -(int64_t)NX_FILTER_RD_BUF);
-		}
-		if (fds[i] >= 0) {
-			close(fds[i]);
-		}
-	}
 	return rc;
 }
 
-static void count_fn(struct builder *b, const char *name, size_t len, unsigned flags)
+static void streams_close(struct builder *b)
 {
-	(void)b;
-	(void)name;
-	(void)len;
-	(void)flags;
-}
-
-static void hist_fn(struct builder *b, const char *name, size_t len, unsigned flags)
-{
-	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits);
-	b->bkt[fp.bucket + 1]++;
-}
-
-static void place_fn(struct builder *b, const char *name, size_t len, unsigned flags)
-{
-	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits);
-	uint32_t idx = b->bkt[fp.bucket + 1];
-	if (idx >= b->n || b->placed >= b->n) {
-		b->err = -EAGAIN; /* bodies changed between passes */
-		return;
-	}
-	b->bkt[fp.bucket + 1] = idx + 1;
-	b->ent[idx] =
-	    fp.rem << NX_SNAP_REM_SHIFT | (uint64_t)b->src_index << NX_SNAP_SRC_SHIFT | flags;
-	b->placed++;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Sort each bucket, merge entries with the same (fingerprint, source), fix the offsets. */
-static uint64_t finish_buckets(uint32_t *bkt, uint64_t *ent, unsigned kbits)
-{
-	uint64_t w = 0;
-	uint32_t nb = 1u << kbits;
-	uint32_t start = 0;
-	for (uint32_t bi = 0; bi < nb; bi++) {
-		uint32_t end = bkt[bi + 1];
-		uint64_t *e = ent + start;
-		uint32_t m = end - start;
-		if (m > 32) {
-			qsort(e, m, sizeof(*e), u64_cmp);
-		} else {
-			for (uint32_t i = 1; i < m; i++) {
-				uint64_t v = e[i];
-				uint32_t j = i;
-				while (j > 0 && e[j - 1] > v) {
-					e[j] = e[j - 1];
-					j--;
-				}
-				e[j] = v;
+	for (unsigned j = 0; b->ss && j < b->nss; j++) {
+		struct stream *s = &b->ss[j];
+		for (int i = 0; i < BL__COUNT; i++) {
+			if (s->hs[i].open) {
+				nx_lr_deinit(&s->hs[i].lr);
+				charge(b, -(int64_t)SNAP_RD_BUF);
+			}
+			if (s->fds[i] >= 0) {
+				close(s->fds[i]);
 			}
 		}
-		bkt[bi] = (uint32_t)w;
+	}
+	b_free(b, b->ss, b->nss * sizeof(*b->ss));
+	b_free(b, b->heap, b->nss * sizeof(*b->heap));
+	b->ss = NULL;
+	b->heap = NULL;
+	b->nss = 0;
+}
+
+static bool heap_less(const struct builder *b, unsigned x, unsigned y)
+{
+	const struct stream *a = &b->ss[x], *c = &b->ss[y];
+	if (a->key != c->key) {
+		return a->key < c->key;
+	}
+	int r = cmp_names(a->name, a->len, c->name, c->len);
+	return r < 0 || (r == 0 && x < y);
+}
+
+static void heap_down(struct builder *b, unsigned i)
+{
+	for (;;) {
+		unsigned l = 2 * i + 1, m = i;
+		if (l < b->nheap && heap_less(b, b->heap[l], b->heap[m])) {
+			m = l;
+		}
+		if (l + 1 < b->nheap && heap_less(b, b->heap[l + 1], b->heap[m])) {
+			m = l + 1;
+		}
+		if (m == i) {
+			return;
+		}
+		unsigned t = b->heap[i];
+		b->heap[i] = b->heap[m];
+		b->heap[m] = t;
+		i = m;
+	}
+}
+
+/* Called once per distinct name with its source set; 0 or a negative code (stops the pass). */
+typedef int (*name_fn)(struct builder *b, const char *name, size_t len,
+		       const struct nx_snap_combo *c);
+
+/*
+ * One pass over all sources. Fills sha[i] and st[i] per source. Returns 0, -errno, or what fn
+ * returned.
+ */
+static int pass(struct builder *b, const struct nx_filter_snap_source *src, unsigned n, name_fn fn,
+		uint8_t (*sha)[32], struct nx_filter_snap_source_stats *st)
+{
+	int rc = 0;
+	b->ss = b_alloc(b, (n ? n : 1) * sizeof(*b->ss), true);
+	b->heap = b_alloc(b, (n ? n : 1) * sizeof(*b->heap), false);
+	if (!b->ss || !b->heap) {
+		b_free(b, b->ss, (n ? n : 1) * sizeof(*b->ss));
+		b_free(b, b->heap, (n ? n : 1) * sizeof(*b->heap));
+		b->ss = NULL;
+		b->heap = NULL;
+		return -ENOMEM;
+	}
+	b->nss = n ? n : 1;
+	for (unsigned i = 0; i < b->nss; i++) {
+		for (int j = 0; j < BL__COUNT; j++) {
+			b->ss[i].fds[j] = -1;
+		}
+	}
+	b->nheap = 0;
+	for (unsigned i = 0; i < n; i++) {
+		rc = stream_open(b, &b->ss[i], &src[i]);
+		if (rc != 0) {
+			goto out;
+		}
+		if (b->ss[i].have) {
+			b->heap[b->nheap++] = i;
+		}
+	}
+	for (unsigned i = b->nheap / 2; i-- > 0;) {
+		heap_down(b, i);
+	}
+	while (b->nheap > 0) {
+		struct nx_snap_combo c;
+		memset(&c, 0, sizeof(c));
+		char name[NX_FILTER_NAME_MAX + 1];
+		const struct stream *top = &b->ss[b->heap[0]];
+		size_t len = top->len;
+		memcpy(name, top->name, len + 1);
+		/* every stream holding this name, lowest source first */
+		while (b->nheap > 0) {
+			unsigned i = b->heap[0];
+			struct stream *s = &b->ss[i];
+			if (s->len != len || memcmp(s->name, name, len) != 0) {
+				break;
+			}
+			for (int f = 0; f < NX_SNAP_M__N; f++) {
+				if (s->flags & (1u << f)) {
+					c.mask[f] |= 1ull << i;
+				}
+			}
+			int r = stream_next(s);
+			if (r < 0) {
+				rc = r;
+				goto out;
+			}
+			if (!s->have) {
+				b->heap[0] = b->heap[--b->nheap];
+			}
+			heap_down(b, 0);
+		}
+		rc = fn(b, name, len, &c);
+		if (rc != 0) {
+			goto out;
+		}
+		if (++b->walked % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
+			b->opts->on_step(b->opts->arg);
+		}
+	}
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		rc = stream_sha(&b->ss[i], &src[i], sha[i]);
+		st[i] = b->ss[i].st;
+	}
+out:
+	if (b->opts && b->opts->on_step) {
+		b->opts->on_step(b->opts->arg);
+	}
+	streams_close(b);
+	return rc;
+}
+
+/* ---- source sets ---- */
+
+static struct nx_snap_combo *combo_at(const struct builder *b, uint32_t i)
+{
+	return &b->chunks[i / COMBO_CHUNK][i % COMBO_CHUNK];
+}
+
+static uint32_t combo_hash(const struct nx_snap_combo *c)
+{
+	return (uint32_t)XXH3_64bits(c, sizeof(*c));
+}
+
+/* Index of c; adds it when `add` (else NX_ENOTFOUND: bodies changed between passes). */
+static int64_t combo_intern(struct builder *b, const struct nx_snap_combo *c, bool add)
+{
+	uint32_t h = combo_hash(c);
+	for (uint32_t i = h & (b->hcap - 1);; i = (i + 1) & (b->hcap - 1)) {
+		uint32_t v = b->hidx[i];
+		if (v == 0) {
+			break;
+		}
+		if (memcmp(combo_at(b, v - 1), c, sizeof(*c)) == 0) {
+			return v - 1;
+		}
+	}
+	if (!add) {
+		return NX_ENOTFOUND;
+	}
+	if (b->ncombos >= NX_FILTER_ENTRIES_MAX) {
+		return NX_ELIMIT;
+	}
+	/* keep the index at most half full */
+	if ((uint64_t)(b->ncombos + 1) * 2 > b->hcap) {
+		uint32_t ncap = b->hcap * 2;
+		uint32_t *nh = b_alloc(b, (size_t)ncap * sizeof(*nh), true);
+		if (!nh) {
+			return -ENOMEM;
+		}
+		for (uint32_t j = 0; j < b->ncombos; j++) {
+			uint32_t k = combo_hash(combo_at(b, j)) & (ncap - 1);
+			while (nh[k]) {
+				k = (k + 1) & (ncap - 1);
+			}
+			nh[k] = j + 1;
+		}
+		b_free(b, b->hidx, (size_t)b->hcap * sizeof(*b->hidx));
+		b->hidx = nh;
+		b->hcap = ncap;
+	}
+	uint32_t ci = b->ncombos;
+	if (ci % COMBO_CHUNK == 0) {
+		uint32_t k = ci / COMBO_CHUNK;
+		if (k == b->nchunks_cap) {
+			uint32_t ncap = b->nchunks_cap ? b->nchunks_cap * 2 : 16;
+			struct nx_snap_combo **nc = b_alloc(b, ncap * sizeof(*nc), true);
+			if (!nc) {
+				return -ENOMEM;
+			}
+			if (b->chunks) {
+				memcpy(nc, b->chunks, b->nchunks_cap * sizeof(*nc));
+			}
+			b_free(b, b->chunks, b->nchunks_cap * sizeof(*nc));
+			b->chunks = nc;
+			b->nchunks_cap = ncap;
+		}
+		b->chunks[k] = b_alloc(b, COMBO_CHUNK * sizeof(struct nx_snap_combo), false);
+		if (!b->chunks[k]) {
+			return -ENOMEM;
+		}
+	}
+	*combo_at(b, ci) = *c;
+	uint32_t i = h & (b->hcap - 1);
+	while (b->hidx[i]) {
+		i = (i + 1) & (b->hcap - 1);
+	}
+	b->hidx[i] = ci + 1;
+	b->ncombos++;
+	return ci;
+}
+
+static void combos_free(struct builder *b)
+{
+	for (uint32_t k = 0; b->chunks && k < b->nchunks_cap; k++) {
+		b_free(b, b->chunks[k], COMBO_CHUNK * sizeof(struct nx_snap_combo));
+	}
+	b_free(b, b->chunks, b->nchunks_cap * sizeof(*b->chunks));
+	b_free(b, b->hidx, (size_t)b->hcap * sizeof(*b->hidx));
+	b->chunks = NULL;
+	b->hidx = NULL;
+}
+
+/* ---- the three passes ---- */
+
+static int count_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
+{
+	(void)name;
+	(void)len;
+	b->n++;
+	int64_t r = combo_intern(b, c, true);
+	return r < 0 ? (int)r : 0;
+}
+
+static int hist_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
+{
+	(void)c;
+	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits, b->low_bits);
+	b->bkt[fp.bucket + 1]++;
+	return 0;
+}
+
+static int place_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
+{
+	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits, b->low_bits);
+	uint32_t idx = b->bkt[fp.bucket + 1];
+	int64_t ci = combo_intern(b, c, false);
+	if (idx >= b->n || b->placed >= b->n || ci < 0) {
+		return -EAGAIN; /* bodies changed between passes */
+	}
+	b->bkt[fp.bucket + 1] = idx + 1;
+	unsigned rbits = b->low_bits + b->combo_bits;
+	uint64_t pos = (uint64_t)idx * rbits;
+	nx_snap_put_bits(b->rec, pos, b->low_bits, fp.low);
+	nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, (uint64_t)ci);
+	b->placed++;
+	return 0;
+}
+
+struct rec {
+	uint64_t low;
+	uint32_t combo;
+};
+
+static int rec_cmp(const void *x, const void *y)
+{
+	const struct rec *a = x, *c = y;
+	if (a->low != c->low) {
+		return a->low < c->low ? -1 : 1;
+	}
+	return a->combo < c->combo ? -1 : a->combo > c->combo;
+}
+
+/*
+ * Sort each bucket by (low, source set), drop exact duplicates (two names with one
+ * fingerprint and one source set), repack in place and fix the offsets. Returns the records
+ * kept; *entries = sum of their source-set sizes. tmp holds the largest bucket.
+ */
+static uint64_t finish_buckets(struct builder *b, struct rec *tmp, uint64_t *entries)
+{
+	unsigned lb = b->low_bits, cb = b->combo_bits, rb = lb + cb;
+	uint32_t nb = 1u << b->kbits;
+	uint64_t w = 0, ent = 0;
+	uint32_t start = 0;
+	for (uint32_t bi = 0; bi < nb; bi++) {
+		uint32_t end = b->bkt[bi + 1];
+		uint32_t m = end - start;
 		for (uint32_t i = 0; i < m; i++) {
-			uint64_t v = e[i];
-			if (w > bkt[bi] &&
-			    (ent[w - 1] >> NX_SNAP_SRC_SHIFT) == (v >> NX_SNAP_SRC_SHIFT)) {
-				ent[w - 1] |=
-				    v & 0xf; /* same fingerprint, same source: one entry */
+			uint64_t pos = (uint64_t)(start + i) * rb;
+			tmp[i].low = nx_snap_get_bits(b->rec, pos, lb);
+			tmp[i].combo = (uint32_t)nx_snap_get_bits(b->rec, pos + lb, cb);
+		}
+		if (m > 32) {
+			qsort(tmp, m, sizeof(*tmp), rec_cmp);
+		} else {
+			for (uint32_t i = 1; i < m; i++) {
+				struct rec v = tmp[i];
+				uint32_t j = i;
+				while (j > 0 && rec_cmp(&tmp[j - 1], &v) > 0) {
+					tmp[j] = tmp[j - 1];
+					j--;
+				}
+				tmp[j] = v;
+			}
+		}
+		b->bkt[bi] = (uint32_t)w;
+		for (uint32_t i = 0; i < m; i++) {
+			if (i > 0 && rec_cmp(&tmp[i - 1], &tmp[i]) == 0) {
 				continue;
 			}
-			ent[w++] = v;
+			/* w <= start + i: writing never overtakes the records still to read */
+			uint64_t pos = w * rb;
+			nx_snap_put_bits(b->rec, pos, lb, tmp[i].low);
+			nx_snap_put_bits(b->rec, pos + lb, cb, tmp[i].combo);
+			const struct nx_snap_combo *c = combo_at(b, tmp[i].combo);
+			ent += (uint64_t)__builtin_popcountll(c->mask[0] | c->mask[1] | c->mask[2] |
+							      c->mask[3]);
+			w++;
 		}
 		start = end;
 	}
-	bkt[nb] = (uint32_t)w;
+	b->bkt[nb] = (uint32_t)w;
+	*entries = ent;
 	return w;
 }
 
-static unsigned choose_bits(uint64_t n)
+static unsigned ceil_log2(uint64_t n)
 {
 	unsigned lg = 0;
 	while (lg < 63 && (1ull << lg) < n) {
 		lg++;
 	}
+	return lg;
+}
+
+static unsigned choose_bits(uint64_t n)
+{
+	unsigned lg = ceil_log2(n);
 	unsigned k = lg > NX_SNAP_LOAD_BITS ? lg - NX_SNAP_LOAD_BITS : 0;
 	return k > NX_SNAP_BUCKET_BITS_MAX ? NX_SNAP_BUCKET_BITS_MAX : k;
 }
@@ -347,7 +657,7 @@ static uint64_t now_ms(void)
 }
 
 static int write_file(const char *path, const struct nx_snap_src *srcs, unsigned nsrc,
-		      const struct builder *b, uint64_t n, uint64_t *size_out)
+		      const struct builder *b, uint64_t nrec, uint64_t nent, uint64_t *size_out)
 {
 	struct nx_snap_hdr h;
 	memset(&h, 0, sizeof(h));
@@ -359,22 +669,40 @@ static int write_file(const char *path, const struct nx_snap_src *srcs, unsigned
 	h.seed = b->seed;
 	h.nsources = nsrc;
 	h.bucket_bits = b->kbits;
-	h.nentries = n;
+	h.nentries = nent;
+	h.nrecords = (uint32_t)nrec;
+	h.ncombos = b->ncombos;
+	h.low_bits = (uint8_t)b->low_bits;
+	h.combo_bits = (uint8_t)b->combo_bits;
 	h.src_off = sizeof(h);
 	h.bkt_off = h.src_off + (uint64_t)nsrc * sizeof(struct nx_snap_src);
 	uint64_t bkt_bytes = ((uint64_t)(1u << b->kbits) + 1) * sizeof(uint32_t);
-	h.ent_off = (h.bkt_off + bkt_bytes + 7) & ~7ull;
-	h.file_size = h.ent_off + n * sizeof(uint64_t);
+	h.combo_off = (h.bkt_off + bkt_bytes + 7) & ~7ull;
+	h.rec_off = h.combo_off + (uint64_t)b->ncombos * sizeof(struct nx_snap_combo);
+	uint64_t rec_bytes = (nrec * (b->low_bits + b->combo_bits) + 7) / 8 + NX_SNAP_REC_PAD;
+	h.file_size = h.rec_off + rec_bytes;
 	h.created = (uint64_t)time(NULL);
 	static const uint8_t zeros[8];
-	size_t pad = (size_t)(h.ent_off - h.bkt_off - bkt_bytes);
+	size_t pad = (size_t)(h.combo_off - h.bkt_off - bkt_bytes);
+	/* bits of the last record's byte beyond it and the pad are zero (repacking may have left
+	 * old bits there) */
+	uint64_t used_bits = nrec * (b->low_bits + b->combo_bits);
+	if (used_bits % 8) {
+		b->rec[used_bits / 8] &= (uint8_t)((1u << (used_bits % 8)) - 1);
+	}
+	memset(b->rec + (used_bits + 7) / 8, 0, NX_SNAP_REC_PAD);
 
 	XXH3_state_t st;
 	XXH3_64bits_reset(&st);
 	XXH3_64bits_update(&st, srcs, (size_t)nsrc * sizeof(*srcs));
 	XXH3_64bits_update(&st, b->bkt, bkt_bytes);
 	XXH3_64bits_update(&st, zeros, pad);
-	XXH3_64bits_update(&st, b->ent, n * sizeof(uint64_t));
+	for (uint32_t i = 0; i < b->ncombos; i += COMBO_CHUNK) {
+		uint32_t m = b->ncombos - i < COMBO_CHUNK ? b->ncombos - i : COMBO_CHUNK;
+		XXH3_64bits_update(&st, b->chunks[i / COMBO_CHUNK],
+				   m * sizeof(struct nx_snap_combo));
+	}
+	XXH3_64bits_update(&st, b->rec, rec_bytes);
 	h.body_xxh = XXH3_64bits_digest(&st);
 	h.hdr_xxh = XXH3_64bits(&h, sizeof(h));
 
@@ -393,8 +721,12 @@ static int write_file(const char *path, const struct nx_snap_src *srcs, unsigned
 	if (rc == 0) {
 		rc = nx_write_all(fd, zeros, pad);
 	}
+	for (uint32_t i = 0; rc == 0 && i < b->ncombos; i += COMBO_CHUNK) {
+		uint32_t m = b->ncombos - i < COMBO_CHUNK ? b->ncombos - i : COMBO_CHUNK;
+		rc = nx_write_all(fd, b->chunks[i / COMBO_CHUNK], m * sizeof(struct nx_snap_combo));
+	}
 	if (rc == 0) {
-		rc = nx_write_all(fd, b->ent, n * sizeof(uint64_t));
+		rc = nx_write_all(fd, b->rec, rec_bytes);
 	}
 	if (rc != 0) {
 		close(fd);
@@ -422,106 +754,109 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 			return NX_EFORMAT;
 		}
 	}
+	unsigned low_bits = opts && opts->low_bits ? opts->low_bits : NX_SNAP_LOW_BITS;
+	if (low_bits > NX_SNAP_FIELD_BITS_MAX) {
+		return -EINVAL;
+	}
 	if (sodium_init() < 0) {
 		return -ENOSYS;
 	}
 	uint64_t t0 = now_ms();
-	struct builder b = {.rep = rep, .opts = opts};
+	struct builder b = {.opts = opts, .low_bits = low_bits};
 	b.seed = opts && opts->seed ? opts->seed : 0;
 	while (b.seed == 0) {
 		randombytes_buf(&b.seed, sizeof(b.seed));
 	}
 	struct nx_snap_src srcs[NX_FILTER_SOURCES_MAX];
 	memset(srcs, 0, sizeof(srcs));
-	uint8_t sha[32];
+	uint8_t sha[NX_FILTER_SOURCES_MAX][32], sha2[NX_FILTER_SOURCES_MAX][32];
+	struct nx_filter_snap_source_stats st2[NX_FILTER_SOURCES_MAX];
+	size_t bkt_bytes = 0, tmp_bytes = 0;
+	struct rec *tmp = NULL;
+	uint64_t stored = 0, nent = 0;
 	int rc = 0;
 
-	/* pass 1: count and checksum */
-	uint64_t total = 0;
-	for (unsigned i = 0; i < n; i++) {
-		rc = walk(&b, &src[i], count_fn, srcs[i].sha256, &rep->src[i]);
-		if (rc != 0) {
-			return rc;
-		}
-		snprintf(srcs[i].name, sizeof(srcs[i].name), "%s", src[i].name);
-		total += rep->src[i].entries;
-		if (opts && opts->on_step) {
-			opts->on_step(opts->arg);
-		}
-	}
-	if (total > NX_FILTER_ENTRIES_MAX) {
-		return NX_ELIMIT;
-	}
-	b.n = total;
-	b.kbits = choose_bits(total);
-	size_t bkt_bytes = ((size_t)(1u << b.kbits) + 1) * sizeof(uint32_t);
-	size_t ent_bytes = (size_t)total * sizeof(uint64_t);
-	b.bkt = nx_mem_calloc(NX_OWNER_filter_build, 1, bkt_bytes);
-	if (!b.bkt) {
+	b.hcap = 64;
+	b.hidx = b_alloc(&b, b.hcap * sizeof(*b.hidx), true);
+	if (!b.hidx) {
 		return -ENOMEM;
 	}
-	charge(&b, (int64_t)bkt_bytes);
+	/* pass 1: names, checksums, source sets */
+	rc = pass(&b, src, n, count_fn, sha, rep->src);
+	if (rc != 0) {
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(srcs[i].name, sizeof(srcs[i].name), "%s", src[i].name);
+		memcpy(srcs[i].sha256, sha[i], 32);
+	}
+	if (b.n > NX_FILTER_ENTRIES_MAX) {
+		rc = NX_ELIMIT;
+		goto out;
+	}
+	b.kbits = choose_bits(b.n);
+	b.combo_bits = ceil_log2(b.ncombos);
+	bkt_bytes = ((size_t)(1u << b.kbits) + 1) * sizeof(uint32_t);
+	b.bkt = b_alloc(&b, bkt_bytes, true);
+	if (!b.bkt) {
+		rc = -ENOMEM;
+		goto out;
+	}
 
-	/* pass 2: bucket histogram */
-	for (unsigned i = 0; rc == 0 && i < n; i++) {
-		struct nx_filter_snap_source_stats st;
-		rc = walk(&b, &src[i], hist_fn, sha, &st);
-		if (rc == 0 && memcmp(sha, srcs[i].sha256, 32) != 0) {
-			rc = -EAGAIN;
-		}
-		if (opts && opts->on_step) {
-			opts->on_step(opts->arg);
-		}
-	}
-	if (rc == 0) {
-		b.ent = nx_mem_alloc(NX_OWNER_filter_build, ent_bytes ? ent_bytes : 8);
-		rc = b.ent ? 0 : -ENOMEM;
-		if (rc == 0) {
-			charge(&b, (int64_t)ent_bytes);
-		}
-	}
-	if (rc == 0) {
-		/* bkt[b+1] = start of bucket b, used as its write cursor */
-		uint32_t s = 0;
-		for (uint32_t bi = 0; bi < (1u << b.kbits); bi++) {
-			uint32_t c = b.bkt[bi + 1];
-			b.bkt[bi + 1] = s;
-			s += c;
-		}
-	}
-	/* pass 3: placement */
-	for (unsigned i = 0; rc == 0 && i < n; i++) {
-		struct nx_filter_snap_source_stats st;
-		b.src_index = i;
-		rc = walk(&b, &src[i], place_fn, sha, &st);
-		if (rc == 0 && (b.err || memcmp(sha, srcs[i].sha256, 32) != 0)) {
-			rc = -EAGAIN;
-		}
-		if (opts && opts->on_step) {
-			opts->on_step(opts->arg);
-		}
-	}
-	if (rc == 0 && b.placed != total) {
+	/* pass 2: records per bucket */
+	rc = pass(&b, src, n, hist_fn, sha2, st2);
+	if (rc == 0 && memcmp(sha, sha2, (size_t)n * 32) != 0) {
 		rc = -EAGAIN;
 	}
-	uint64_t stored = 0;
-	if (rc == 0) {
-		stored = finish_buckets(b.bkt, b.ent, b.kbits);
-		for (unsigned i = 0; i < n; i++) {
-			srcs[i].entries = rep->src[i].entries;
-			srcs[i].list = rep->src[i].list;
-			srcs[i].wild = rep->src[i].wild;
-			srcs[i].allow = rep->src[i].allow;
-		}
-		rc = write_file(path, srcs, n, &b, stored, &rep->bytes);
+	if (rc != 0) {
+		goto out;
+	}
+	b.rec_bytes = (size_t)((b.n * (b.low_bits + b.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD);
+	b.rec = b_alloc(&b, b.rec_bytes, true);
+	uint32_t maxb = 0;
+	/* bkt[b+1] = start of bucket b, used as its write cursor */
+	uint32_t s = 0;
+	for (uint32_t bi = 0; bi < (1u << b.kbits); bi++) {
+		uint32_t c = b.bkt[bi + 1];
+		maxb = c > maxb ? c : maxb;
+		b.bkt[bi + 1] = s;
+		s += c;
+	}
+	tmp_bytes = (size_t)(maxb ? maxb : 1) * sizeof(*tmp);
+	tmp = b_alloc(&b, tmp_bytes, false);
+	if (!b.rec || !tmp) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* pass 3: placement */
+	rc = pass(&b, src, n, place_fn, sha2, st2);
+	if (rc == 0 && (memcmp(sha, sha2, (size_t)n * 32) != 0 || b.placed != b.n)) {
+		rc = -EAGAIN;
+	}
+	if (rc != 0) {
+		goto out;
+	}
+	stored = finish_buckets(&b, tmp, &nent);
+	for (unsigned i = 0; i < n; i++) {
+		srcs[i].entries = rep->src[i].entries;
+		srcs[i].list = rep->src[i].list;
+		srcs[i].wild = rep->src[i].wild;
+		srcs[i].allow = rep->src[i].allow;
 	}
 	if (opts && opts->on_step) {
 		opts->on_step(opts->arg);
 	}
-	nx_mem_free(NX_OWNER_filter_build, b.ent, ent_bytes ? ent_bytes : 8);
-	nx_mem_free(NX_OWNER_filter_build, b.bkt, bkt_bytes);
-	rep->entries = stored;
+	rc = write_file(path, srcs, n, &b, stored, nent, &rep->bytes);
+out:
+	b_free(&b, tmp, tmp_bytes);
+	b_free(&b, b.rec, b.rec_bytes);
+	b_free(&b, b.bkt, bkt_bytes);
+	rep->combos = b.ncombos;
+	combos_free(&b);
+	rep->entries = nent;
+	rep->names = stored;
 	rep->bucket_bits = b.kbits;
+	rep->low_bits = b.low_bits;
 	rep->peak_build_bytes = (uint64_t)b.peak;
 	rep->build_ms = now_ms() - t0;
 	return rc;
