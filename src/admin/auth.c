@@ -16,6 +16,7 @@
  */
 #include "admin/auth.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -356,6 +357,24 @@ static void track_failure(struct nx_admin *a, const struct nx_admin_req *req, ui
 		t->failures++;
 	}
 	t->last_ms = now;
+	if (t->failures == NX_ADMIN_LOGIN_FAILS) {
+		/* once per address and window: what a log scraper (fail2ban) acts on */
+		char addr[INET6_ADDRSTRLEN] = "";
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+		if (sa && sa->sa_family == AF_INET) {
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr,
+				  sizeof(addr));
+		} else if (sa && sa->sa_family == AF_INET6) {
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr,
+				  sizeof(addr));
+		}
+		nx_log_client(NX_LOG_WARN, "admin", addr[0] ? addr : NULL,
+			      "login: client %s refused after %d wrong passwords, for up to %d s",
+			      addr[0] ? addr : "?", NX_ADMIN_LOGIN_FAILS,
+			      NX_ADMIN_LOGIN_WINDOW_MS / 1000);
+	}
 }
 
 static void track_success(struct nx_admin *a, const struct nx_admin_req *req)

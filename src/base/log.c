@@ -148,18 +148,16 @@ static void vlog(enum nx_log_level level, const char *subsys, const char *client
 			return;
 		}
 		nx_stat_inc(NX_STAT_JOURNAL_FAILED);
-		dprintf(STDERR_FILENO, "%s %s: %s%s%s%s\n", level_names[level], subsys,
-			client ? "client " : "", client ? client : "", client ? ": " : "", line);
+		dprintf(STDERR_FILENO, "%s %s: %s\n", level_names[level], subsys, line);
 		return;
 	}
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: %s%s%s",
+	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], subsys,
-			 client ? "client " : "", client ? client : "", client ? ": " : "");
+			 tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], subsys);
 	if (n < 0) {
 		n = 0;
 	}

@@ -25,8 +25,10 @@ int nx_log_parse_level(const char *s, enum nx_log_level *out);
 void nx_log(enum nx_log_level level, const char *subsys, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* As nx_log, about one client (its address as text): a field of its own in the journal,
- * "client ADDR: " before the message on stderr. client NULL: as nx_log. */
+/* As nx_log, about one client (its address as text): a field of its own in the journal
+ * (`journalctl NXDNS_CLIENT=ADDR`). The message still names the client itself, so journalctl's
+ * usual view, a plain stderr line and log scrapers (fail2ban) read it whole; stderr prints it
+ * as nx_log does. client NULL: as nx_log. */
 void nx_log_client(enum nx_log_level level, const char *subsys, const char *client,
 		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

@@ -75,6 +75,12 @@
 	  "Blocklist downloads, by result (errors keep the last good list)")                     \
 	X(F_NOT_MODIFIED, "nxdns_filter_downloads_total", "result=\"not_modified\"", "")        \
 	X(F_ERROR, "nxdns_filter_downloads_total", "result=\"error\"", "")                      \
+	X(BOOT_UNLOADED_FAILED, "nxdns_lists_first_boot_unloaded_total",                          \
+	  "reason=\"download_failed\"",                                                          \
+	  "URL sources a start went on without (no list on disk, its download failed or "          \
+	  "outlasted filter.first_boot_timeout): DNS answered without them until a refresh")     \
+	X(BOOT_UNLOADED_TIMEOUT, "nxdns_lists_first_boot_unloaded_total", "reason=\"timeout\"",  \
+	  "")                                                                                    \
 	X(RELOADS_OK, "nxdns_config_reloads_total", "result=\"ok\"", "Configuration reloads")   \
 	X(RELOADS_FAILED, "nxdns_config_reloads_total", "result=\"failed\"", "")               \
 	X(ASSERT_FAILURES, "nxdns_assert_failures_total", "",                                   \
@@ -208,7 +214,9 @@
 	X(LISTS_LOAD_STEP, "nxdns_lists_first_load_step", "Where the first list load is: "      \
 	  "source N of nxdns_lists_first_load_steps, the last step being the snapshot build")  \
 	X(LISTS_LOAD_STEPS, "nxdns_lists_first_load_steps", "Steps of the first list load: "    \
-	  "one per enabled source and the snapshot build")
+	  "one per enabled source and the snapshot build")                                     \
+	X(LISTS_LOAD_DOWNLOADS, "nxdns_lists_first_load_downloads", "Downloads the start still "  \
+	  "waits for (url sources with no list on disk; DNS answers after them)")
 
 enum nx_stat {
 #define NX_STAT_ENUM(id, fam, labels, help) NX_STAT_##id,

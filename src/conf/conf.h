@@ -225,6 +225,7 @@ struct nx_conf {
 	struct nx_conf_source *sources; /* owned array, config order (index = mask bit) */
 	size_t n_sources;
 	unsigned refresh_interval_s;
+	unsigned first_boot_timeout_s; /* 0: never wait for a download before DNS answers */
 	char **allow_rules; /* owned array of owned normalised rules: "name", "*.name", "/re/" */
 	size_t n_allow_rules;
 	char **deny_rules;  /* same */

@@ -539,6 +539,28 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "`s`, `m`, `h` or `d` (`90m`, `24h`).",
 	},
 	{
+		.path = "filter.first_boot_timeout",
+		.type = &nx_conf_t_duration,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(first_boot_timeout_s),
+		.min = 0,
+		.max = 600,
+		.def = "60s",
+		.doc = "How long a start waits for the `url` sources that have no list on disk yet "
+		       "(a first boot, a source added while the daemon was stopped) before DNS "
+		       "answers. nxdns never answers unfiltered: the DNS listeners start only "
+		       "after these downloads and the list load, while the web admin already "
+		       "answers (`/healthz` says `loading`). The downloads run in parallel; a "
+		       "source that fails or is still downloading when this time is up is logged, "
+		       "counted (`nxdns_lists_first_boot_unloaded_total`) and left out until a "
+		       "later refresh brings it, and DNS starts with the others: a box that never "
+		       "answers because a list server is down is worse than one that filters less "
+		       "for a while. Sources with a list on disk never wait on the network. "
+		       "`0`: no wait (DNS answers at once, unfiltered by those sources until their "
+		       "first download). The default leaves a slow line a minute, well inside the "
+		       "service's start timeout.",
+	},
+	{
 		.path = "filter.allow",
 		.type = &nx_conf_t_rules,
 		.apply = NX_CONF_APPLY_LIVE,

@@ -242,6 +242,7 @@ static json_t *sources_status(void *ud)
 		json_object_set_new(o, "allow", json_integer(st ? (json_int_t)st->n_allow : 0));
 		json_object_set_new(o, "skipped", json_integer(st ? (json_int_t)st->skipped : 0));
 		json_object_set_new(o, "fetched_at", json_integer(st ? st->fetched_at : 0));
+		json_object_set_new(o, "downloading", json_boolean(st && st->downloading));
 		json_object_set_new(o, "compiled_at", json_integer(st ? st->compiled_at : 0));
 		json_object_set_new(o, "last_error", json_string(st ? st->last_error : ""));
 		json_object_set_new(o, "errors", json_integer(st ? (json_int_t)st->errors : 0));

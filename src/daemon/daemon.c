@@ -629,7 +629,8 @@ int nx_daemon_run(const char *config_path)
 	 * query-log writer) and write files (lists, snapshot, control socket). Listeners never
 	 * answer before the first snapshot (or an empty one) is in place: the workers start
 	 * after the load, while the admin already answers (/healthz "loading"). Boot uses the
-	 * bodies on disk and never waits on the network.
+	 * bodies on disk; it waits on the network only for URL sources that have none (a first
+	 * boot), bounded by filter.first_boot_timeout (refresh.c nx_refresh_first_boot).
 	 */
 	nx_lists_init(&d->lists, d->cur->c->state_dir);
 	unsigned nw = d->cur->c->workers;
@@ -660,10 +661,18 @@ int nx_daemon_run(const char *config_path)
 		nx_daemon_dnstap_worker(&d->workers[i]);
 	}
 	nx_daemon_control_start(d);
+	/* the watchdog from here: a first boot's downloads run the loop for up to a minute */
+	uv_timer_init(&d->loop, &d->watchdog);
+	if (nx_notify_watchdog_usec() > 0) {
+		uint64_t every = NX_MAX(nx_notify_watchdog_usec() / 4000, 1);
+		uv_timer_start(&d->watchdog, on_watchdog, every, every);
+	}
+	uv_unref((uv_handle_t *)&d->watchdog);
 	d->lists.on_progress = on_boot_progress;
 	nx_notify_status("loading lists");
 	nx_gauge_add(NX_GAUGE_LISTS_LOADING, 1);
 	uint64_t load_t0 = nx_now_mono_ms();
+	nx_refresh_first_boot(d);
 	if (nx_daemon_sync_lists(d, 0) < 0 && d->cur->c->n_sources > 0 && !d->lists.cur->snap) {
 		nx_log(NX_LOG_WARN, "filter", "no blocklist snapshot: serving without list filtering");
 	}
@@ -712,12 +721,6 @@ int nx_daemon_run(const char *config_path)
 		       addrs, nw, d->cur->n_servers);
 		atomic_store(&d->serving, true);
 		nx_notify_ready("serving");
-		uv_timer_init(&d->loop, &d->watchdog);
-		if (nx_notify_watchdog_usec() > 0) {
-			uint64_t every = NX_MAX(nx_notify_watchdog_usec() / 4000, 1);
-			uv_timer_start(&d->watchdog, on_watchdog, every, every);
-		}
-		uv_unref((uv_handle_t *)&d->watchdog);
 		for (size_t i = 0; i < lc->n_listen_dot; i++) {
 			nx_log(NX_LOG_INFO, "daemon", "serving DNS-over-TLS on %s",
 			       lc->listen_dot[i].text);
@@ -733,10 +736,10 @@ int nx_daemon_run(const char *config_path)
 		uv_close((uv_handle_t *)&d->sig_int, on_close_noop);
 		uv_close((uv_handle_t *)&d->sig_usr1, on_close_noop);
 		uv_close((uv_handle_t *)&d->trim, on_close_noop);
-		uv_close((uv_handle_t *)&d->watchdog, on_close_noop);
 		nx_refresh_stop(d);
 		nx_daemon_sync_stop(d);
 	}
+	uv_close((uv_handle_t *)&d->watchdog, on_close_noop);
 	if (started > 0) {
 		uv_barrier_init(&d->stop_barrier, started);
 	}

@@ -133,6 +133,7 @@ struct nx_daemon {
 	int refresh_idx;            /* source being downloaded */
 	int refresh_only;           /* -1: all URL sources, else one index */
 	unsigned refresh_downloaded;
+	uint64_t refresh_first_ms;  /* delay of the first scheduled round (0: the default) */
 	const char *config_path;    /* borrowed (argv) */
 	/* owned: the rate-limit table, created by the control thread the first time a config
 	 * turns access.rate_limit on and kept until exit (workers load it acquire; NULL = none) */
@@ -174,6 +175,14 @@ int nx_daemon_reload(struct nx_daemon *d, char *err, size_t errlen);
 int nx_refresh_start(struct nx_daemon *d);
 void nx_refresh_stop(struct nx_daemon *d);
 int nx_refresh_now(struct nx_daemon *d, int source, unsigned flags); /* -1 = all; NX_ENOSLOT if running */
+/*
+ * The start's downloads (before the first list load, DNS not yet answering): every enabled URL
+ * source with no list on disk, in parallel, for at most filter.first_boot_timeout, running the
+ * control loop meanwhile (the admin answers, changes get 503 busy). A source that fails or is
+ * cut off is logged, counted and left out; the others go on. Returns how many sources it waited
+ * for (0: none needed, the common boot with bodies on disk: no network wait at all).
+ */
+unsigned nx_refresh_first_boot(struct nx_daemon *d);
 
 /* sync_glue.c (control thread): a replica's pull (src/sync/); the admin's sync hooks */
 struct nx_sync;

@@ -49,6 +49,7 @@ struct nx_source_status {
 	uint64_t errors;           /* failed fetches/compiles since start */
 	uint64_t kept_previous;    /* times the last good bodies were kept over a bad new list */
 	bool changed;              /* bodies changed in the last sync */
+	bool downloading;          /* a download of it runs now (the API shows the start's wait) */
 };
 
 struct nx_lists {

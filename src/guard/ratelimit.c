@@ -238,8 +238,8 @@ bool nx_guard_rl_admit(struct nx_guard_rl *t, const struct nx_conf *c, const str
 			addr[0] = 0;
 		}
 		nx_guard_rl_prefix_text(&p, family, a, net, sizeof(net));
-		nx_log(
-		    NX_LOG_WARN, "guard",
+		nx_log_client(
+		    NX_LOG_WARN, "guard", addr,
 		    "rate limit: client %s (prefix %s) over %u queries/s (burst %u), dropping or "
 		    "refusing its queries (logged once a minute)",
 		    addr, net, p.qps, p.burst);

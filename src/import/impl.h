@@ -37,6 +37,14 @@ struct nx_import_source {
 	struct nx_import_strv groups; /* nxdns group names; empty: the loader's default */
 };
 
+/* A user rule (filter.allow / filter.deny), in the order read. */
+struct nx_import_rule {
+	struct nx_import_rule *next;
+	bool allow;
+	const char *rule;	      /* in arena */
+	struct nx_import_strv groups; /* the groups whose clients it is for; empty: every client */
+};
+
 struct nx_import_group {
 	struct nx_import_group *next;
 	const char *name; /* in arena; never "default" (it always exists) */
@@ -81,7 +89,8 @@ struct nx_import {
 	struct nx_import_strv bootstrap; /* plain servers resolving the upstreams' host names */
 	struct nx_import_zone *zones, **zones_tail;
 	struct nx_import_source *sources, **sources_tail;
-	struct nx_import_strv allow, deny;
+	struct nx_import_strv allow, deny; /* the rules' texts (duplicates are refused) */
+	struct nx_import_rule *rules, **rules_tail;
 	struct nx_import_group *groups, **groups_tail;
 	struct nx_import_client *clients, **clients_tail;
 	struct nx_import_record *records, **records_tail;
@@ -111,6 +120,9 @@ void nx_import_report(struct nx_import *imp, enum nx_import_verdict v, const cha
  * true when it was added.
  */
 bool nx_import_add_rule(struct nx_import *imp, bool allow, const char *rule, const char *what);
+/* The same for the clients of some groups only (`groups` copied; NULL or empty: every client). */
+bool nx_import_add_rule_for(struct nx_import *imp, bool allow, const char *rule,
+			    const struct nx_import_strv *groups, const char *what);
 bool nx_import_add_bootstrap(struct nx_import *imp, const char *server, const char *what);
 bool nx_import_add_upstream(struct nx_import *imp, const char *server, const char *what);
 bool nx_import_add_zone_server(struct nx_import *imp, const char *zone, const char *server,

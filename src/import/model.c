@@ -27,6 +27,7 @@ struct nx_import *nx_import_new(const char *what, const char *origin)
 	imp->sources_tail = &imp->sources;
 	imp->groups_tail = &imp->groups;
 	imp->clients_tail = &imp->clients;
+	imp->rules_tail = &imp->rules;
 	imp->records_tail = &imp->records;
 	imp->lines_tail = &imp->lines;
 	imp->origin = nx_import_strdup(imp, origin);
@@ -314,6 +315,22 @@ static void emit_client(FILE *fp, const struct nx_import_client *c)
 	fputs("}\n", fp);
 }
 
+/* One filter.allow / filter.deny entry: the rule, or {rule, groups} for some groups only. */
+static void emit_rule_entry(FILE *fp, const struct nx_import_rule *r)
+{
+	fputs("    - ", fp);
+	if (r->groups.n) {
+		fputs("{rule: ", fp);
+		q(fp, r->rule);
+		fputs(", groups: ", fp);
+		flow_list(fp, &r->groups);
+		fputc('}', fp);
+	} else {
+		q(fp, r->rule);
+	}
+	fputc('\n', fp);
+}
+
 static void emit_record(FILE *fp, const struct nx_import_record *r)
 {
 	fputs("  - {name: ", fp);
@@ -388,10 +405,10 @@ static void emit_all(FILE *fp, const struct nx_import *imp)
 			continue;
 		}
 		fprintf(fp, "  %s:\n", i ? "deny" : "allow");
-		for (const struct nx_import_str *e = lists[i]->head; e; e = e->next) {
-			fputs("    - ", fp);
-			q(fp, e->s);
-			fputc('\n', fp);
+		for (const struct nx_import_rule *r = imp->rules; r; r = r->next) {
+			if (r->allow == !i) {
+				emit_rule_entry(fp, r);
+			}
 		}
 	}
 	emit_groups(fp, imp);
@@ -467,21 +484,16 @@ static bool check_item(struct nx_import *imp, emit_fn emit, const void *item, co
 	return true;
 }
 
-struct rule_item {
-	bool allow;
-	const char *rule;
-};
-
 static void emit_rule(FILE *fp, const struct nx_import *imp, const void *item)
 {
 	(void)imp;
-	const struct rule_item *r = item;
-	fprintf(fp, "filter:\n  %s:\n    - ", r->allow ? "allow" : "deny");
-	q(fp, r->rule);
-	fputc('\n', fp);
+	const struct nx_import_rule *r = item;
+	fprintf(fp, "filter:\n  %s:\n", r->allow ? "allow" : "deny");
+	emit_rule_entry(fp, r);
 }
 
-bool nx_import_add_rule(struct nx_import *imp, bool allow, const char *rule, const char *what)
+bool nx_import_add_rule_for(struct nx_import *imp, bool allow, const char *rule,
+			    const struct nx_import_strv *groups, const char *what)
 {
 	struct nx_import_strv *v = allow ? &imp->allow : &imp->deny;
 	if (nx_import_strv_has(v, rule)) {
@@ -489,14 +501,40 @@ bool nx_import_add_rule(struct nx_import *imp, bool allow, const char *rule, con
 				 what);
 		return false;
 	}
-	struct rule_item it = {allow, rule};
-	if (!check_item(imp, emit_rule, &it, what)) {
+	struct nx_import_rule *r = nx_import_alloc(imp, sizeof(*r));
+	if (!r) {
 		return false;
 	}
-	nx_import_strv_push(imp, v, rule);
-	nx_import_report(imp, NX_IMPORT_IMPORTED, "%s -> filter.%s \"%s\"", what,
-			 allow ? "allow" : "deny", rule);
+	r->allow = allow;
+	r->rule = nx_import_strdup(imp, rule);
+	char gtext[512] = "";
+	size_t off = 0;
+	for (const struct nx_import_str *e = groups ? groups->head : NULL; e; e = e->next) {
+		nx_import_strv_push(imp, &r->groups, e->s);
+		if (off < sizeof(gtext)) {
+			off += (size_t)snprintf(gtext + off, sizeof(gtext) - off, "%s\"%s\"",
+						off ? ", " : "", e->s);
+		}
+	}
+	if (imp->oom || !check_item(imp, emit_rule, r, what)) {
+		return false;
+	}
+	nx_import_strv_push(imp, v, r->rule);
+	*imp->rules_tail = r;
+	imp->rules_tail = &r->next;
+	if (r->groups.n) {
+		nx_import_report(imp, NX_IMPORT_IMPORTED, "%s -> filter.%s \"%s\" for groups %s",
+				 what, allow ? "allow" : "deny", rule, gtext);
+	} else {
+		nx_import_report(imp, NX_IMPORT_IMPORTED, "%s -> filter.%s \"%s\"", what,
+				 allow ? "allow" : "deny", rule);
+	}
 	return true;
+}
+
+bool nx_import_add_rule(struct nx_import *imp, bool allow, const char *rule, const char *what)
+{
+	return nx_import_add_rule_for(imp, allow, rule, NULL, what);
 }
 
 /* An upstream named by host is resolved through the bootstrap servers or the plain servers

@@ -275,6 +275,16 @@ static const char *const type_names[] = {"exact allow", "exact deny", "regex all
 static int read_domainlist(struct ctx *x)
 {
 	sqlite3_stmt *st;
+	/* a client taken out of Default (FTL adds every new client to it) */
+	bool all_in_default = true;
+	if (sqlite3_prepare_v2(x->db,
+			       "SELECT 1 FROM client WHERE id NOT IN (SELECT client_id FROM "
+			       "client_by_group WHERE group_id = 0) LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK) {
+		return NX_ECORRUPT;
+	}
+	all_in_default = sqlite3_step(st) != SQLITE_ROW;
+	sqlite3_finalize(st);
 	if (sqlite3_prepare_v2(x->db,
 			       "SELECT id, type, domain, enabled FROM domainlist ORDER BY id", -1,
 			       &st, NULL) != SQLITE_OK) {
@@ -310,16 +320,20 @@ static int read_domainlist(struct ctx *x)
 					 linked ? "disabled groups only" : "no group");
 			continue;
 		}
-		if (gs.n != 1 || strcmp(gs.head->s, "default")) {
-			/* nxdns's allow and deny rules apply to every client */
-			size_t n = strlen(what);
-			snprintf(what + n, sizeof(what) - n,
-				 " [nxdns rules apply to every client, not per group]");
-		}
+		/* Pi-hole's Default holds every client unless one was taken out of it: a rule of
+		 * Default alone is then a rule for every client, else for default's clients. */
+		bool everyone = gs.n == 1 && !strcmp(gs.head->s, "default") && all_in_default;
 		bool allow = type == 0 || type == 2;
 		if (type <= 1) {
-			nx_import_add_rule(x->imp, allow, dom, what);
+			nx_import_add_rule_for(x->imp, allow, dom, everyone ? NULL : &gs, what);
 			continue;
+		}
+		if (!everyone) {
+			/* nxdns limits names and *.x rules to groups, not regexes ($client does) */
+			size_t n = strlen(what);
+			snprintf(what + n, sizeof(what) - n,
+				 " [nxdns cannot limit a regex rule to groups: it applies to every "
+				 "client]");
 		}
 		/* FTL reads everything after the first ';' as its options (src/regex.c) */
 		const char *opt = strchr(dom, ';');

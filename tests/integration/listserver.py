@@ -4,6 +4,7 @@
     srv.serve("/list.txt", body=b"ads.test\\n", etag='"v1"')   # 200; 304 on If-None-Match
     srv.fail("/list.txt", 404)                                   # an HTTP error
     srv.hang("/list.txt")                                        # accept, never answer
+    srv.serve("/list.txt", body=..., held=True); srv.proceed()   # answer only once let go
     url = srv.url("/list.txt")
     srv.requests("/list.txt")  -> [Request(path, headers, status)]
 
@@ -27,6 +28,7 @@ class Script:
     etag: Optional[str] = None
     last_modified: Optional[str] = None
     hang: bool = False
+    held: bool = False  # answer (as scripted) only after proceed()
 
 
 @dataclasses.dataclass
@@ -34,7 +36,7 @@ class Request:
     time: float
     path: str
     headers: Dict[str, str]
-    status: int  # what was answered (0: hung)
+    status: int  # what was answered (0: hung, -1: held)
 
 
 class ListServer:
@@ -43,6 +45,7 @@ class ListServer:
         self.log: List[Request] = []
         self._lock = threading.Lock()
         self._release = threading.Event()
+        self._proceed = threading.Event()
         srv = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,13 +64,19 @@ class ListServer:
                     srv._release.wait(60)
                     self.close_connection = True
                     return
+                if sc.held:
+                    srv._record(path, hdrs, -1)  # -1: held, answered after proceed()
+                    if not srv._proceed.wait(60) or srv._release.is_set():
+                        self.close_connection = True
+                        return
                 status = sc.status
                 if status == 200 and sc.etag and hdrs.get("if-none-match") == sc.etag:
                     status = 304
                 elif (status == 200 and sc.last_modified and not sc.etag
                       and hdrs.get("if-modified-since") == sc.last_modified):
                     status = 304
-                srv._record(path, hdrs, status)
+                if not sc.held:
+                    srv._record(path, hdrs, status)
                 body = sc.body if status == 200 else (b"" if status == 304 else b"error\n")
                 self.send_response(status)
                 if sc.etag and status in (200, 304):
@@ -101,6 +110,7 @@ class ListServer:
 
     def stop(self):
         self._release.set()
+        self._proceed.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self._th.join(timeout=2)
@@ -109,9 +119,13 @@ class ListServer:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def serve(self, path: str, body: bytes, etag: Optional[str] = None,
-              last_modified: Optional[str] = None):
+              last_modified: Optional[str] = None, held: bool = False):
         with self._lock:
-            self.scripts[path] = Script(200, body, etag, last_modified)
+            self.scripts[path] = Script(200, body, etag, last_modified, held=held)
+
+    def proceed(self):
+        """Let held requests be answered (and every later one at once)."""
+        self._proceed.set()
 
     def fail(self, path: str, status: int = 404):
         with self._lock:

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from adminkit import run_cli, start_nx
+from filterkit import query_from
 from harness import answers, make_query
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -135,6 +136,10 @@ DOMAINS = [  # id, type, domain, enabled, groups
     (8, 1, "nobody.example.com", 1, []),
     (9, 3, "([unclosed", 1, [0]),
     (10, 1, "not a domain!", 1, [0]),
+    (11, 1, "kids-and-default.example.com", 1, [0, 1]),
+    (12, 0, "kids-allowed.example.com", 1, [1]),
+    (13, 3, r"^kidsre[0-9]+\.example$", 1, [1]),
+    (14, 1, "paused-only.example.com", 1, [2]),
 ]
 CLIENTS = [  # id, ip, comment, groups
     (1, "192.168.1.30", "Kids tablet", [1]),
@@ -146,7 +151,8 @@ CLIENTS = [  # id, ip, comment, groups
 ]
 
 
-def gravity_db(path: Path) -> bytes:
+def gravity_db(path: Path, clients=None) -> bytes:
+    clients = CLIENTS if clients is None else clients
     path.unlink(missing_ok=True)
     db = sqlite3.connect(path)
     db.executescript(GRAVITY_SQL)
@@ -160,7 +166,7 @@ def gravity_db(path: Path) -> bytes:
         db.execute("INSERT INTO domainlist (id, type, domain, enabled) VALUES (?,?,?,?)",
                    (i, t, d, e))
         db.executemany("INSERT INTO domainlist_by_group VALUES (?,?)", [(i, g) for g in gs])
-    for i, ip, c, gs in CLIENTS:
+    for i, ip, c, gs in clients:
         db.execute("INSERT INTO client (id, ip, comment) VALUES (?,?,?)", (i, ip, c))
         db.executemany("INSERT INTO client_by_group VALUES (?,?)", [(i, g) for g in gs])
     db.commit()
@@ -168,13 +174,14 @@ def gravity_db(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def teleporter(tmp_path: Path, toml: str = PIHOLE_TOML, with_db: bool = True) -> Path:
+def teleporter(tmp_path: Path, toml: str = PIHOLE_TOML, with_db: bool = True,
+               clients=None) -> Path:
     out = tmp_path / "pi-hole_pihole_teleporter_2026-12-01_12-00-00_UTC.zip"
     out.unlink(missing_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("etc/pihole/pihole.toml", toml)
         if with_db:
-            z.writestr("etc/pihole/gravity.db", gravity_db(tmp_path / "gravity.db"))
+            z.writestr("etc/pihole/gravity.db", gravity_db(tmp_path / "gravity.db", clients))
         z.writestr("etc/pihole/dhcp.leases", "1764590000 00:11:22:33:44:55 192.168.1.50 "
                    "printer *\n")
         z.writestr("etc/hosts", "127.0.0.1 localhost\n")
@@ -246,13 +253,30 @@ def test_pihole_teleporter(tmp_path):
     assert has(lines, "no equivalent", "allow.txt", "allowlists")
     assert has(lines, "not imported", "ftp://lists.example.org/x.txt", "not an http")
 
-    # domainlist: exact and regex, allow and deny; FTL's ;options, disabled entries,
-    # entries in no group and what the loader refuses are reported
+    # domainlist: exact and regex, allow and deny, each exact rule for the groups Pi-hole
+    # links it to (the kids tablet is out of Default, so Default is not everyone here: its
+    # rules are for group default); regexes cannot be limited to groups and apply to every
+    # client, said in the report; FTL's ;options, disabled entries, entries in no group and
+    # what the loader refuses are reported
     f = cfg["filter"]
-    assert f["allow"] == ["allowed.example.com", r"/(\.|^)good\.example$/"]
-    assert f["deny"] == ["ads.example.com", r"/^track[0-9]+\.example\.org$/",
-                         "kids-only.example.com"]
-    assert has(lines, "imported", "kids-only.example.com", "every client, not per group")
+    assert f["allow"] == [{"rule": "allowed.example.com", "groups": ["default"]},
+                          r"/(\.|^)good\.example$/",
+                          {"rule": "kids-allowed.example.com", "groups": ["kids-devices"]}]
+    assert f["deny"] == [{"rule": "ads.example.com", "groups": ["default"]},
+                         r"/^track[0-9]+\.example\.org$/",
+                         {"rule": "kids-only.example.com", "groups": ["kids-devices"]},
+                         {"rule": "kids-and-default.example.com",
+                          "groups": ["default", "kids-devices"]},
+                         r"/^kidsre[0-9]+\.example$/"]
+    assert has(lines, "imported", "kids-only.example.com", '"Kids devices"',
+               'filter.deny "kids-only.example.com" for groups "kids-devices"')
+    assert has(lines, "imported", "kids-and-default.example.com",
+               'for groups "default", "kids-devices"')
+    assert has(lines, "imported", "kids-allowed.example.com",
+               'filter.allow "kids-allowed.example.com" for groups "kids-devices"')
+    assert has(lines, "imported", "^kidsre", "cannot limit a regex rule to groups",
+               "every client")
+    assert has(lines, "not imported", "paused-only.example.com", "disabled groups only")
     assert has(lines, "not imported", ";querytype=AAAA", "no nxdns equivalent")
     assert has(lines, "not imported", "disabled.example.com", "disabled in Pi-hole")
     assert has(lines, "not imported", "nobody.example.com", "applies it to nobody")
@@ -289,13 +313,36 @@ def test_pihole_teleporter(tmp_path):
     assert lines[-2].startswith("summary: ") and lines[-1].startswith("wrote ")
 
 
+def test_pihole_default_group_is_everyone(tmp_path):
+    """Every client in Default (FTL puts each new client there): a rule of Default alone
+    is a rule for every client; other groups' rules keep their groups."""
+    clients = [(1, "192.168.1.30", "Kids tablet", [0, 1]), (2, "192.168.1.64/28", "Guests", [0])]
+    out = tmp_path / "nxdns.yaml"
+    p = do_import("pihole", teleporter(tmp_path, clients=clients), out)
+    assert p.returncode == 0, p.stderr
+    f = yaml.safe_load(out.read_text())["filter"]
+    assert f["allow"] == ["allowed.example.com", r"/(\.|^)good\.example$/",
+                          {"rule": "kids-allowed.example.com", "groups": ["kids-devices"]}]
+    assert f["deny"][0] == "ads.example.com"
+    assert {"rule": "kids-only.example.com", "groups": ["kids-devices"]} in f["deny"]
+    lines = report(p)
+    assert has(lines, "imported", "ads.example.com", 'filter.deny "ads.example.com"')
+    assert not has(lines, "imported", "ads.example.com", "for groups")
+    # a Default-only regex is for everyone then: no note
+    assert not has(lines, "imported", "good\\.example", "cannot limit")
+
+
 def test_pihole_imported_config_serves(tmp_path, make_upstream, make_nxdns):
-    """The imported rules, block mode, groups, clients and records, served by the daemon."""
+    """The imported rules, block mode, groups, clients and records, served by the daemon;
+    group-limited rules only for their groups' clients (the kids tablet asks from 127.0.0.2)."""
     src = teleporter(tmp_path)
     out = tmp_path / "nxdns.yaml"
     assert do_import("pihole", src, out).returncode == 0
     imp = yaml.safe_load(out.read_text())
     imp["filter"].pop("sources")  # no downloads in tests; a group may list none
+    for c in imp["clients"]:
+        if c["name"] == "kids-tablet":
+            c["ids"].append("127.0.0.2")
     up = make_upstream(default_a="192.0.2.7")
     nx = start_nx(make_nxdns, [up], password=False,
                   config={"filter": imp["filter"], "groups": imp["groups"],
@@ -305,6 +352,14 @@ def test_pihole_imported_config_serves(tmp_path, make_upstream, make_nxdns):
     assert answers(nx.udp(make_query("track42.example.org")))== [] 
     assert answers(nx.udp(make_query("nas.lan"))) == ["192.168.1.10"]
     assert answers(nx.udp(make_query("allowed.example.com"))) == ["192.0.2.7"]
+    # 127.0.0.1 is no listed client (default); 127.0.0.2 is the tablet (kids-devices only)
+    def rcode_from(name, src):
+        return query_from(nx, make_query(name), src=src).rcode()
+    assert rcode_from("kids-only.example.com", "127.0.0.2") == dns.rcode.NXDOMAIN
+    assert rcode_from("kids-only.example.com", "127.0.0.1") == dns.rcode.NOERROR
+    assert rcode_from("ads.example.com", "127.0.0.2") == dns.rcode.NOERROR  # Default's rule
+    assert rcode_from("kids-and-default.example.com", "127.0.0.1") == dns.rcode.NXDOMAIN
+    assert rcode_from("kids-and-default.example.com", "127.0.0.2") == dns.rcode.NXDOMAIN
 
 
 def test_pihole_dry_run_and_refusals(tmp_path):

@@ -3,7 +3,9 @@ MONOTONIC_USEC, STOPPING, WATCHDOG) read from a unix datagram socket the test bi
 NOTIFY_SOCKET; the privilege drop as root (uid/gid and every capability set read from /proc,
 files handed to the user); the first boot's loading state (/healthz 503 "loading", DNS silent,
 progress per source in the log); the bind failure messages (a taken port naming its holder,
-systemd-resolved's stub listener, a privileged port without the capability)."""
+systemd-resolved's stub listener, a privileged port without the capability); journal records
+(the native protocol, read from a socket the test binds) with NXDNS_CLIENT on the lines about
+one client."""
 
 import os
 import pwd
@@ -20,6 +22,7 @@ from pathlib import Path
 import dns.exception
 import pytest
 
+from adminkit import Api, assert_error, password_hash
 from filterkit import rewrite_config
 from harness import Nxdns, base_config, free_port, make_query, merge, wait_until
 
@@ -423,3 +426,57 @@ def _healthz(nx):
         return nx.http_get("/healthz", timeout=0.5)
     except OSError:
         return None
+
+
+# ---------------------------------------------------------------- the journal
+
+@pytest.mark.nx_timeout(60)
+def test_journal_records_name_their_client(tmp_path, upstream):
+    """Under the journal (JOURNAL_STREAM names stderr), every line is a native-protocol record
+    with PRIORITY and NXDNS_SUBSYSTEM; the lines about one client (over its rate limit, refused
+    at the admin login) carry NXDNS_CLIENT, and the message still names the client."""
+    jpath = str(tmp_path / "journal.sock")
+    journal = NotifySocket(jpath)  # the same KEY=VALUE datagrams
+    nx = _daemon(tmp_path, upstream, config={
+        "access": {"rate_limit": {"qps": 1, "burst": 1}},
+        "query_budget": {"permits": 128},
+        "admin": {"password_hash": password_hash()}})
+    nx.log_path.parent.mkdir(parents=True, exist_ok=True)
+    nx.log_path.touch()
+    st = os.stat(nx.log_path)  # stderr is this file: the journal's check is its dev:inode
+    try:
+        nx.start(wait=False, env={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}",
+                                  "NXDNS_JOURNAL_SOCKET": jpath})
+        journal.read_until(lambda m: m.get("MESSAGE", "").startswith("serving DNS on"), 30)
+        assert wait_until(lambda: nx.http_get("/healthz") == (200, "ok\n"), 10)
+        # over the rate limit: 10 queries at once from 127.0.0.2 (burst 1)
+        c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            c.bind(("127.0.0.2", 0))
+            for i in range(10):
+                c.sendto(make_query(f"q{i}.rl.example").to_wire(), ("127.0.0.1", nx.port))
+        finally:
+            c.close()
+        rl = journal.read_until(lambda m: m.get("MESSAGE", "").startswith("rate limit:"))
+        assert rl["NXDNS_CLIENT"] == "127.0.0.2", rl
+        assert rl["NXDNS_SUBSYSTEM"] == "guard" and rl["PRIORITY"] == "4", rl
+        assert rl["SYSLOG_IDENTIFIER"] == "nxdns"
+        assert rl["MESSAGE"].startswith("rate limit: client 127.0.0.2 (prefix 127.0.0.2/32) "
+                                        "over 1 queries/s"), rl
+        # refused at the admin login after 5 wrong passwords, once
+        api = Api(nx, source="127.0.0.3")
+        for i in range(5):
+            assert_error(api.post("/api/auth/login", {"password": f"wrong-{i}-password"}), 401)
+        assert_error(api.post("/api/auth/login", {"password": "wrong-again"}), 429)
+        lg = journal.read_until(lambda m: m.get("MESSAGE", "").startswith("login: client"))
+        assert lg["NXDNS_CLIENT"] == "127.0.0.3", lg
+        assert lg["NXDNS_SUBSYSTEM"] == "admin" and lg["PRIORITY"] == "4", lg
+        assert lg["MESSAGE"] == "login: client 127.0.0.3 refused after 5 wrong passwords, " \
+            "for up to 60 s", lg
+        # lines about no one client have no such field
+        serving = [m for m in journal.messages if m.get("MESSAGE", "").startswith("serving")]
+        assert serving and "NXDNS_CLIENT" not in serving[0]
+        assert nx.log() == "", "a record went to stderr instead of the journal"
+    finally:
+        nx.stop()
+        journal.close()
