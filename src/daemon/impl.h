@@ -104,6 +104,7 @@ struct nx_worker {
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
 	struct nx_dnstap *dnstap;   /* borrowed: the daemon's dnstap export (NULL = off) */
+	struct nx_pgsink *pgsink;   /* borrowed: the daemon's PostgreSQL sink (NULL = off) */
 };
 
 struct nx_daemon {
@@ -144,6 +145,7 @@ struct nx_daemon {
 				     * (restart keys keep its values until a restart) */
 	struct nx_sync *sync;       /* owned: following sync.primary (idle without one) */
 	struct nx_dnstap *dnstap;   /* owned; NULL when dnstap is off or could not be set up */
+	struct nx_pgsink *pgsink;   /* owned; NULL when logging.postgresql is off or failed */
 };
 
 /* worker.c */
@@ -185,6 +187,12 @@ void nx_daemon_dnstap_stop(struct nx_daemon *d);
 void nx_daemon_dnstap_answer(struct nx_worker *w, unsigned proto, const struct sockaddr *client,
 			     const struct nx_qlog_rec *rec, uint64_t t0_us, const uint8_t *reply,
 			     size_t rlen);
+
+/* pgsink_glue.c (control thread): start before the workers, stop after them; the pipeline
+ * pushes from log_answer (nx_pgsink_push) */
+int nx_daemon_pgsink_start(struct nx_daemon *d);
+void nx_daemon_pgsink_stop(struct nx_daemon *d);
+void nx_daemon_pgsink_reconfigure(struct nx_daemon *d);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);
