@@ -1005,8 +1005,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.off = F(logging_pg_dsn),
 		.def = "\"\"",
 		.example = "host=db.lan dbname=nxdns user=nxdns password=secret",
-		.doc = "Also write every answered query to PostgreSQL (9.6 or later; 15 is "
-		       "tested), as rows of `log_entries` with the columns and values of Blocky's "
+		.doc = "Also write every answered query to PostgreSQL (11 or later, for day "
+		       "partitions with a DEFAULT one; 15 is tested), as rows of `log_entries` "
+		       "with the columns and values of Blocky's "
 		       "query log (`request_ts`, `client_ip`, `client_name`, `duration_ms`, "
 		       "`reason`, `response_type`, `question_type`, `question_name`, "
 		       "`effective_tldp`, `answer`, `response_code`, `hostname`) plus "

@@ -13,18 +13,18 @@
 /* The libpq functions the sink calls, resolved with dlsym. One list: the struct, the loader
  * and the error naming the missing symbol come from it. */
 #define NX_PQ_FUNCS(X)                                                                             \
-	X(PQconnectdbParams, PGconn *, (const char *const *, const char *const *, int))          \
-	X(PQstatus, ConnStatusType, (const PGconn *))                                             \
-	X(PQerrorMessage, char *, (const PGconn *))                                               \
-	X(PQfinish, void, (PGconn *))                                                             \
-	X(PQexec, PGresult *, (PGconn *, const char *))                                           \
-	X(PQresultStatus, ExecStatusType, (const PGresult *))                                     \
-	X(PQresultErrorMessage, char *, (const PGresult *))                                       \
-	X(PQclear, void, (PGresult *))                                                            \
-	X(PQntuples, int, (const PGresult *))                                                     \
-	X(PQgetvalue, char *, (const PGresult *, int, int))                                       \
-	X(PQputCopyData, int, (PGconn *, const char *, int))                                      \
-	X(PQputCopyEnd, int, (PGconn *, const char *))                                            \
+	X(PQconnectdbParams, PGconn *, (const char *const *, const char *const *, int))            \
+	X(PQstatus, ConnStatusType, (const PGconn *))                                              \
+	X(PQerrorMessage, char *, (const PGconn *))                                                \
+	X(PQfinish, void, (PGconn *))                                                              \
+	X(PQexec, PGresult *, (PGconn *, const char *))                                            \
+	X(PQresultStatus, ExecStatusType, (const PGresult *))                                      \
+	X(PQresultErrorMessage, char *, (const PGresult *))                                        \
+	X(PQclear, void, (PGresult *))                                                             \
+	X(PQntuples, int, (const PGresult *))                                                      \
+	X(PQgetvalue, char *, (const PGresult *, int, int))                                        \
+	X(PQputCopyData, int, (PGconn *, const char *, int))                                       \
+	X(PQputCopyEnd, int, (PGconn *, const char *))                                             \
 	X(PQgetResult, PGresult *, (PGconn *))
 
 struct nx_pq {

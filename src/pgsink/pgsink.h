@@ -42,9 +42,9 @@ struct nx_qlog_rec;
 
 #define NX_PGSINK_SONAME "libpq.so.5"
 #define NX_PGSINK_BACKOFF_MIN_MS 250
-#define NX_PGSINK_BACKOFF_MAX_MS 10000 /* a database back is picked up within 10 s */
-#define NX_PGSINK_CONNECT_TIMEOUT_S 5  /* libpq connect_timeout */
-#define NX_PGSINK_TCP_TIMEOUT_MS 10000 /* tcp_user_timeout: a vanished peer costs a reconnect */
+#define NX_PGSINK_BACKOFF_MAX_MS 10000	 /* a database back is picked up within 10 s */
+#define NX_PGSINK_CONNECT_TIMEOUT_S 5	 /* libpq connect_timeout */
+#define NX_PGSINK_TCP_TIMEOUT_MS 10000	 /* tcp_user_timeout: a vanished peer costs a reconnect */
 #define NX_PGSINK_MAINT_MS (3600 * 1000) /* partitions and retention: hourly and at a new day */
 /* The longest COPY line one record makes: every text field escaped at worst (x2) + the rest. */
 #define NX_PGSINK_ROW_MAX 4096
@@ -56,15 +56,15 @@ struct nx_qlog_rec;
 #define NX_PGSINK_SCHEMA_VERSION 2 /* migrations in schema.c */
 
 struct nx_pgsink_params {
-	const char *dsn;      /* libpq connection string or URI; copied */
-	const char *hostname; /* the `hostname` column; copied */
-	const char *soname;   /* library to dlopen; NULL = NX_PGSINK_SONAME (tests) */
-	unsigned producers;   /* rings (workers), >= 1 */
-	unsigned queue_size;  /* records over all rings, >= producers */
-	unsigned batch_size;  /* records per COPY, >= 1 */
-	unsigned flush_ms;    /* longest a record waits in a ring before the writer runs */
+	const char *dsn;	 /* libpq connection string or URI; copied */
+	const char *hostname;	 /* the `hostname` column; copied */
+	const char *soname;	 /* library to dlopen; NULL = NX_PGSINK_SONAME (tests) */
+	unsigned producers;	 /* rings (workers), >= 1 */
+	unsigned queue_size;	 /* records over all rings, >= producers */
+	unsigned batch_size;	 /* records per COPY, >= 1 */
+	unsigned flush_ms;	 /* longest a record waits in a ring before the writer runs */
 	unsigned retention_days; /* day partitions kept; 0 = never dropped */
-	unsigned privacy;        /* logging.privacy, 0..3 (see nx_pgsink_row) */
+	unsigned privacy;	 /* logging.privacy, 0..3 (see nx_pgsink_row) */
 	/* upstream stats index -> name (writer thread); NULL: the column stays empty */
 	int (*upstream_name)(void *ud, int idx, char *buf, size_t cap);
 	void *ud;
@@ -105,8 +105,8 @@ struct nx_pgsink_row_ctx {
  * order of NX_PGSINK_COLUMNS. Blocky's vocabulary: reason "BLOCKED (source)", "CACHED",
  * "RESOLVED (upstream)", "CUSTOM DNS", "SPECIAL"; response_type BLOCKED, CACHED, RESOLVED,
  * CUSTOMDNS, SPECIAL; response_code as miekg/dns names it (NOERROR, NXDOMAIN, ...); answer
- * "A (192.0.2.1)". Returns the line's length, 0 when privacy keeps no row, NX_ETRUNC when cap
- * is too small (cap >= NX_PGSINK_ROW_MAX always suffices).
+ * "A (192.0.2.1)". NUL-terminated. Returns the line's length (without the NUL), 0 when
+ * privacy keeps no row, NX_ETRUNC when cap is too small (NX_PGSINK_ROW_MAX always suffices).
  */
 int nx_pgsink_row(const struct nx_qlog_rec *r, const struct nx_pgsink_row_ctx *ctx, char *out,
 		  size_t cap);

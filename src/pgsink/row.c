@@ -82,9 +82,9 @@ static void tab(struct out *o)
 /* miekg/dns's RcodeToString, which Blocky stores. */
 static const char *rcode_name(unsigned rc, char buf[16])
 {
-	static const char *const names[] = {"NOERROR", "FORMERR",  "SERVFAIL", "NXDOMAIN",
-					    "NOTIMP",  "REFUSED",  "YXDOMAIN", "YXRRSET",
-					    "NXRRSET", "NOTAUTH",  "NOTZONE"};
+	static const char *const names[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN",
+					    "NOTIMP",  "REFUSED", "YXDOMAIN", "YXRRSET",
+					    "NXRRSET", "NOTAUTH", "NOTZONE"};
 	if (rc < sizeof(names) / sizeof(names[0])) {
 		return names[rc];
 	}
@@ -124,9 +124,9 @@ static const char *const proto_names[] = {
  * the common cases of the Public Suffix List without loading it (README: why). */
 static bool public_second_level(const char *l, size_t n)
 {
-	static const char *const sl[] = {"co", "com", "net", "org", "gov", "edu", "ac",
-					 "or", "ne",  "go",  "gob", "mil", "nom", "ltd",
-					 "plc", "sch", "gv", "info"};
+	static const char *const sl[] = {"co",	"com", "net", "org", "gov", "edu",
+					 "ac",	"or",  "ne",  "go",  "gob", "mil",
+					 "nom", "ltd", "plc", "sch", "gv",  "info"};
 	for (size_t i = 0; i < sizeof(sl) / sizeof(sl[0]); i++) {
 		if (strlen(sl[i]) == n && !memcmp(sl[i], l, n)) {
 			return true;
@@ -195,9 +195,9 @@ int nx_pgsink_row(const struct nx_qlog_rec *r, const struct nx_pgsink_row_ctx *c
 	time_t sec = (time_t)(r->ts_ms / 1000);
 	struct tm tm;
 	gmtime_r(&sec, &tm);
-	int n = snprintf(tmp, sizeof(tmp), "%04d-%02d-%02d %02d:%02d:%02d.%03d+00", tm.tm_year + 1900,
-			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			 (int)(r->ts_ms % 1000));
+	int n = snprintf(tmp, sizeof(tmp), "%04d-%02d-%02d %02d:%02d:%02d.%03d+00",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, (int)(r->ts_ms % 1000));
 	put_raw(&o, tmp, (size_t)n);
 	tab(&o);
 
@@ -222,8 +222,8 @@ int nx_pgsink_row(const struct nx_qlog_rec *r, const struct nx_pgsink_row_ctx *c
 	char reason[NX_QLOG_SOURCE_MAX + 128];
 	if (r->action == NX_QLOG_ACT_BLOCK) {
 		rtype = "BLOCKED";
-		const char *why = source[0] ? source
-					    : nx_filter_reason_name((enum nx_filter_reason)r->reason);
+		const char *why =
+		    source[0] ? source : nx_filter_reason_name((enum nx_filter_reason)r->reason);
 		snprintf(reason, sizeof(reason), "BLOCKED (%s)", why);
 	} else if (special_reason(r->reason)) {
 		rtype = "SPECIAL";
@@ -282,5 +282,6 @@ int nx_pgsink_row(const struct nx_qlog_rec *r, const struct nx_pgsink_row_ctx *c
 	if (o.full) {
 		return NX_ETRUNC;
 	}
+	buf[o.len] = 0; /* put_raw kept a byte for it */
 	return (int)o.len;
 }

@@ -106,8 +106,9 @@ int nx_pg_migrate(const struct nx_pq *pq, PGconn *c, char *err, size_t cap)
 		rollback(pq, c);
 		return -1;
 	}
-	if (v == 0 && query_int(pq, c, "SELECT count(*) FROM pg_class WHERE relname = 'log_entries'"
-					" AND pg_table_is_visible(oid)",
+	if (v == 0 && query_int(pq, c,
+				"SELECT count(*) FROM pg_class WHERE relname = 'log_entries'"
+				" AND pg_table_is_visible(oid)",
 				err, cap) != 0) {
 		snprintf(err, cap,
 			 "a table log_entries exists that nxdns did not make (Blocky's?): give "
@@ -153,8 +154,10 @@ int nx_pg_partitions(const struct nx_pq *pq, PGconn *c, int64_t now_ms, unsigned
 		day_text(today + d * DAY_MS, name, sizeof(name), true);
 		day_text(today + d * DAY_MS, from, sizeof(from), false);
 		day_text(today + (d + 1) * DAY_MS, to, sizeof(to), false);
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_class WHERE relname = "
-			 "'log_entries_p%s' AND pg_table_is_visible(oid)", name);
+		snprintf(sql, sizeof(sql),
+			 "SELECT count(*) FROM pg_class WHERE relname = "
+			 "'log_entries_p%s' AND pg_table_is_visible(oid)",
+			 name);
 		long long have = query_int(pq, c, sql, err, cap);
 		if (have < 0) {
 			rollback(pq, c);
@@ -187,12 +190,13 @@ int nx_pg_partitions(const struct nx_pq *pq, PGconn *c, int64_t now_ms, unsigned
 		char cut[16], cutts[32], sql[256];
 		day_text(cutoff, cut, sizeof(cut), true);
 		day_text(cutoff, cutts, sizeof(cutts), false);
-		snprintf(sql, sizeof(sql),
-			 "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-			 "WHERE i.inhparent = 'log_entries'::regclass "
-			 "AND c.relname ~ '^log_entries_p[0-9]{8}$' "
-			 "AND substr(c.relname, 14) < '%s' ORDER BY 1",
-			 cut);
+		snprintf(
+		    sql, sizeof(sql),
+		    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+		    "WHERE i.inhparent = 'log_entries'::regclass "
+		    "AND c.relname ~ '^log_entries_p[0-9]{8}$' "
+		    "AND substr(c.relname, 14) < '%s' ORDER BY 1",
+		    cut);
 		PGresult *r = pq->PQexec(c, sql);
 		if (!r || pq->PQresultStatus(r) != PGRES_TUPLES_OK) {
 			copy_err(r ? pq->PQresultErrorMessage(r) : pq->PQerrorMessage(c), err, cap);
@@ -201,7 +205,8 @@ int nx_pg_partitions(const struct nx_pq *pq, PGconn *c, int64_t now_ms, unsigned
 			return -1;
 		}
 		for (int i = 0; i < pq->PQntuples(r); i++) {
-			snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS \"%s\"", pq->PQgetvalue(r, i, 0));
+			snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS \"%s\"",
+				 pq->PQgetvalue(r, i, 0));
 			if (nx_pg_exec(pq, c, sql, err, cap) < 0) {
 				pq->PQclear(r);
 				rollback(pq, c);
@@ -210,8 +215,8 @@ int nx_pg_partitions(const struct nx_pq *pq, PGconn *c, int64_t now_ms, unsigned
 			dropped++;
 		}
 		pq->PQclear(r);
-		snprintf(sql, sizeof(sql), "DELETE FROM log_entries_default WHERE request_ts < '%s'",
-			 cutts);
+		snprintf(sql, sizeof(sql),
+			 "DELETE FROM log_entries_default WHERE request_ts < '%s'", cutts);
 		if (nx_pg_exec(pq, c, sql, err, cap) < 0) {
 			rollback(pq, c);
 			return -1;

@@ -40,17 +40,17 @@ struct nx_pgsink {
 	unsigned flush_ms;
 	unsigned retention_days;
 	atomic_uint privacy;
-	char *dsn;      /* owned */
+	char *dsn;	/* owned */
 	char *hostname; /* owned */
 	int (*upstream_name)(void *ud, int idx, char *buf, size_t cap);
 	void *ud;
 	struct nx_qlog_rec *scratch; /* owned: DRAIN_CHUNK records */
 	char *copy;		     /* owned: the batch as COPY text, copy_cap bytes */
 	size_t copy_cap;
-	size_t copy_len;      /* bytes of the pending batch (writer thread) */
-	unsigned copy_recs;   /* its records */
-	unsigned copy_tries;  /* sends that failed with the connection */
-	PGconn *conn;         /* writer thread only; NULL when disconnected */
+	size_t copy_len;     /* bytes of the pending batch (writer thread) */
+	unsigned copy_recs;  /* its records */
+	unsigned copy_tries; /* sends that failed with the connection */
+	PGconn *conn;	     /* writer thread only; NULL when disconnected */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
@@ -179,13 +179,14 @@ void nx_pgsink_push(struct nx_pgsink *s, unsigned idx, const struct nx_qlog_rec 
 		r->count++;
 	}
 	memcpy(&r->recs[at], rec, sizeof(*rec));
-	bool half = r->count == r->cap / 2;
+	bool half = r->count >= r->cap / 2;
 	pthread_mutex_unlock(&r->lock);
 	if (dropped) {
 		nx_stat_inc(NX_STAT_PGSINK_DROP_FULL);
 	}
-	/* a ring half full wakes a napping writer early: once per fill, not per push */
-	if (half && atomic_load(&s->napping)) {
+	/* a ring half full wakes a napping writer early; the exchange makes it one signal per
+	 * nap, however many pushes see the ring past half before the writer runs */
+	if (half && atomic_load(&s->napping) && atomic_exchange(&s->napping, false)) {
 		pthread_mutex_lock(&s->wake_lock);
 		pthread_cond_signal(&s->wake_cond);
 		pthread_mutex_unlock(&s->wake_lock);
@@ -194,12 +195,14 @@ void nx_pgsink_push(struct nx_pgsink *s, unsigned idx, const struct nx_qlog_rec 
 
 /* ---- the writer thread ---- */
 
-static unsigned queued(struct nx_pgsink *s)
+static unsigned queued(struct nx_pgsink *s, bool *half)
 {
 	unsigned n = 0;
+	*half = false;
 	for (unsigned i = 0; i < s->n_rings; i++) {
 		pthread_mutex_lock(&s->rings[i].lock);
 		n += s->rings[i].count;
+		*half |= s->rings[i].count >= s->rings[i].cap / 2;
 		pthread_mutex_unlock(&s->rings[i].lock);
 	}
 	return n;
@@ -226,7 +229,8 @@ static const char *upstream_text(struct nx_pgsink *s, int idx)
 		return "";
 	}
 	if (idx != s->upstream_cache_idx) {
-		if (s->upstream_name(s->ud, idx, s->upstream_cache, sizeof(s->upstream_cache)) < 0) {
+		if (s->upstream_name(s->ud, idx, s->upstream_cache, sizeof(s->upstream_cache)) <
+		    0) {
 			s->upstream_cache[0] = 0;
 		}
 		s->upstream_cache_idx = idx;
@@ -292,7 +296,8 @@ static int send_batch(struct nx_pgsink *s, char *err, size_t cap)
 	PGresult *r = pq->PQexec(s->conn, "COPY log_entries (" NX_PGSINK_COLUMNS ") FROM STDIN");
 	bool started = r && pq->PQresultStatus(r) == PGRES_COPY_IN;
 	if (!started) {
-		snprintf(err, cap, "%s", r ? pq->PQresultErrorMessage(r) : pq->PQerrorMessage(s->conn));
+		snprintf(err, cap, "%s",
+			 r ? pq->PQresultErrorMessage(r) : pq->PQerrorMessage(s->conn));
 	}
 	pq->PQclear(r);
 	ExecStatusType st = PGRES_FATAL_ERROR;
@@ -352,9 +357,10 @@ static int64_t wall_ms(void)
 /* Connect, migrate, partition. 0, or -1 with err (the connection is closed). */
 static int connect_db(struct nx_pgsink *s, char *err, size_t cap)
 {
-	static const char *const keys[] = {"connect_timeout", "tcp_user_timeout", "keepalives_idle",
-					   "keepalives_interval", "keepalives_count",
-					   "application_name", "client_encoding", "dbname", NULL};
+	static const char *const keys[] = {
+	    "connect_timeout",	   "tcp_user_timeout", "keepalives_idle",
+	    "keepalives_interval", "keepalives_count", "application_name",
+	    "client_encoding",	   "dbname",	       NULL};
 	char ct[16], tt[16];
 	snprintf(ct, sizeof(ct), "%d", NX_PGSINK_CONNECT_TIMEOUT_S);
 	snprintf(tt, sizeof(tt), "%d", NX_PGSINK_TCP_TIMEOUT_MS);
@@ -401,7 +407,10 @@ static void maintain(struct nx_pgsink *s)
 	}
 }
 
-static void nap(struct nx_pgsink *s, unsigned ms)
+/* Wait up to ms, or until stop; with `early`, also until a ring is half full (a push signals).
+ * Without it (a backoff) pushes do not wake the writer: full rings must not turn the backoff
+ * into a busy reconnect loop. */
+static void nap(struct nx_pgsink *s, unsigned ms, bool early)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -412,8 +421,20 @@ static void nap(struct nx_pgsink *s, unsigned ms)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&s->wake_lock);
+	if (!early) {
+		int rc = 0;
+		while (rc != ETIMEDOUT && !atomic_load(&s->stop)) {
+			rc = pthread_cond_timedwait(&s->wake_cond, &s->wake_lock, &ts);
+		}
+		pthread_mutex_unlock(&s->wake_lock);
+		return;
+	}
 	atomic_store(&s->napping, true);
-	if (!atomic_load(&s->stop)) {
+	/* seq_cst: a push that filled a ring past half before the store above is seen here;
+	 * one after it sees napping and signals */
+	bool half;
+	queued(s, &half);
+	if (!half && !atomic_load(&s->stop)) {
 		pthread_cond_timedwait(&s->wake_cond, &s->wake_lock, &ts);
 	}
 	atomic_store(&s->napping, false);
@@ -441,7 +462,7 @@ static void *writer_main(void *arg)
 					       err);
 					warned = true;
 				}
-				nap(s, backoff);
+				nap(s, backoff, false);
 				backoff = backoff * 2 > NX_PGSINK_BACKOFF_MAX_MS
 					      ? NX_PGSINK_BACKOFF_MAX_MS
 					      : backoff * 2;
@@ -466,15 +487,16 @@ static void *writer_main(void *arg)
 			nx_stat_inc(NX_STAT_PGSINK_RECONNECTS);
 			nx_log(NX_LOG_WARN, "pgsink", "lost the database: %s; reconnecting", err);
 			disconnect(s);
-			nap(s, NX_PGSINK_BACKOFF_MIN_MS);
+			nap(s, NX_PGSINK_BACKOFF_MIN_MS, false);
 			continue;
 		}
 		if (rc == -2) {
 			trim_err(err);
 			nx_log(NX_LOG_WARN, "pgsink", "the database refused a batch: %s", err);
 		}
-		if (queued(s) < s->batch_size) {
-			nap(s, s->flush_ms);
+		bool half;
+		if (queued(s, &half) < s->batch_size && !half) {
+			nap(s, s->flush_ms, true);
 		}
 	}
 	/* stopping: what is queued goes now, once, when connected; the rest is counted */
@@ -487,7 +509,8 @@ static void *writer_main(void *arg)
 			}
 		}
 	}
-	unsigned left = s->copy_recs + queued(s);
+	bool half;
+	unsigned left = s->copy_recs + queued(s, &half);
 	if (left > 0) {
 		nx_stat_add(NX_STAT_PGSINK_DROP_SHUTDOWN, left);
 	}
