@@ -179,7 +179,7 @@ void nx_pgsink_push(struct nx_pgsink *s, unsigned idx, const struct nx_qlog_rec 
 		r->count++;
 	}
 	memcpy(&r->recs[at], rec, sizeof(*rec));
-	bool half = r->count >= r->cap / 2;
+	bool half = r->count > 0 && r->count >= r->cap / 2; /* a ring of 1 is "half" at 1 */
 	pthread_mutex_unlock(&r->lock);
 	if (dropped) {
 		nx_stat_inc(NX_STAT_PGSINK_DROP_FULL);
@@ -202,7 +202,7 @@ static unsigned queued(struct nx_pgsink *s, bool *half)
 	for (unsigned i = 0; i < s->n_rings; i++) {
 		pthread_mutex_lock(&s->rings[i].lock);
 		n += s->rings[i].count;
-		*half |= s->rings[i].count >= s->rings[i].cap / 2;
+		*half |= s->rings[i].count > 0 && s->rings[i].count >= s->rings[i].cap / 2;
 		pthread_mutex_unlock(&s->rings[i].lock);
 	}
 	return n;
@@ -243,6 +243,7 @@ static const char *upstream_text(struct nx_pgsink *s, int idx)
 static void fill_batch(struct nx_pgsink *s)
 {
 	unsigned priv = atomic_load(&s->privacy);
+	s->upstream_cache_idx = -2; /* a reload may have renumbered the upstreams */
 	bool more = true;
 	while (more) {
 		more = false;

@@ -368,3 +368,24 @@ def test_grafana_dashboard_queries(pg, make_upstream, make_nxdns):
     assert top[0] == ["ads.example", "4"] and sum(int(r[1]) for r in top) == 14
     for title in queries:
         run(title)  # every panel's query runs
+
+
+def test_check_config_names_a_bad_dsn(tmp_path):
+    from harness import nxdns_bin
+    cases = {
+        "logging: {postgresql: {dsn: nonsense}}\n":
+            "c.yaml:1:29: logging.postgresql.dsn: 'nonsense' is not a libpq connection string",
+        "logging: {postgresql: {dsn: 'host=db', batch_size: 0}}\n": "logging.postgresql.batch_size",
+        "logging: {postgresql: {dsn: 'postgresql://u@db/x', queue_size: 10}}\n":
+            "logging.postgresql.queue_size",
+    }
+    for text, want in cases.items():
+        p = tmp_path / "c.yaml"
+        p.write_text(text)
+        r = subprocess.run([str(nxdns_bin()), "check-config", str(p)], capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode != 0 and want in r.stderr + r.stdout, (text, r.stderr, r.stdout)
+    p.write_text("logging: {postgresql: {dsn: 'postgresql://u@db/x', hostname: Resolver-1}}\n")
+    r = subprocess.run([str(nxdns_bin()), "check-config", str(p)], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0, r.stderr + r.stdout
