@@ -384,12 +384,21 @@ static int connect_db(struct nx_pgsink *s, char *err, size_t cap)
 	return 0;
 }
 
+/* libpq's messages end in a newline and may span lines ("...\n\tIs the server running"):
+ * one log line. */
 static void trim_err(char *e)
 {
-	size_t n = strlen(e);
-	while (n > 0 && (e[n - 1] == '\n' || e[n - 1] == ' ')) {
-		e[--n] = 0;
+	char *w = e;
+	for (const char *r = e; *r; r++) {
+		bool space = *r == '\n' || *r == '\t' || *r == '\r' || *r == ' ';
+		if (!space || (w > e && w[-1] != ' ')) {
+			*w++ = space ? ' ' : *r;
+		}
 	}
+	while (w > e && w[-1] == ' ') {
+		w--;
+	}
+	*w = 0;
 }
 
 /* Partitions and retention; a failure is logged and counted, rows still go (to the default

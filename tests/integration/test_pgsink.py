@@ -368,6 +368,13 @@ def test_grafana_dashboard_queries(pg, make_upstream, make_nxdns):
     assert top[0] == ["ads.example", "4"] and sum(int(r[1]) for r in top) == 14
     for title in queries:
         run(title)  # every panel's query runs
+    # Blocky's own dashboard names the list from `reason` ("BLOCKED (list)") and groups by
+    # effective_tldp: the same expressions over nxdns's rows
+    assert pg.psql("SELECT split_part(split_part(reason, '(', -1), ')', 1), count(*) "
+                   "FROM log_entries WHERE response_type = 'BLOCKED' GROUP BY 1 ORDER BY 1",
+                   db) == [["ads.example", "4"], ["track.example", "1"]]
+    assert pg.psql("SELECT effective_tldp, count(*) FROM log_entries GROUP BY 1 ORDER BY 2 DESC, 1 "
+                   "LIMIT 2", db) == [["ads.example", "4"], ["ok0.example", "3"]]
 
 
 def test_check_config_names_a_bad_dsn(tmp_path):
