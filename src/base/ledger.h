@@ -39,7 +39,8 @@
 	X(client_names, "client names from PTR lookups: the cache table and its lookup state") \
 	X(filter_side, "list rules outside the snapshot: modifiers, regexes, hosts answers") \
 	X(sync, "replica sync: its status, and an export document while it is built or applied") \
-	X(dnstap_queue, "dnstap export: per-worker event rings and the writer's encode buffers")
+	X(dnstap_queue, "dnstap export: per-worker event rings and the writer's encode buffers") \
+	X(pgsink_queue, "PostgreSQL sink: per-worker record rings and the writer's COPY buffer")
 
 enum nx_owner {
 #define NX_OWNER_ENUM(name, help) NX_OWNER_##name,

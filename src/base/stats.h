@@ -200,7 +200,18 @@
 	X(DNSTAP_RECONNECTS, "nxdns_dnstap_reconnects_total", "",                               \
 	  "dnstap connections lost or refused, each followed by a retry after a backoff") \
 	X(R_REWRITTEN, "nxdns_filter_rewrite_answers_total", "",                                \
-	  "Answers written by a list's $dnsrewrite or hosts-line rule instead of resolving")
+	  "Answers written by a list's $dnsrewrite or hosts-line rule instead of resolving") \
+	X(PGSINK_SENT, "nxdns_pgsink_sent_total", "",                                           \
+	  "Query records committed to PostgreSQL (logging.postgresql)")                          \
+	X(PGSINK_DROP_FULL, "nxdns_pgsink_dropped_total", "reason=\"queue_full\"",               \
+	  "Query records not written to PostgreSQL, by reason (the DNS answer was still sent)")  \
+	X(PGSINK_DROP_REJECTED, "nxdns_pgsink_dropped_total", "reason=\"rejected\"", "")         \
+	X(PGSINK_DROP_WRITE, "nxdns_pgsink_dropped_total", "reason=\"write_error\"", "")         \
+	X(PGSINK_DROP_SHUTDOWN, "nxdns_pgsink_dropped_total", "reason=\"shutdown\"", "")         \
+	X(PGSINK_ERRORS, "nxdns_pgsink_errors_total", "",                                       \
+	  "PostgreSQL connects and statements that failed (the sink retries)")                  \
+	X(PGSINK_RECONNECTS, "nxdns_pgsink_reconnects_total", "",                               \
+	  "PostgreSQL connections lost or refused, each followed by a retry after a backoff")
 
 /* X(id, family, help) */
 #define NX_GAUGES(X)                                                                            \

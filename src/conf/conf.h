@@ -277,6 +277,13 @@ struct nx_conf {
 	unsigned logging_retention_days;       /* 0: never pruned */
 	unsigned logging_privacy;              /* 0 all, 1 no names, 2 no names/clients, 3 none */
 	unsigned logging_live_max_subscribers; /* 0: live stream off */
+	/* logging.postgresql.* (the PostgreSQL sink, src/pgsink/; off without a dsn) */
+	char *logging_pg_dsn;           /* owned: libpq connection string or URI, or NULL */
+	char *logging_pg_hostname;      /* owned: the hostname column, or NULL (the host name) */
+	unsigned logging_pg_batch_size; /* records per COPY */
+	unsigned logging_pg_flush_ms;   /* longest a record waits before the writer runs */
+	unsigned logging_pg_queue_size; /* records between the workers and the writer */
+	unsigned logging_pg_retention_days; /* day partitions kept; 0 = all */
 
 	/* top level */
 	char *state_dir; /* owned */

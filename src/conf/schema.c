@@ -31,6 +31,8 @@ extern const struct nx_conf_type nx_conf_t_tokens;   /* admin.tokens */
 extern const struct nx_conf_type nx_conf_t_sync_primary; /* "" or an https:// URL */
 extern const struct nx_conf_type nx_conf_t_sync_token;   /* "" or an API token */
 extern const struct nx_conf_type nx_conf_t_sync_pin;     /* "" or a base64 SHA-256 pin */
+/* Value types of the logging.postgresql.* keys (pgsink.c). */
+extern const struct nx_conf_type nx_conf_t_pg_dsn; /* "" or a libpq connection string / URI */
 
 #define F(field) offsetof(struct nx_conf, field)
 #define STR_(x) #x
@@ -1019,6 +1021,88 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "stream off.",
 	},
 	{
+		.path = "logging.postgresql.dsn",
+		.type = &nx_conf_t_pg_dsn,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_dsn),
+		.def = "\"\"",
+		.example = "host=db.lan dbname=nxdns user=nxdns password=secret",
+		.doc = "Also write every answered query to PostgreSQL (11 or later, for day "
+		       "partitions with a DEFAULT one; 15 is tested), as rows of `log_entries` "
+		       "with the columns and values of Blocky's "
+		       "query log (`request_ts`, `client_ip`, `client_name`, `duration_ms`, "
+		       "`reason`, `response_type`, `question_type`, `question_name`, "
+		       "`effective_tldp`, `answer`, `response_code`, `hostname`) plus "
+		       "`matched_rule`, `source_list`, `protocol`, `upstream` and "
+		       "`nxdns_reason`; several instances may share a database. A libpq "
+		       "connection string (`host=... dbname=... user=...`) or URI "
+		       "(`postgresql://user@host/db`). nxdns creates and migrates the schema "
+		       "(table `nxdns_schema_version`) and keeps one partition per UTC day. "
+		       "libpq (Debian `libpq5`) is loaded only when this is set; without it the "
+		       "sink logs why and DNS serves. One more thread. The database may be away: "
+		       "nxdns reconnects with backoff (250 ms to 10 s) and DNS never waits for it. "
+		       "`logging.privacy` applies to these rows as to the query log (3: none). "
+		       "Empty: no PostgreSQL sink. The local query log (`logging.query_log`) "
+		       "works beside it or can be turned off.",
+	},
+	{
+		.path = "logging.postgresql.hostname",
+		.type = &nx_conf_t_opt_host,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_hostname),
+		.def = "\"\"",
+		.example = "resolver-1",
+		.doc = "The `hostname` column of this instance's rows, which tells instances "
+		       "apart in one database (the dashboard's instance filter). Empty: the "
+		       "host name.",
+	},
+	{
+		.path = "logging.postgresql.batch_size",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_batch_size),
+		.min = 1,
+		.max = 10000,
+		.def = "1000",
+		.doc = "Records per `COPY` (one statement, one transaction). The writer's COPY "
+		       "buffer is 256 bytes per record of this (256 KiB at the default).",
+	},
+	{
+		.path = "logging.postgresql.flush_interval_ms",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_flush_ms),
+		.min = 10,
+		.max = 60000,
+		.def = "1000",
+		.doc = "Longest a record waits before it is sent, in milliseconds; a worker's "
+		       "queue half full sends at once.",
+	},
+	{
+		.path = "logging.postgresql.queue_size",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_queue_size),
+		.min = 64,
+		.max = 1048576,
+		.def = "4096",
+		.doc = "Records waiting between the DNS workers and the PostgreSQL writer (744 "
+		       "bytes each: 2.9 MiB at the default, allocated only when the sink is on). "
+		       "While the database is away the newest are kept; when full the oldest are "
+		       "dropped and counted (`nxdns_pgsink_dropped_total{reason=\"queue_full\"}`).",
+	},
+	{
+		.path = "logging.postgresql.retention_days",
+		.type = &nx_conf_t_uint,
+		.apply = NX_CONF_APPLY_RESTART,
+		.off = F(logging_pg_retention_days),
+		.min = 0,
+		.max = 3650,
+		.def = "7",
+		.doc = "Days of rows kept in PostgreSQL: older day partitions are dropped whole "
+		       "(hourly and at each new UTC day). `0` keeps everything.",
+	},
+	{
 		.path = "run_as.user",
 		.type = &nx_conf_t_opt_account,
 		.apply = NX_CONF_APPLY_RESTART,
@@ -1429,6 +1513,7 @@ static enum nx_conf_kind kind_of(const struct nx_conf_type *t)
 		{&nx_conf_t_sync_primary, NX_CONF_KIND_STRING},
 		{&nx_conf_t_sync_token, NX_CONF_KIND_STRING},
 		{&nx_conf_t_sync_pin, NX_CONF_KIND_STRING},
+		{&nx_conf_t_pg_dsn, NX_CONF_KIND_STRING},
 	};
 	for (size_t i = 0; i < NX_ARRAY_LEN(kinds); i++) {
 		if (kinds[i].type == t) {

@@ -656,9 +656,11 @@ int nx_daemon_run(const char *config_path)
 	}
 	nx_daemon_qlog_start(d);
 	nx_daemon_dnstap_start(d); /* a thread: after the drop, credentials are per thread */
+	nx_daemon_pgsink_start(d); /* likewise */
 	for (unsigned i = 0; i < nw; i++) {
 		d->workers[i].qlog = d->qlog; /* not running yet: a plain store */
 		nx_daemon_dnstap_worker(&d->workers[i]);
+		d->workers[i].pgsink = d->pgsink;
 	}
 	nx_daemon_control_start(d);
 	/* the watchdog from here: a first boot's downloads run the loop for up to a minute */
@@ -759,12 +761,14 @@ out_workers:
 	/* after the workers: they push into the query log until they stop */
 	nx_daemon_qlog_stop(d);
 	nx_daemon_dnstap_stop(d);
+	nx_daemon_pgsink_stop(d);
 	for (unsigned i = 0; i < d->n_workers; i++) {
 		nx_worker_deinit(&d->workers[i]);
 	}
 	nx_mem_free(NX_OWNER_misc, d->workers, d->n_workers * sizeof(*d->workers));
 out_cref:
 	nx_daemon_dnstap_stop(d); /* a no-op after out_workers; here when the workers' array failed */
+	nx_daemon_pgsink_stop(d);
 	nx_lists_deinit(&d->lists);
 	/* the control thread is main: its PCRE2 block (admin /api/lookup) is returned here, not
 	 * by a thread-exit destructor */

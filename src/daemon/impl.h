@@ -104,6 +104,7 @@ struct nx_worker {
 	uint8_t tx[NX_DNS_MSG_MAX]; /* reply scratch for asynchronous answers */
 	uint8_t cbuf[NX_DNS_MSG_MAX]; /* a cache hit's stored message, before relaying */
 	struct nx_dnstap *dnstap;   /* borrowed: the daemon's dnstap export (NULL = off) */
+	struct nx_pgsink *pgsink;   /* borrowed: the daemon's PostgreSQL sink (NULL = off) */
 };
 
 struct nx_daemon {
@@ -149,6 +150,7 @@ struct nx_daemon {
 	bool dnstap_on;             /* its writer runs (control thread) */
 	/* what the workers push to: d->dnstap while on, else NULL (dnstap_glue.c) */
 	struct nx_dnstap *_Atomic dnstap_live;
+	struct nx_pgsink *pgsink;   /* owned; NULL when logging.postgresql is off or failed */
 };
 
 /* worker.c */
@@ -203,6 +205,12 @@ void nx_daemon_dnstap_worker(struct nx_worker *w);
 void nx_daemon_dnstap_answer(struct nx_worker *w, const struct nx_reply *to, unsigned proto,
 			     const struct sockaddr *client, const struct nx_qlog_rec *rec,
 			     uint64_t t0_us, const uint8_t *reply, size_t rlen);
+
+/* pgsink_glue.c (control thread): start before the workers, stop after them; the pipeline
+ * pushes from log_answer (nx_pgsink_push) */
+int nx_daemon_pgsink_start(struct nx_daemon *d);
+void nx_daemon_pgsink_stop(struct nx_daemon *d);
+void nx_daemon_pgsink_reconfigure(struct nx_daemon *d);
 
 /* qlog_glue.c (control thread) */
 int nx_daemon_qlog_start(struct nx_daemon *d);

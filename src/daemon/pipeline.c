@@ -26,6 +26,7 @@
 #include "base/stats.h"
 #include "daemon/impl.h"
 #include "dns/wire.h"
+#include "pgsink/pgsink.h"
 
 struct waiter {
 	struct waiter *next;
@@ -310,6 +311,9 @@ static void log_answer(struct nx_worker *w, const struct nx_reply *to, enum nx_p
 	if (w->qlog) {
 		nx_qlog_push(w->qlog, w->idx, &rec);
 	}
+	if (w->pgsink) {
+		nx_pgsink_push(w->pgsink, w->idx, &rec);
+	}
 }
 
 /* Hand an answer to the worker that owns the waiter's handle (bounded by the waiters it holds). */
@@ -493,7 +497,7 @@ static void on_upstream_done(void *ud, enum nx_up_result res, const uint8_t *msg
 		}
 		if (rlen <= 0) {
 			nx_stat_inc(NX_STAT_D_SEND);
-		} else if (w->qlog || w->dnstap) {
+		} else if (w->qlog || w->dnstap || w->pgsink) {
 			log_answer(w, &x->to, (enum nx_proto)x->to.proto,
 				   (const struct sockaddr *)&x->to.peer, x->client_id, x->q.name,
 				   x->q.name_len, x->q.qtype, &lfr, cmatched, cmlen, stale, up_stats,
@@ -922,12 +926,12 @@ int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, si
 		.peer = (const struct sockaddr *)&r->peer,
 	};
 	nx_filter_result_clear(&o.fr);
-	if (w->qlog || w->dnstap) {
+	if (w->qlog || w->dnstap || w->pgsink) {
 		o.t0_us = nx_now_mono_us();
 		o.ts_ms = nx_now_wall_ms();
 	}
 	int n = handle(w, msg, len, truncated, &o, out, cap);
-	if (n > 0 && (w->qlog || w->dnstap)) {
+	if (n > 0 && (w->qlog || w->dnstap || w->pgsink)) {
 		log_answer(w, r, (enum nx_proto)r->proto, o.peer, r->client_id, msg + NX_DNS_HDR_LEN,
 			   o.have_q ? o.qname_len : 0, o.qtype, &o.fr, o.matched, o.matched_len,
 			   o.cached, -1, o.t0_us, o.ts_ms, out, (size_t)n);

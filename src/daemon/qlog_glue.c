@@ -56,6 +56,7 @@ int nx_daemon_qlog_start(struct nx_daemon *d)
 void nx_daemon_qlog_reconfigure(struct nx_daemon *d)
 {
 	const struct nx_conf *c = d->cur->c;
+	nx_daemon_pgsink_reconfigure(d);
 	if (!d->qlog) {
 		if (c->logging_query_log) {
 			nx_log(NX_LOG_WARN, "querylog",

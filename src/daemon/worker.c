@@ -135,6 +135,7 @@ int nx_worker_init(struct nx_worker *w, struct nx_daemon *d, unsigned idx)
 	w->d = d;
 	w->cache = d->cache;
 	w->qlog = d->qlog;
+	w->pgsink = d->pgsink;
 	pthread_mutex_init(&w->inbox_lock, NULL);
 	w->cref = nx_daemon_current(d);
 	w->snap = nx_daemon_current_snap(d);
