@@ -310,6 +310,7 @@ struct nx_qlog {
 	sqlite3 *db; /* NULL while unavailable */
 	struct nx_qlog_stmts st;
 	bool reopen;		/* close and reopen before the next attempt */
+	int sync_full;		/* synchronous of db: 1 FULL, 0 NORMAL, -1 as opened (writer.c) */
 	struct nx_qlog_agg agg;
 	struct nx_qlog_blk blk;	/* the block being encoded (buf owned, querylog_queue) */
 	size_t batch_used;	/* bytes of packed records in batch */
