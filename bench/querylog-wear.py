@@ -34,12 +34,30 @@ import dns.message
 import dns.rrset
 
 
-def write_bytes(pid):
-    with open(f"/proc/{pid}/io") as f:
+def io_field(path, field):
+    with open(path) as f:
         for line in f:
-            if line.startswith("write_bytes:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise RuntimeError("no write_bytes")
+    raise RuntimeError(f"no {field} in {path}")
+
+
+def write_bytes(pid):
+    return io_field(f"/proc/{pid}/io", "write_bytes")
+
+
+def writer_tid(pid):
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/comm") as f:
+            if f.read().strip() == "nx-qlog":
+                return t
+    raise RuntimeError("no nx-qlog thread")
+
+
+def writer_wchar(pid, tid):
+    """Bytes the query-log writer thread handed to write system calls (WAL frames, database
+    pages at its checkpoints): what SQLite wrote, before the page cache's accounting."""
+    return io_field(f"/proc/{pid}/task/{tid}/io", "wchar")
 
 
 def upstream(sock, stop):
@@ -71,14 +89,14 @@ def logged(db):
 
 
 def checkpoint(db):
-    """PRAGMA wal_checkpoint(PASSIVE) from this process: the bytes it wrote."""
-    w0 = write_bytes(os.getpid())
+    """PRAGMA wal_checkpoint(PASSIVE) from this process: (write_bytes, wchar) it caused."""
+    w0, c0 = write_bytes(os.getpid()), io_field("/proc/thread-self/io", "wchar")
     c = sqlite3.connect(str(db), timeout=10)
     try:
         c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     finally:
         c.close()
-    return write_bytes(os.getpid()) - w0
+    return write_bytes(os.getpid()) - w0, io_field("/proc/thread-self/io", "wchar") - c0
 
 
 def main():
@@ -184,15 +202,18 @@ def main():
         last = now_logged
         if phase == 0:
             ck0 = checkpoint(db)
+            tid = writer_tid(p.pid)
             wb0, n0, t0 = write_bytes(p.pid), now_logged, time.monotonic()
+            wc0 = writer_wchar(p.pid, tid)
             phase = 1
-        elif time.monotonic() - t0 >= a.secs:
+        elif time.monotonic() - t0 >= a.secs - 1:
             wb1, n1, t1 = write_bytes(p.pid), now_logged, time.monotonic()
+            wc1 = writer_wchar(p.pid, tid)
             phase = 2
             break
     if phase != 2:
         sys.exit("no commit boundary in time")
-    ck_bytes = checkpoint(db)
+    ck_bytes, ck_wchar = checkpoint(db)
     got = n1 - n0
     p.send_signal(signal.SIGTERM)
     _, status, ru = os.wait4(p.pid, 0)
@@ -210,6 +231,9 @@ def main():
         "checkpoint_bytes": ck_bytes,
         "bytes_per_query": round((wb1 - wb0 + ck_bytes) / max(1, got), 1),
         "daemon_bytes_per_query": round((wb1 - wb0) / max(1, got), 1),
+        "writer_wchar": wc1 - wc0,
+        "checkpoint_wchar": ck_wchar,
+        "wchar_per_query": round((wc1 - wc0 + ck_wchar) / max(1, got), 1),
         "total_with_exit_bytes": ru.ru_oublock * 512,
         "db_bytes": db.stat().st_size,
         "wal_bytes_after": wal.stat().st_size if wal.exists() else 0,

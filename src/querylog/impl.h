@@ -276,7 +276,7 @@ struct nx_qlog {
 	unsigned writer_cache_kib;
 	unsigned flush_ms;
 	unsigned agg_ms;
-	unsigned commit_ms;	       /* hold drained records up to this long; 0 = commit each drain */
+	unsigned commit_ms;	       /* hold drained records this long; 0 = commit each drain */
 	nx_qlog_now_cb now_ms;
 	void *now_ud;
 	nx_qlog_upstream_name_cb upstream_name;

@@ -154,6 +154,9 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * record = 513 KiB of querylog_queue, a minute at 68 q/s; faster, a batch commits when full
  * (every ~20 s at 200 q/s) and a block holds one batch (NX_QLOG_BLOCK_RECS_MAX). */
 #define NX_QLOG_BATCH_HOLD NX_QLOG_BATCH_MAX
+/* A held batch that reaches NX_QLOG_BATCH_DEFAULT records within this long (> 1000 q/s)
+ * commits then (writer.c batch_full). */
+#define NX_QLOG_HOLD_FAST_MS 1000
 /*
  * Aggregates are upserted at most this often (and at a flush request, a new minute, stop),
  * not in every transaction: at 100k q/s over 1000 names a transaction of ~500 records touched

@@ -65,8 +65,8 @@ static int64_t stored(const char *db)
 	return sql_int(db, "SELECT COALESCE(SUM(n), 0) FROM log_blocks");
 }
 
-static struct nx_qlog *start_batching(struct nx_qlog_params *p, const char *db,
-				      struct counted *c, unsigned commit_ms, unsigned batch_max)
+static struct nx_qlog *start_batching(struct nx_qlog_params *p, const char *db, struct counted *c,
+				      unsigned commit_ms, unsigned batch_max)
 {
 	test_params(p, db);
 	p->commit_ms = commit_ms;
@@ -216,7 +216,7 @@ static void test_hold_memory(void **state)
 	(void)state;
 	assert_int_equal(nx_qlog_batch_bytes(NX_QLOG_BATCH_HOLD),
 			 (size_t)NX_QLOG_BATCH_HOLD * NX_QLOG_BATCH_REC_BYTES +
-				 nx_qlog_batch_bytes(0));
+			     nx_qlog_batch_bytes(0));
 	struct tdir t;
 	tdir_make(&t);
 	struct nx_qlog_params p;
@@ -243,12 +243,12 @@ static void test_hold_memory(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_held_then_flushed_at_stop),
-		cmocka_unit_test(test_flush_commits_held),
-		cmocka_unit_test(test_interval_commits),
-		cmocka_unit_test(test_bound_commits_early),
-		cmocka_unit_test(test_privacy_change_commits_first),
-		cmocka_unit_test(test_hold_memory),
+	    cmocka_unit_test(test_held_then_flushed_at_stop),
+	    cmocka_unit_test(test_flush_commits_held),
+	    cmocka_unit_test(test_interval_commits),
+	    cmocka_unit_test(test_bound_commits_early),
+	    cmocka_unit_test(test_privacy_change_commits_first),
+	    cmocka_unit_test(test_hold_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
