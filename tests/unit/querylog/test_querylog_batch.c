@@ -50,6 +50,23 @@ static uint64_t wait_written(struct nx_qlog *q, uint64_t n)
 	return st.written;
 }
 
+static void push_n(struct nx_qlog *q, unsigned from, unsigned n);
+
+/*
+ * Push records [from, from + n), wait until the tap saw them, then push one more and wait for
+ * it too: the writer drains in turns and a turn's commit (if it made one) ends before its next
+ * drain, so once the marker is tapped, a commit of the first n would be complete. Returns the
+ * records pushed (n + 1).
+ */
+static unsigned push_settled(struct nx_qlog *q, struct counted *c, unsigned from, unsigned n)
+{
+	push_n(q, from, n);
+	wait_tapped(c, from + n);
+	push_n(q, from + n, 1);
+	wait_tapped(c, from + n + 1);
+	return n + 1;
+}
+
 static void push_n(struct nx_qlog *q, unsigned from, unsigned n)
 {
 	for (unsigned i = from; i < from + n; i++) {
@@ -89,8 +106,7 @@ static void test_held_then_flushed_at_stop(void **state)
 	struct nx_qlog_params p;
 	struct counted c = {0};
 	struct nx_qlog *q = start_batching(&p, t.db, &c, 60000, NX_QLOG_BATCH_HOLD);
-	push_n(q, 0, 300);
-	wait_tapped(&c, 300);
+	unsigned n = push_settled(q, &c, 0, 300);
 	struct nx_qlog_stats st;
 	nx_qlog_stats(q, &st);
 	assert_int_equal(st.queue_now, 0); /* drained out of the rings ... */
@@ -101,12 +117,12 @@ static void test_held_then_flushed_at_stop(void **state)
 
 	nx_qlog_stop(q);
 	nx_qlog_stats(q, &st);
-	assert_int_equal(st.written, 300);
+	assert_int_equal(st.written, n);
 	assert_int_equal(st.batches, 1);
 	assert_int_equal(st.dropped_unwritten, 0);
-	assert_int_equal(stored(t.db), 300);
-	assert_int_equal(sql_int(t.db, "SELECT SUM(queries) FROM agg_minute"), 300);
-	assert_int_equal(count_rows(t.db), 300);
+	assert_int_equal(stored(t.db), n);
+	assert_int_equal(sql_int(t.db, "SELECT SUM(queries) FROM agg_minute"), n);
+	assert_int_equal(count_rows(t.db), n);
 	nx_qlog_free(q);
 	tdir_remove(&t);
 }
@@ -120,22 +136,20 @@ static void test_flush_commits_held(void **state)
 	struct nx_qlog_params p;
 	struct counted c = {0};
 	struct nx_qlog *q = start_batching(&p, t.db, &c, 60000, NX_QLOG_BATCH_HOLD);
-	push_n(q, 0, 40);
-	wait_tapped(&c, 40);
+	unsigned n = push_settled(q, &c, 0, 40);
 	assert_int_equal(stored(t.db), 0);
 	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
-	assert_int_equal(stored(t.db), 40);
-	assert_int_equal(count_rows(t.db), 40);
+	assert_int_equal(stored(t.db), n);
+	assert_int_equal(count_rows(t.db), n);
 	/* the next records are held again */
-	push_n(q, 40, 10);
-	wait_tapped(&c, 50);
+	unsigned m = push_settled(q, &c, n, 10);
 	struct nx_qlog_stats st;
 	nx_qlog_stats(q, &st);
-	assert_int_equal(st.written, 40);
-	assert_int_equal(stored(t.db), 40);
+	assert_int_equal(st.written, n);
+	assert_int_equal(stored(t.db), n);
 	nx_qlog_stop(q);
 	nx_qlog_stats(q, &st);
-	assert_int_equal(st.written, 50);
+	assert_int_equal(st.written, n + m);
 	assert_int_equal(st.batches, 2);
 	nx_qlog_free(q);
 	tdir_remove(&t);
