@@ -144,10 +144,12 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * touches (~10 B-tree pages of 4 KiB: the block's leaf and index, agg_minute, agg_top per kind,
  * agg_roll, agg_names), once in the WAL and once more at the checkpoint; a commit per 250 ms
  * cost 8-35 KB of writes per query at 5 q/s. Pi-hole commits once a minute for the same reason.
- * Loss window: a batch is fsynced at its commit (synchronous = FULL while batching), so a
- * kill -9 or a power loss loses at most the records held: interval + NX_QLOG_FLUSH_MS, or fewer
- * when the batch filled first; the database itself is always consistent (WAL). 0 = commit at
- * every drain (the writer's behaviour before batching; its synchronous = NORMAL).
+ * Loss window: a kill -9 loses at most the records held (interval + NX_QLOG_FLUSH_MS, or
+ * fewer when the batch filled first); a commit is fsynced when the last fsynced one is an
+ * interval old (every commit at household rates), so a power loss loses at most the records
+ * held there, two intervals' worth when batches fill faster (writer.c set_sync); the database
+ * itself is always consistent (WAL). 0 = commit at every drain (the writer before batching,
+ * synchronous = NORMAL).
  */
 #define NX_QLOG_COMMIT_MAX_MS (3600 * 1000u)
 /* Records a held batch takes (batch_max while commit_interval > 0): 4096 x 128 B + one worst

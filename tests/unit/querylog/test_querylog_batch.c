@@ -224,6 +224,50 @@ static void test_privacy_change_commits_first(void **state)
 	tdir_remove(&t);
 }
 
+/* A held batch that crosses a minute commits the old minute's names (agg_names, closed and
+ * trusted) and counts in its own transaction: one transaction, and the name filter still
+ * finds both minutes' records. */
+static void test_batch_across_minutes(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	struct counted c = {0};
+	struct nx_qlog *q = start_batching(&p, t.db, &c, 60000, NX_QLOG_BATCH_HOLD);
+	for (unsigned i = 0; i < 10; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + i, 1, "first.example");
+		nx_qlog_push(q, 0, &r);
+	}
+	wait_tapped(&c, 10);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	for (unsigned i = 0; i < 10; i++) {
+		struct nx_qlog_rec r = mkrec(T0 + MIN_MS + i, 2, "second.example");
+		nx_qlog_push(q, 1, &r);
+	}
+	wait_tapped(&c, 20);
+	nx_qlog_stop(q);
+	struct nx_qlog_stats st;
+	nx_qlog_stats(q, &st);
+	assert_int_equal(st.written, 20);
+	assert_int_equal(st.batches, 2);
+	assert_int_equal(sql_int(t.db, "SELECT SUM(queries) FROM agg_minute"), 20);
+	assert_int_equal(sql_int(t.db,
+				 "SELECT COUNT(*) FROM agg_names WHERE open = 0 AND folded = 0"
+				 " AND instr(names, 'first.example') > 0"),
+			 1);
+	struct nx_qlog_filter f = {.name = "first.example"};
+	json_t *all = read_all(t.db, f, 100);
+	assert_int_equal(json_array_size(all), 10);
+	json_decref(all);
+	f.name = "second.example";
+	all = read_all(t.db, f, 100);
+	assert_int_equal(json_array_size(all), 10);
+	json_decref(all);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+}
+
 /* The held batch's memory is the documented bound, on the query log's owner. */
 static void test_hold_memory(void **state)
 {
@@ -262,6 +306,7 @@ int main(void)
 	    cmocka_unit_test(test_interval_commits),
 	    cmocka_unit_test(test_bound_commits_early),
 	    cmocka_unit_test(test_privacy_change_commits_first),
+	    cmocka_unit_test(test_batch_across_minutes),
 	    cmocka_unit_test(test_hold_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
