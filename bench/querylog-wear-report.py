@@ -20,8 +20,11 @@ print("Bytes written per logged query (issue 16, \"Longevity on a Pi's SD card\"
       "bench process); on this kernel the page cache accounts a whole folio when it dirties one, "
       "so it can exceed what was written. **SQLite wrote** is the `wchar` of the writer thread "
       "(`/proc/PID/task/TID/io`: its WAL frames and any checkpoint) + the checkpoint's: the "
-      "bytes handed to the kernel. `commit_interval: 0` is the writer before batching (a "
-      "commit at every 250 ms drain), same binary.")
+      "bytes handed to the kernel. The last column is the whole process, start to exit (wait4's "
+      "ru_oublock x 512: schema creation, its own checkpoints, the final commit) over every "
+      "query sent: no forced checkpoint, but the start's writes, which dominate at 5 q/s. "
+      "`commit_interval: 0` is the writer before batching (a commit at every 250 ms drain), "
+      "same binary.")
 print()
 print("| rate | logging.commit_interval | records in window | window | write_bytes / query | "
       "SQLite wrote / query | of which checkpoint | whole process (ru_oublock) / query sent |")
