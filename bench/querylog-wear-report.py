@@ -22,7 +22,8 @@ print("Bytes written per logged query (issue 16, \"Longevity on a Pi's SD card\"
       "(`/proc/PID/task/TID/io`: its WAL frames and any checkpoint) + the checkpoint's: the "
       "bytes handed to the kernel. The last column is the whole process, start to exit (wait4's "
       "ru_oublock x 512: schema creation, its own checkpoints, the final commit) over every "
-      "query sent: no forced checkpoint, but the start's writes, which dominate at 5 q/s. "
+      "query sent: the start's writes (which dominate at 5 q/s) but not the pages the bench's "
+      "own checkpoints copied, so it is no total. "
       "`commit_interval: 0` is the writer before batching (a commit at every 250 ms drain), "
       "same binary.")
 print()
