@@ -113,6 +113,10 @@ struct nx_admin_hooks {
 	 * NULL: this server is no replica. */
 	json_t *(*sync_status)(void *ud);
 	int (*sync_now)(void *ud);
+	/* Commit the query-log records the writer holds (logging.commit_interval), waiting a
+	 * bounded time, before an API read of the log, so a page shows the newest queries. NULL:
+	 * nothing held (no query log). Called on the control thread. */
+	void (*qlog_commit)(void *ud);
 	void *ud; /* borrowed: passed to every hook; outlives the server (daemon state) */
 };
 

@@ -48,6 +48,9 @@ int nx_admin_handle_backup(struct nx_admin_req *req)
 		return nx_admin_reply_error(req, 500, "backup_failed", NULL, "state_dir too long");
 	}
 	size_t files = 0;
+	if (qlog && req->admin->hooks.qlog_commit) {
+		req->admin->hooks.qlog_commit(req->admin->hooks.ud); /* the records it holds too */
+	}
 	int rc = nx_backup_write(path, c->path, c->state_dir, qlog, &files, err, sizeof(err));
 	if (rc) {
 		nx_log(NX_LOG_WARN, "admin", "backup failed: %s", err);

@@ -45,6 +45,9 @@ static struct nx_qlog_reader *reader(struct nx_admin_req *req)
 				     "the state_dir path is too long");
 		return NULL;
 	}
+	if (a->hooks.qlog_commit) {
+		a->hooks.qlog_commit(a->hooks.ud);
+	}
 	if (a->qlog && strcmp(path, a->qlog_path) == 0) {
 		return a->qlog;
 	}

@@ -275,6 +275,7 @@ struct nx_conf {
 	bool logging_query_log;
 	unsigned logging_query_log_buffer_max; /* records in the workers -> writer queue */
 	unsigned logging_retention_days;       /* 0: never pruned */
+	unsigned logging_commit_interval;      /* seconds records wait for their commit; 0: at once */
 	unsigned logging_privacy;              /* 0 all, 1 no names, 2 no names/clients, 3 none */
 	unsigned logging_live_max_subscribers; /* 0: live stream off */
 	/* logging.postgresql.* (the PostgreSQL sink, src/pgsink/; off without a dsn) */

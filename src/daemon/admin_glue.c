@@ -356,6 +356,17 @@ static bool ready_hook(void *ud)
 	return atomic_load_explicit(&d->serving, memory_order_relaxed);
 }
 
+/* The query log's held batch, committed before an API read (bounded: the control loop waits
+ * at most NX_DAEMON_QLOG_COMMIT_WAIT_MS; a failing disk answers with what is committed). */
+#define NX_DAEMON_QLOG_COMMIT_WAIT_MS 500
+static void qlog_commit(void *ud)
+{
+	struct nx_daemon *d = ud;
+	if (d->qlog && d->cur->c->logging_commit_interval) {
+		nx_qlog_flush(d->qlog, 0, NX_DAEMON_QLOG_COMMIT_WAIT_MS);
+	}
+}
+
 static struct nx_admin_hooks daemon_hooks(struct nx_daemon *d)
 {
 	return (struct nx_admin_hooks){
@@ -374,6 +385,7 @@ static struct nx_admin_hooks daemon_hooks(struct nx_daemon *d)
 		.client_ptr_named = client_ptr_named,
 		.sync_status = nx_daemon_sync_status,
 		.sync_now = nx_daemon_sync_now,
+		.qlog_commit = qlog_commit,
 		.ud = d,
 	};
 }

@@ -36,6 +36,10 @@ int nx_daemon_qlog_start(struct nx_daemon *d)
 	p.buffer_max = NX_MAX(c->logging_query_log_buffer_max, c->workers);
 	p.retention_days = c->logging_retention_days;
 	p.privacy = c->logging_privacy;
+	p.commit_ms = c->logging_commit_interval * 1000u;
+	if (p.commit_ms) {
+		p.batch_max = NX_QLOG_BATCH_HOLD;
+	}
 	p.upstream_name = upstream_name;
 	int rc = nx_qlog_new(&p, &d->qlog);
 	if (rc < 0) {

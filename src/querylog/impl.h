@@ -276,6 +276,7 @@ struct nx_qlog {
 	unsigned writer_cache_kib;
 	unsigned flush_ms;
 	unsigned agg_ms;
+	unsigned commit_ms;	       /* hold drained records this long; 0 = commit each drain */
 	nx_qlog_now_cb now_ms;
 	void *now_ud;
 	nx_qlog_upstream_name_cb upstream_name;
@@ -309,6 +310,7 @@ struct nx_qlog {
 	sqlite3 *db; /* NULL while unavailable */
 	struct nx_qlog_stmts st;
 	bool reopen;		/* close and reopen before the next attempt */
+	int sync_full;		/* synchronous of db: 1 FULL, 0 NORMAL, -1 as opened (writer.c) */
 	struct nx_qlog_agg agg;
 	struct nx_qlog_blk blk;	/* the block being encoded (buf owned, querylog_queue) */
 	size_t batch_used;	/* bytes of packed records in batch */

@@ -136,6 +136,30 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_BLOCK_BYTES (192 * 1024)
 #define NX_QLOG_FLUSH_MS 250	       /* longest a record waits in a ring before the writer runs */
 /*
+ * logging.commit_interval (seconds): the writer drains the rings every NX_QLOG_FLUSH_MS as
+ * before (the live tap sees each record then), but holds the drained records in its batch and
+ * commits them, with their aggregates, in one transaction when the oldest has waited this long,
+ * when the batch is full (NX_QLOG_BATCH_HOLD records or its bytes), at a flush request (the
+ * admin API asks one before it reads) and at stop. Why: every commit rewrites the pages it
+ * touches (~10 B-tree pages of 4 KiB: the block's leaf and index, agg_minute, agg_top per kind,
+ * agg_roll, agg_names), once in the WAL and once more at the checkpoint; a commit per 250 ms
+ * cost 8-35 KB of writes per query at 5 q/s. Pi-hole commits once a minute for the same reason.
+ * Loss window: a kill -9 loses at most the records held (interval + NX_QLOG_FLUSH_MS, or
+ * fewer when the batch filled first); a commit is fsynced when the last fsynced one is an
+ * interval old (every commit at household rates), so a power loss loses at most the records
+ * held there, two intervals' worth when batches fill faster (writer.c set_sync); the database
+ * itself is always consistent (WAL). 0 = commit at every drain (the writer before batching,
+ * synchronous = NORMAL).
+ */
+#define NX_QLOG_COMMIT_MAX_MS (3600 * 1000u)
+/* Records a held batch takes (batch_max while commit_interval > 0): 4096 x 128 B + one worst
+ * record = 513 KiB of querylog_queue, a minute at 68 q/s; faster, a batch commits when full
+ * (every ~20 s at 200 q/s) and a block holds one batch (NX_QLOG_BLOCK_RECS_MAX). */
+#define NX_QLOG_BATCH_HOLD NX_QLOG_BATCH_MAX
+/* A held batch that reaches NX_QLOG_BATCH_DEFAULT records within this long (> 1000 q/s)
+ * commits then (writer.c batch_full). */
+#define NX_QLOG_HOLD_FAST_MS 1000
+/*
  * Aggregates are upserted at most this often (and at a flush request, a new minute, stop),
  * not in every transaction: at 100k q/s over 1000 names a transaction of ~500 records touched
  * ~400 keys, an upsert each (~1.4 us per record of writer CPU). Rows commit first; a record
@@ -216,6 +240,8 @@ struct nx_qlog_params {
 	unsigned sqlite_soft_heap_kib; /* process-wide SQLite soft heap limit; 0 = leave */
 	unsigned flush_ms;	   /* writer tick, 1..60000 (NX_QLOG_FLUSH_MS) */
 	unsigned agg_ms;	   /* aggregate upsert interval, 0..60000 (NX_QLOG_AGG_WRITE_MS) */
+	unsigned commit_ms;	   /* hold drained records up to this long before their commit,
+				    * 0..NX_QLOG_COMMIT_MAX_MS; 0 = commit every drain (default) */
 	nx_qlog_tap_cb tap;	   /* optional live tap (see nx_qlog_set_tap) */
 	void *tap_ud;		   /* borrowed */
 	nx_qlog_now_cb now_ms;	   /* NULL = nx_now_wall_ms; tests fix the clock */
@@ -303,11 +329,12 @@ enum {
 };
 
 /*
- * Wait until every record pushed before the call is committed (and, with
+ * Wait until every record pushed before the call is committed, held ones included (and, with
  * NX_QLOG_FLUSH_RETENTION, retention ran to completion at the current settings). 0;
  * NX_ETIMEDOUT after timeout_ms (e.g. the database is failing; the work stays pending);
  * -EIO when retention was asked and could not run; -ESRCH when the writer is not running.
- * For tests, shutdown paths and tools; the daemon never needs it on the DNS path.
+ * For tests, shutdown paths and tools, and the admin API before it reads the log (so a held
+ * batch is visible at once); never on the DNS path.
  */
 int nx_qlog_flush(struct nx_qlog *q, unsigned flags, unsigned timeout_ms);
 

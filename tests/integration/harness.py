@@ -471,6 +471,10 @@ def base_config(workdir: Path, upstreams: List[str], port: Optional[int] = None,
         # on with numbers of its own.
         "access": {"rate_limit": {"qps": 0}},
         "state_dir": str(Path(workdir) / "state"),
+        # Records committed within a quarter of a second, as these tests read the database
+        # and nxdns_querylog_written_total right after the queries; the default minute of
+        # batching is tested on its own (test_querylog.py, test_querylog_batching_*).
+        "logging": {"commit_interval": 0},
         "log": {"level": "debug"},
         # Whoever runs the tests stays the daemon's user: on a machine with an `nxdns` user
         # a root start would otherwise switch to it, and pytest's 0700 tmp dirs are root's.

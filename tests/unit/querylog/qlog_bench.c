@@ -5,7 +5,7 @@
  * (/proc/self/task/<tid>/io: SQLite page reads are pread64, page writes pwrite64).
  *
  *   qlog_bench [--profile burst|household] [--records N] [--rate R] [--producers P]
- *              [--batch B] [--cache-kib K] [--privacy L] [--buffer B] [--dir D] [--keep 1]
+ *              [--batch B] [--commit-ms M] [--cache-kib K] [--privacy L] [--buffer B] [--dir D] [--keep 1]
  *
  * burst:     every record blocked, 200,000 distinct names in turn, 2 clients (a blocklist hit
  *            storm or a random-subdomain flood);
@@ -40,6 +40,7 @@ struct opts {
 	uint64_t rate;
 	unsigned producers;
 	unsigned batch;
+	unsigned commit_ms; /* params.commit_ms: batched commits (logging.commit_interval) */
 	unsigned cache_kib;
 	unsigned privacy;
 	unsigned buffer;
@@ -229,7 +230,7 @@ static uint64_t file_size(const char *path)
 static void usage(void)
 {
 	fprintf(stderr, "usage: qlog_bench [--profile burst|household] [--records N] [--rate R]"
-			" [--producers P] [--batch B] [--cache-kib K] [--privacy L] [--buffer B]"
+			 " [--producers P] [--batch B] [--commit-ms M] [--cache-kib K] [--privacy L] [--buffer B]"
 			" [--dir D] [--keep 1]\n");
 	exit(2);
 }
@@ -256,6 +257,8 @@ int main(int argc, char **argv)
 			o.rate = strtoull(v, NULL, 10);
 		} else if (!strcmp(a, "--producers")) {
 			o.producers = (unsigned)atoi(v);
+		} else if (!strcmp(a, "--commit-ms")) {
+			o.commit_ms = (unsigned)atoi(v);
 		} else if (!strcmp(a, "--batch")) {
 			o.batch = (unsigned)atoi(v);
 		} else if (!strcmp(a, "--cache-kib")) {
@@ -292,6 +295,7 @@ int main(int argc, char **argv)
 	p.producers = o.producers;
 	p.buffer_max = o.buffer;
 	p.batch_max = o.batch;
+	p.commit_ms = o.commit_ms;
 	p.writer_cache_kib = o.cache_kib;
 	p.privacy = o.privacy;
 	struct nx_qlog *q = NULL;
@@ -351,8 +355,9 @@ int main(int argc, char **argv)
 	double cpu_s = (double)(s1.cpu_ns - s0.cpu_ns) / 1e9;
 	long hz = sysconf(_SC_CLK_TCK);
 	printf("profile=%s records=%" PRIu64 " rate=%" PRIu64 " producers=%u batch=%u cache_kib=%u"
-	       " privacy=%u flush=%d\n",
-	       o.profile, o.records, o.rate, o.producers, o.batch, o.cache_kib, o.privacy, rc);
+	       " privacy=%u commit_ms=%u flush=%d\n",
+	       o.profile, o.records, o.rate, o.producers, o.batch, o.cache_kib, o.privacy, o.commit_ms,
+	       rc);
 	printf("  elapsed %.2f s (push %.2f s)  pushed %" PRIu64 "  written %" PRIu64
 	       "  dropped %" PRIu64 " (%.1f%%)  batches %" PRIu64 "\n",
 	       secs, (double)t_push / 1e6, st.pushed, st.written, st.dropped_oldest,
