@@ -1,8 +1,10 @@
 """Code nxdns does not call is not mapped (issue 16, "Memory"): nxdns does not link libcurl,
 which would pull libssh2, OpenSSL's libcrypto, libldap, librtmp and Kerberos into every
-process. A daemon with only path sources never maps any of them (its first scheduled refresh
-round included); a URL source's download loads libcurl, and the library is unmapped again once
-the round is over (NX_FETCH_LINGER_MS later), and loaded again by the next round.
+process, nor libarchive, which pulls libxml2, ICU and libstdc++. A daemon with only path
+sources never maps any of them (its first scheduled refresh round included); a URL source's
+download loads libcurl, and the library is unmapped again once the round is over
+(NX_FETCH_LINGER_MS later), and loaded again by the next round; GET /api/backup loads
+libarchive for the archive's life only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import signal
 
 import pytest
 
+from adminkit import logged_in
+from adminkit import start_nx as start_admin
 from filterkit import start_nx, wait_log
 from harness import answers, make_query, wait_until
 from listserver import ListServer
@@ -18,6 +22,10 @@ from listserver import ListServer
 # libcurl-gnutls and what it alone brings (nxdns itself links GnuTLS, nghttp2, libidn2, zlib...)
 CURL_ONLY = ("libcurl", "libssh2", "libcrypto.so", "libldap", "liblber", "librtmp",
              "libgssapi_krb5", "libkrb5.so", "libpsl", "libsasl2", "libbrotlidec")
+
+
+ARCHIVE_ONLY = ("libarchive", "libxml2", "libicuuc", "libicudata", "liblz4", "libbz2",
+                "libacl")
 
 
 def mapped(pid: int) -> set:
@@ -50,6 +58,25 @@ def test_path_sources_map_no_libcurl(tmp_path, make_upstream, make_nxdns):
     assert wait_log(nx, "refresh done", 1, timeout=15), nx.log()[-2000:]
     assert blocked(nx, "p4.lazy.test")
     assert curl_libs(nx.pid) == [], f"mapped without a URL source: {curl_libs(nx.pid)}"
+    arch = sorted(m for m in mapped(nx.pid) if m.startswith(ARCHIVE_ONLY))
+    assert arch == [], f"mapped without an archive: {arch}"
+
+
+@pytest.mark.nx_timeout(40)
+def test_api_backup_maps_libarchive_only_while_it_runs(tmp_path, make_upstream, make_nxdns):
+    lst = tmp_path / "household.txt"
+    lst.write_text("0.0.0.0 ads.example.com\n")
+    up = make_upstream()
+    nx = start_admin(make_nxdns, [up], config={
+        "filter": {"sources": [{"name": "household", "path": str(lst)}]}})
+    arch = lambda: sorted(m for m in mapped(nx.pid) if m.startswith(ARCHIVE_ONLY))
+    assert arch() == []
+    api = logged_in(nx)
+    for _ in range(2):
+        r = api.get("/api/backup")
+        assert r.status == 200, r
+        assert r.body[:2] == b"\x1f\x8b", "a gzip stream"
+        assert arch() == [], f"still mapped after the archive was sent: {arch()}"
 
 
 @pytest.mark.nx_timeout(60)
