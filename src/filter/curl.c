@@ -16,6 +16,11 @@ static unsigned refs;	   /* references taken by nx_curl_acquire */
 static bool keep;	   /* tainted or pinned: never unloaded again */
 static unsigned loads, unloads;
 static const char *soname_override; /* tests */
+/* libssh2_exit of the libssh2 libcurl brings, when we initialised it ourselves (see load) */
+static void (*ssh2_exit)(void);
+
+/* libssh2_init's flag that skips its crypto backend's global init (libssh2.h) */
+#define SSH2_INIT_NO_CRYPTO 0x0001
 
 /* name in the library -> offset of its field in struct nx_curl */
 static const struct {
@@ -59,8 +64,28 @@ static int load(char *err, size_t errlen)
 		/* POSIX guarantees a function's address round-trips through void * (dlsym) */
 		memcpy((char *)&t + syms[i].off, &fn, sizeof(fn));
 	}
+	/*
+	 * curl_global_init calls libssh2_init(0), which initialises OpenSSL's libcrypto (Debian's
+	 * libssh2 uses it): ~2.5 MiB of pages touched, and libcrypto is linked -z nodelete, so they
+	 * would stay resident after the unload. nxdns allows only http and https, so libssh2 is
+	 * never used: initialise it first without its crypto, and libcurl's call only counts.
+	 */
+	int (*ssh2_init)(int) = NULL;
+	void *sym = dlsym(h, "libssh2_init");
+	memcpy(&ssh2_init, &sym, sizeof(sym));
+	sym = dlsym(h, "libssh2_exit");
+	memcpy(&ssh2_exit, &sym, sizeof(sym));
+	if (ssh2_init && ssh2_exit && ssh2_init(SSH2_INIT_NO_CRYPTO) != 0) {
+		ssh2_exit = NULL;
+	} else if (!ssh2_init) {
+		ssh2_exit = NULL;
+	}
 	if (t.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		snprintf(err, errlen, "%s: curl_global_init failed", name);
+		if (ssh2_exit) {
+			ssh2_exit();
+			ssh2_exit = NULL;
+		}
 		dlclose(h);
 		return -ELIBACC;
 	}
@@ -80,6 +105,10 @@ static int load(char *err, size_t errlen)
 static void unload(void)
 {
 	api.global_cleanup();
+	if (ssh2_exit) {
+		ssh2_exit(); /* our libssh2_init's reference */
+		ssh2_exit = NULL;
+	}
 	dlclose(lib);
 	lib = NULL;
 	memset(&api, 0, sizeof(api));

@@ -7,7 +7,9 @@
  * nx_curl_acquire() dlopen()s NX_CURL_SONAME, resolves the functions below with dlsym and runs
  * curl_global_init; the last nx_curl_release() runs curl_global_cleanup and dlclose()s it
  * again, unless a transfer may have left libcurl code running (see nx_curl_taint), in which
- * case the library stays loaded for the life of the process. <curl/curl.h> is used for types
+ * case the library stays loaded for the life of the process. libssh2 (a dependency) is
+ * initialised without its crypto first, so OpenSSL is never initialised; libcrypto itself is
+ * linked -z nodelete and stays mapped once loaded. <curl/curl.h> is used for types
  * and constants only (build time: libcurl4-gnutls-dev; run time: libcurl3-gnutls).
  *
  * Threading: every entry point is thread-safe (one mutex). The table returned by

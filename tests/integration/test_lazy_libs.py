@@ -96,8 +96,7 @@ def test_url_refresh_loads_libcurl_only_while_it_runs(make_upstream, make_nxdns)
         assert wait_until(lambda: not any(m.startswith("libcurl") for m in mapped(nx.pid)),
                           timeout=15), f"still mapped: {curl_libs(nx.pid)}"
         left = curl_libs(nx.pid)
-        # OpenSSL pins libcrypto (RTLD_NODELETE) once libssh2 initialised it: the only one
-        # allowed to stay
+        # libcrypto (libssh2's) is linked -z nodelete: the only one allowed to stay
         assert all(m.startswith("libcrypto.so") for m in left), left
         # the next round loads it again and works
         nx.send_signal(signal.SIGUSR1)
