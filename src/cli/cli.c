@@ -1,6 +1,5 @@
 #include "cli/cli.h"
 
-#include "filter/fetch.h"
 #include "filter/lists.h"
 
 #include <stdio.h>
@@ -40,8 +39,8 @@ static void usage(FILE *fp)
 
 int nx_cli_main(int argc, char **argv)
 {
-	/* libcurl's global state is set up once, before any thread exists. */
-	nx_fetch_global_init();
+	/* libcurl is not loaded here: only commands that download load it (src/filter/curl.h),
+	 * so `serve` with path sources never maps it. */
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

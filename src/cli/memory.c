@@ -5,7 +5,6 @@
  * (<state_dir>/control.sock, state_dir from --config): root and the service user need no
  * token. With --admin or --token, over the admin HTTP API as before.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -18,6 +17,7 @@
 #include "base/err.h"
 #include "cli/cli.h"
 #include "conf/conf.h"
+#include "filter/curl.h"
 
 #define CONTROL_TIMEOUT_MS 10000 /* the whole exchange; the daemon answers in milliseconds */
 
@@ -144,8 +144,15 @@ int nx_cli_memory(int argc, char **argv)
 	}
 	char url[512];
 	snprintf(url, sizeof(url), "%s%s/api/memory", strstr(admin, "://") ? "" : "http://", admin);
-	CURL *h = curl_easy_init();
+	char why[512];
+	const struct nx_curl *cu = nx_curl_acquire(why, sizeof(why));
+	if (!cu) {
+		fprintf(stderr, "nxdns memory: %s\n", why);
+		return 1;
+	}
+	CURL *h = cu->easy_init();
 	if (!h) {
+		nx_curl_release();
 		return 1;
 	}
 	struct body b = {0};
@@ -153,21 +160,28 @@ int nx_cli_memory(int argc, char **argv)
 	char auth[512];
 	if (token) {
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		hdrs = curl_slist_append(hdrs, auth);
+		hdrs = cu->slist_append(hdrs, auth);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-	CURLcode rc = curl_easy_perform(h);
+	cu->easy_setopt(h, CURLOPT_URL, url);
+	cu->easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	cu->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	cu->easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	cu->easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+	CURLcode rc = cu->easy_perform(h);
 	long status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
+	cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	const char *cerr = rc != CURLE_OK ? cu->easy_strerror(rc) : NULL;
+	char msg[256];
+	snprintf(msg, sizeof(msg), "%s", cerr ? cerr : "");
+	cu->slist_free_all(hdrs);
+	cu->easy_cleanup(h);
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		nx_curl_taint(); /* its resolver thread may outlive the transfer (filter/curl.h) */
+	}
+	nx_curl_release();
 	if (rc != CURLE_OK || status != 200) {
 		fprintf(stderr, "nxdns memory: %s: %s\n", url,
-			rc != CURLE_OK ? curl_easy_strerror(rc) : (b.p ? b.p : "HTTP error"));
+			rc != CURLE_OK ? msg : (b.p ? b.p : "HTTP error"));
 		free(b.p);
 		return 1;
 	}

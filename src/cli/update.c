@@ -54,7 +54,9 @@ int nx_cli_update(int argc, char **argv)
 		return 2;
 	}
 	nx_rand_init();
-	nx_fetch_global_init();
+	if (!offline) {
+		nx_fetch_global_init(); /* libcurl once for every source; a failure shows per source */
+	}
 	static struct nx_lists lists;
 	nx_lists_init(&lists, c->state_dir);
 	bool changed = false;

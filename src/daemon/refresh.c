@@ -133,7 +133,11 @@ static void fetch_next(struct nx_daemon *d)
 			return; /* continues in on_fetched */
 		}
 		nx_stat_inc(NX_STAT_F_ERROR);
-		snprintf(st->last_error, sizeof(st->last_error), "cannot start the download");
+		st->errors++;
+		snprintf(st->last_error, sizeof(st->last_error),
+			 "cannot start the download, keeping the last good list: %.200s",
+			 nx_fetcher_error(d->fetcher));
+		nx_log(NX_LOG_WARN, "filter", "source %s: %s", st->name, st->last_error);
 	}
 	finish_round(d);
 }

@@ -1,11 +1,9 @@
 /* Blocklist downloader: one transfer setup, driven by curl_easy_perform or curl multi on libuv. */
 #include "filter/fetch.h"
 
-#include <curl/curl.h>
 #include <sodium.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +14,8 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
+#include "base/log.h"
+#include "filter/curl.h"
 #include "filter/impl.h"
 
 #ifndef NX_VERSION
@@ -28,6 +28,7 @@
 /* ---- one transfer ---- */
 
 struct xfer {
+	const struct nx_curl *cu; /* a reference of ours (nx_curl_acquire), released by xfer_free */
 	CURL *easy;		  /* owned */
 	struct curl_slist *hdrs;  /* owned: conditional request headers */
 	struct nx_fetcher *f;	  /* borrowed: the driving fetcher, NULL for nx_fetch_sync */
@@ -51,7 +52,7 @@ struct xfer {
 
 static const char *const status_names[] = {
 #define NX_FETCH_STATUS_NAME(name, text) [NX_FETCH_##name] = text,
-	NX_FETCH_STATUSES(NX_FETCH_STATUS_NAME)
+    NX_FETCH_STATUSES(NX_FETCH_STATUS_NAME)
 #undef NX_FETCH_STATUS_NAME
 };
 
@@ -60,18 +61,10 @@ const char *nx_fetch_status_name(enum nx_fetch_status s)
 	return (unsigned)s < NX_FETCH__COUNT ? status_names[s] : "?";
 }
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static int global_rc;
-
-static void global_init_once(void)
-{
-	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
-}
-
 int nx_fetch_global_init(void)
 {
-	pthread_once(&global_once, global_init_once);
-	return global_rc;
+	char err[256];
+	return nx_curl_pin(err, sizeof(err));
 }
 
 static void set_error(struct nx_fetch_result *res, enum nx_fetch_status st, const char *fmt, ...)
@@ -168,7 +161,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 	size_t n = size * nmemb;
 	if (x->fd < 0) {
 		long code = 0;
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		x->cu->easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
 		if (code != 200) {
 			/* An error page (or an unfollowed 3xx, a 206...): stop reading it. */
 			x->bad_status = true;
@@ -205,8 +198,11 @@ static void xfer_free(struct xfer *x)
 	if (x->part_created) {
 		unlink(x->part);
 	}
-	curl_easy_cleanup(x->easy);
-	curl_slist_free_all(x->hdrs);
+	if (x->cu) {
+		x->cu->easy_cleanup(x->easy);
+		x->cu->slist_free_all(x->hdrs);
+		nx_curl_release();
+	}
 	nx_mem_free(NX_OWNER_filter_build, x, x->alloc_size);
 }
 
@@ -226,7 +222,7 @@ static int add_header(struct xfer *x, const char *name, const char *value)
 	}
 	char line[32 + NX_FETCH_ETAG_MAX];
 	snprintf(line, sizeof(line), "%s: %s", name, value);
-	struct curl_slist *l = curl_slist_append(x->hdrs, line);
+	struct curl_slist *l = x->cu->slist_append(x->hdrs, line);
 	if (!l) {
 		return -ENOMEM;
 	}
@@ -234,13 +230,11 @@ static int add_header(struct xfer *x, const char *name, const char *value)
 	return 0;
 }
 
-/* Build a configured easy handle for req (already checked). */
-static int xfer_new(const struct nx_fetch_req *req, struct xfer **out)
+/* Build a configured easy handle for req (already checked). On -ELIBACC (libcurl cannot be
+ * loaded) err says why. */
+static int xfer_new(const struct nx_fetch_req *req, struct xfer **out, char *err, size_t errlen)
 {
-	int rc = nx_fetch_global_init();
-	if (rc != 0) {
-		return rc;
-	}
+	int rc;
 	size_t ulen = strlen(req->url), dlen = strlen(req->dest);
 	size_t size = sizeof(struct xfer) + ulen + 1 + dlen + 1 + dlen + sizeof(PART_SUFFIX);
 	struct xfer *x = nx_mem_calloc(NX_OWNER_filter_build, 1, size);
@@ -259,7 +253,13 @@ static int xfer_new(const struct nx_fetch_req *req, struct xfer **out)
 	x->max_bytes = req->max_bytes ? req->max_bytes : NX_FETCH_MAX_BYTES_DEFAULT;
 	x->t0 = nx_now_mono_ms();
 
-	x->easy = curl_easy_init();
+	x->cu = nx_curl_acquire(err, errlen);
+	if (!x->cu) {
+		rc = -ELIBACC;
+		goto fail;
+	}
+	const struct nx_curl *cu = x->cu;
+	x->easy = cu->easy_init();
 	if (!x->easy) {
 		rc = -EIO;
 		goto fail;
@@ -282,39 +282,39 @@ static int xfer_new(const struct nx_fetch_req *req, struct xfer **out)
 	/* Every setopt below can only fail on out-of-memory or a libcurl built without the feature:
 	 * any failure refuses the request rather than running it with surprising defaults. */
 	int bad = 0;
-	bad |= curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_PRIVATE, x) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, FETCH_PROTOCOLS) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, FETCH_PROTOCOLS) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, bearer_set ? 0L : 1L) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)NX_FETCH_MAX_REDIRS) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, FETCH_USER_AGENT) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_URL, url) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_PRIVATE, x) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_PROTOCOLS_STR, FETCH_PROTOCOLS) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, FETCH_PROTOCOLS) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_FOLLOWLOCATION, bearer_set ? 0L : 1L) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_MAXREDIRS, (long)NX_FETCH_MAX_REDIRS) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_USERAGENT, FETCH_USER_AGENT) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK;
 	if (req->pin_sha256 && *req->pin_sha256) {
 		/* the pin is the whole check (a self-signed primary has no chain to verify) */
 		char pin[16 + NX_FETCH_ETAG_MAX];
 		snprintf(pin, sizeof(pin), "sha256//%s", req->pin_sha256);
-		bad |= curl_easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK;
-		bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L) != CURLE_OK;
-		bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_PINNEDPUBLICKEY, pin) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L) != CURLE_OK;
 	} else {
-		bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK;
-		bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK;
 	}
-	bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, x) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
-	bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, x) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_HEADERDATA, x) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
+	bad |= cu->easy_setopt(e, CURLOPT_WRITEDATA, x) != CURLE_OK;
 	if (x->hdrs) {
-		bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs) != CURLE_OK;
+		bad |= cu->easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs) != CURLE_OK;
 	}
 	/* Refuse early when Content-Length (of the encoded body) already says too much; the write
 	 * callback enforces the cap on the decoded bytes in every case. */
 	if (x->max_bytes <= (uint64_t)INT64_MAX) {
-		bad |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_bytes) !=
+		bad |= cu->easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_bytes) !=
 		       CURLE_OK;
 	}
 	if (bad) {
@@ -332,7 +332,7 @@ fail:
 static void xfer_finish(struct xfer *x, CURLcode rc)
 {
 	struct nx_fetch_result *res = &x->res;
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res->http_code);
+	x->cu->easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res->http_code);
 	res->status = NX_FETCH_OK;
 	res->error[0] = '\0';
 	if (x->local_err) {
@@ -343,7 +343,7 @@ static void xfer_finish(struct xfer *x, CURLcode rc)
 	} else if (x->bad_status) {
 		set_error(res, NX_FETCH_HTTP_ERROR, "HTTP status %ld", res->http_code);
 	} else if (rc != CURLE_OK) {
-		const char *why = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+		const char *why = x->errbuf[0] ? x->errbuf : x->cu->easy_strerror(rc);
 		switch (rc) {
 		case CURLE_OPERATION_TIMEDOUT:
 			set_error(res, NX_FETCH_TIMEOUT, "timeout after %u ms: %s", x->timeout_ms,
@@ -402,7 +402,14 @@ static void fail_result(struct nx_fetch_result *res, int rc, const char *why)
 {
 	memset(res, 0, sizeof(*res));
 	set_error(res, rc == -EINVAL ? NX_FETCH_NETWORK : NX_FETCH_IO, "%s",
-		  why ? why : nx_strerror(rc));
+		  why && *why ? why : nx_strerror(rc));
+}
+
+/* A transfer that ends by timeout (or is abandoned) may leave libcurl's threaded resolver
+ * running detached: libcurl must then never be unmapped (curl.h). */
+static bool may_leave_resolver(CURLcode rc)
+{
+	return rc == CURLE_OPERATION_TIMEDOUT;
 }
 
 int nx_fetch_sync(const struct nx_fetch_req *req, struct nx_fetch_result *res)
@@ -413,12 +420,16 @@ int nx_fetch_sync(const struct nx_fetch_req *req, struct nx_fetch_result *res)
 		return -EINVAL;
 	}
 	struct xfer *x;
-	int rc = xfer_new(req, &x);
+	char err[sizeof(res->error)] = "";
+	int rc = xfer_new(req, &x, err, sizeof(err));
 	if (rc != 0) {
-		fail_result(res, rc, NULL);
+		fail_result(res, rc, err);
 		return rc;
 	}
-	CURLcode crc = curl_easy_perform(x->easy);
+	CURLcode crc = x->cu->easy_perform(x->easy);
+	if (may_leave_resolver(crc)) {
+		nx_curl_taint();
+	}
 	xfer_finish(x, crc);
 	*res = x->res;
 	xfer_free(x);
@@ -434,15 +445,23 @@ struct sock {
 	struct sock *prev, *next; /* f's list of open polls */
 };
 
+/*
+ * The multi handle (and with it the fetcher's reference to libcurl) exists only from the
+ * first transfer until NX_FETCH_LINGER_MS after the last one ended: an idle fetcher holds no
+ * libcurl state, so the library can be unloaded between refresh rounds.
+ */
 struct nx_fetcher {
-	uv_loop_t *loop;      /* borrowed */
-	CURLM *multi;	      /* owned */
-	uv_timer_t timer;     /* libcurl's timeout; its close callback frees the fetcher */
+	uv_loop_t *loop;	  /* borrowed */
+	const struct nx_curl *cu; /* a reference of ours while multi exists, else NULL */
+	CURLM *multi;		  /* owned, NULL while idle */
+	uv_timer_t timer;     /* libcurl's timeout, or the linger; its close callback frees us */
 	struct xfer *xfers;   /* owned: active transfers */
 	struct sock *socks;   /* owned: open poll handles */
 	unsigned active;      /* transfers in xfers */
 	unsigned dispatching; /* depth of completion dispatch (callbacks may free us) */
 	bool dying;	      /* nx_fetcher_free was called */
+	bool lingering;	      /* no transfer: the timer runs the linger, libcurl's is ignored */
+	char error[256];      /* why the last nx_fetcher_start failed, "" when it did not */
 };
 
 static void sock_closed(uv_handle_t *h)
@@ -464,6 +483,30 @@ static void sock_close(struct nx_fetcher *f, struct sock *k)
 	uv_close((uv_handle_t *)&k->poll, sock_closed);
 }
 
+/* Clean up the multi handle (its connection cache included) and drop our libcurl reference. */
+static void drop_multi(struct nx_fetcher *f)
+{
+	if (!f->multi) {
+		return;
+	}
+	f->cu->multi_cleanup(f->multi); /* may still report CURL_POLL_REMOVE for cached conns */
+	f->multi = NULL;
+	while (f->socks) {
+		sock_close(f, f->socks);
+	}
+	f->cu = NULL;
+	f->lingering = false;
+	nx_curl_release();
+}
+
+static void on_linger(uv_timer_t *t)
+{
+	struct nx_fetcher *f = NX_CONTAINER_OF(t, struct nx_fetcher, timer);
+	if (f->active == 0 && !f->dying) {
+		drop_multi(f);
+	}
+}
+
 static void teardown(struct nx_fetcher *f);
 
 /* Hand every finished transfer to its callback. */
@@ -472,16 +515,16 @@ static void dispatch_done(struct nx_fetcher *f)
 	f->dispatching++;
 	CURLMsg *m;
 	int left;
-	while (!f->dying && (m = curl_multi_info_read(f->multi, &left))) {
+	while (!f->dying && f->multi && (m = f->cu->multi_info_read(f->multi, &left))) {
 		if (m->msg != CURLMSG_DONE) {
 			continue;
 		}
 		CURL *e = m->easy_handle;
 		CURLcode rc = m->data.result; /* m is invalid after remove_handle */
 		char *priv = NULL;
-		curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
+		f->cu->easy_getinfo(e, CURLINFO_PRIVATE, &priv);
 		struct xfer *x = (struct xfer *)priv;
-		curl_multi_remove_handle(f->multi, e);
+		f->cu->multi_remove_handle(f->multi, e);
 		if (x->prev) {
 			x->prev->next = x->next;
 		} else {
@@ -491,6 +534,9 @@ static void dispatch_done(struct nx_fetcher *f)
 			x->next->prev = x->prev;
 		}
 		f->active--;
+		if (may_leave_resolver(rc)) {
+			nx_curl_taint();
+		}
 		xfer_finish(x, rc);
 		x->cb(x->ud, &x->res);
 		xfer_free(x);
@@ -498,6 +544,10 @@ static void dispatch_done(struct nx_fetcher *f)
 	f->dispatching--;
 	if (f->dying && f->dispatching == 0) {
 		teardown(f);
+	} else if (!f->dying && f->dispatching == 0 && f->active == 0 && f->multi &&
+		   !f->lingering) {
+		f->lingering = true;
+		uv_timer_start(&f->timer, on_linger, NX_FETCH_LINGER_MS, 0);
 	}
 }
 
@@ -513,7 +563,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		flags |= (events & UV_WRITABLE) ? CURL_CSELECT_OUT : 0;
 	}
 	int running;
-	curl_multi_socket_action(f->multi, k->fd, flags, &running);
+	f->cu->multi_socket_action(f->multi, k->fd, flags, &running);
 	dispatch_done(f);
 }
 
@@ -521,14 +571,19 @@ static void on_timeout(uv_timer_t *t)
 {
 	struct nx_fetcher *f = NX_CONTAINER_OF(t, struct nx_fetcher, timer);
 	int running;
-	curl_multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	f->cu->multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	dispatch_done(f);
 }
 
-/* CURLMOPT_TIMERFUNCTION: arm or stop the one timer (never act from inside this callback). */
+/* CURLMOPT_TIMERFUNCTION: arm or stop the one timer (never act from inside this callback).
+ * While lingering the timer is ours: libcurl then only keeps idle connections, which the
+ * linger's end closes anyway. */
 static int on_curl_timer(CURLM *multi, long ms, void *arg)
 {
 	struct nx_fetcher *f = arg;
+	if (f->lingering) {
+		return 0;
+	}
 	if (ms < 0) {
 		uv_timer_stop(&f->timer);
 	} else {
@@ -546,7 +601,7 @@ static int on_curl_socket(CURL *e, curl_socket_t s, int what, void *arg, void *s
 	if (what == CURL_POLL_REMOVE) {
 		if (k) {
 			sock_close(f, k);
-			curl_multi_assign(f->multi, s, NULL);
+			f->cu->multi_assign(f->multi, s, NULL);
 		}
 		return 0;
 	}
@@ -570,7 +625,7 @@ static int on_curl_socket(CURL *e, curl_socket_t s, int what, void *arg, void *s
 			f->socks->prev = k;
 		}
 		f->socks = k;
-		curl_multi_assign(f->multi, s, k);
+		f->cu->multi_assign(f->multi, s, k);
 	}
 	int ev = 0;
 	ev |= (what & CURL_POLL_IN) ? UV_READABLE : 0;
@@ -587,30 +642,11 @@ static void fetcher_closed(uv_handle_t *h)
 
 int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out)
 {
-	int rc = nx_fetch_global_init();
-	if (rc != 0) {
-		return rc;
-	}
 	struct nx_fetcher *f = nx_mem_calloc(NX_OWNER_misc, 1, sizeof(*f)); /* long-lived */
 	if (!f) {
 		return -ENOMEM;
 	}
 	f->loop = loop;
-	f->multi = curl_multi_init();
-	if (!f->multi) {
-		nx_mem_free(NX_OWNER_misc, f, sizeof(*f));
-		return -EIO;
-	}
-	int bad = 0;
-	bad |= curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket) != CURLM_OK;
-	bad |= curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f) != CURLM_OK;
-	bad |= curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer) != CURLM_OK;
-	bad |= curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f) != CURLM_OK;
-	if (bad) {
-		curl_multi_cleanup(f->multi);
-		nx_mem_free(NX_OWNER_misc, f, sizeof(*f));
-		return -EIO;
-	}
 	uv_timer_init(loop,
 		      &f->timer); /* cannot fail; from here on the fetcher closes via the loop */
 	f->timer.data = f;
@@ -618,21 +654,48 @@ int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out)
 	return 0;
 }
 
+/* Load libcurl and make the multi handle for a first transfer. */
+static int make_multi(struct nx_fetcher *f)
+{
+	f->cu = nx_curl_acquire(f->error, sizeof(f->error));
+	if (!f->cu) {
+		return -ELIBACC;
+	}
+	f->multi = f->cu->multi_init();
+	int bad = !f->multi;
+	if (!bad) {
+		CURLM *m = f->multi;
+		bad |= f->cu->multi_setopt(m, CURLMOPT_SOCKETFUNCTION, on_curl_socket) != CURLM_OK;
+		bad |= f->cu->multi_setopt(m, CURLMOPT_SOCKETDATA, f) != CURLM_OK;
+		bad |= f->cu->multi_setopt(m, CURLMOPT_TIMERFUNCTION, on_curl_timer) != CURLM_OK;
+		bad |= f->cu->multi_setopt(m, CURLMOPT_TIMERDATA, f) != CURLM_OK;
+	}
+	if (bad) {
+		snprintf(f->error, sizeof(f->error), "libcurl refused a multi handle");
+		drop_multi(f);
+		if (f->cu) { /* multi_init itself failed: drop_multi had nothing to clean */
+			f->cu = NULL;
+			nx_curl_release();
+		}
+		return -EIO;
+	}
+	return 0;
+}
+
 /* Cancel everything and close the handles; the timer's close callback frees f. */
 static void teardown(struct nx_fetcher *f)
 {
+	if (f->xfers) {
+		nx_curl_taint(); /* abandoned mid-transfer: a resolver thread may still run */
+	}
 	while (f->xfers) {
 		struct xfer *x = f->xfers;
 		f->xfers = x->next;
-		curl_multi_remove_handle(f->multi, x->easy);
+		f->cu->multi_remove_handle(f->multi, x->easy);
 		xfer_free(x); /* removes the .part */
 	}
 	f->active = 0;
-	curl_multi_cleanup(f->multi); /* may still report CURL_POLL_REMOVE for cached connections */
-	f->multi = NULL;
-	while (f->socks) {
-		sock_close(f, f->socks);
-	}
+	drop_multi(f);
 	uv_timer_stop(&f->timer);
 	uv_close((uv_handle_t *)&f->timer, fetcher_closed);
 }
@@ -658,18 +721,29 @@ int nx_fetcher_start(struct nx_fetcher *f, const struct nx_fetch_req *req, nx_fe
 		return -ECANCELED;
 	}
 	if (check_req(req)) {
+		snprintf(f->error, sizeof(f->error), "%s", check_req(req));
 		return -EINVAL;
 	}
+	f->error[0] = '\0';
+	int rc = f->multi ? 0 : make_multi(f);
+	if (rc != 0) {
+		return rc;
+	}
+	if (f->lingering) {
+		f->lingering = false;
+		uv_timer_stop(&f->timer);
+	}
 	struct xfer *x;
-	int rc = xfer_new(req, &x);
+	rc = xfer_new(req, &x, f->error, sizeof(f->error));
 	if (rc != 0) {
 		return rc;
 	}
 	x->f = f;
 	x->cb = cb;
 	x->ud = ud;
-	if (curl_multi_add_handle(f->multi, x->easy) != CURLM_OK) {
+	if (f->cu->multi_add_handle(f->multi, x->easy) != CURLM_OK) {
 		xfer_free(x);
+		snprintf(f->error, sizeof(f->error), "libcurl refused the transfer");
 		return -EIO;
 	}
 	x->next = f->xfers;
@@ -684,4 +758,9 @@ int nx_fetcher_start(struct nx_fetcher *f, const struct nx_fetch_req *req, nx_fe
 unsigned nx_fetcher_active(const struct nx_fetcher *f)
 {
 	return f ? f->active : 0;
+}
+
+const char *nx_fetcher_error(const struct nx_fetcher *f)
+{
+	return f ? f->error : "";
 }

@@ -1,5 +1,6 @@
 /*
- * Blocklist downloader: conditional GET of one http(s) URL into a file, with libcurl.
+ * Blocklist downloader: conditional GET of one http(s) URL into a file, with libcurl (loaded
+ * with dlopen only while a transfer needs it: filter/curl.h).
  *
  * The body streams to `dest` + ".part" (no in-memory body) and is fsync'd and renamed over
  * `dest` only on a complete 200 answer; a 304, an HTTP error, a timeout, a cap or a local
@@ -13,9 +14,17 @@
  *   - struct nx_fetcher: libcurl multi on a libuv loop (CURLMOPT_SOCKETFUNCTION/TIMERFUNCTION
  *     with uv_poll + uv_timer, no threads), for the daemon's control loop.
  *
- * Threading: nx_fetch_global_init() once, from main before any thread starts (it calls
- * curl_global_init); the other entry points call it too, for tools and tests. A fetcher and its
- * callbacks belong to the thread running its loop. nx_fetch_sync() is reentrant.
+ * libcurl is not linked: each transfer takes a reference to it (nx_curl_acquire, which
+ * dlopen()s it on the first), and a fetcher keeps one from its first transfer until
+ * NX_FETCH_LINGER_MS after its last one ended; then it drops its multi handle (and the idle
+ * connections in it) and the library is unloaded, so a daemon with only path sources, or
+ * between refresh rounds, maps none of libcurl, libssh2, libcrypto, libldap... A transfer that
+ * times out or is cancelled keeps the library loaded for good (its resolver thread may outlive
+ * it: filter/curl.h). Without the library a request fails with -ELIBACC and a reason naming the
+ * package (libcurl3-gnutls).
+ *
+ * Threading: any thread may start a transfer (loading is serialised inside filter/curl.c). A
+ * fetcher and its callbacks belong to the thread running its loop. nx_fetch_sync() is reentrant.
  *
  * Memory: the fetcher and each transfer (a struct + copies of the request strings) are charged
  * to NX_OWNER_filter_build and returned when the transfer ends / the fetcher is closed.
@@ -84,15 +93,21 @@ struct nx_fetch_result {
 /* "ok", "not_modified", "http_error", "timeout", "network", "too_large", "io"; "?" otherwise. */
 const char *nx_fetch_status_name(enum nx_fetch_status s);
 
-/* curl_global_init(CURL_GLOBAL_DEFAULT) once per process (pthread_once). Call it from main
- * before starting threads. 0, or -EIO when libcurl cannot initialise. */
+/* How long an idle fetcher keeps libcurl loaded after its last transfer (a second download
+ * soon after, e.g. a refresh click, reuses it), in ms. */
+#define NX_FETCH_LINGER_MS 2000
+
+/* Load libcurl now and keep it for the life of the process: for tools that download many
+ * lists (`nxdns update`). 0, or -ELIBACC when it cannot be loaded (the reason is logged). */
 int nx_fetch_global_init(void);
 
 /*
  * Blocking fetch. Returns 0 with *res filled for every transfer outcome (errors included);
  * -EINVAL for a bad request (NULL/empty url or dest, a scheme other than http/https, a
- * validator with CR/LF or too long), -EIO (libcurl init) or -ENOMEM, with *res still filled:
- * status NETWORK (-EINVAL, as libcurl would report a bad URL) or IO (the others) and the error.
+ * validator with CR/LF or too long), -ELIBACC (libcurl cannot be loaded: the error names the
+ * library and its package), -EIO (libcurl refused the handle) or -ENOMEM, with *res still
+ * filled: status NETWORK (-EINVAL, as libcurl would report a bad URL) or IO (the others) and
+ * the error.
  */
 int nx_fetch_sync(const struct nx_fetch_req *req, struct nx_fetch_result *res);
 
@@ -103,7 +118,8 @@ struct nx_fetcher;
  * call only). The callback may start new transfers and may free the fetcher. */
 typedef void (*nx_fetch_cb)(void *ud, const struct nx_fetch_result *res);
 
-/* 0 and *out, or -ENOMEM / -EIO. `loop` is borrowed and must outlive the fetcher's handles. */
+/* 0 and *out, or -ENOMEM. Does not load libcurl. `loop` is borrowed and must outlive the
+ * fetcher's handles. */
 int nx_fetcher_new(uv_loop_t *loop, struct nx_fetcher **out);
 
 /*
@@ -117,10 +133,15 @@ void nx_fetcher_free(struct nx_fetcher *f);
 /*
  * Start one transfer; the request strings are copied. 0: cb will be called exactly once (unless
  * the fetcher is freed first). Error (cb never called): -EINVAL (as nx_fetch_sync), -ENOMEM,
- * -EIO (libcurl refused the handle), -ECANCELED (the fetcher is being freed).
+ * -ELIBACC (libcurl cannot be loaded), -EIO (libcurl refused the handle), -ECANCELED (the
+ * fetcher is being freed); nx_fetcher_error() then says why in words.
  */
 int nx_fetcher_start(struct nx_fetcher *f, const struct nx_fetch_req *req, nx_fetch_cb cb,
 		     void *ud);
 
 /* Transfers started and not yet completed (tests, status). */
 unsigned nx_fetcher_active(const struct nx_fetcher *f);
+
+/* Why the last nx_fetcher_start() failed ("" after one that did not). Valid until the next
+ * start. */
+const char *nx_fetcher_error(const struct nx_fetcher *f);

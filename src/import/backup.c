@@ -215,7 +215,7 @@ int nx_backup_write(const char *file, const char *config_path, const char *state
 	    archive_write_set_format_pax_restricted(b.a) != ARCHIVE_OK ||
 	    archive_write_open_fd(b.a, fd) != ARCHIVE_OK) {
 		fmt(b.err, sizeof(b.err), "%s: %s", tmp,
-		    b.a ? archive_error_string(b.a) : "out of memory");
+		    b.a ? archive_error_string(b.a) : nx_import_archive_error());
 		goto out;
 	}
 	char manifest[512];
@@ -501,7 +501,7 @@ int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 	int rc = -1;
 	struct archive *a = archive_read_new();
 	if (!a) {
-		fmt(err, errlen, "out of memory");
+		fmt(err, errlen, "%s", nx_import_archive_error());
 		return -ENOMEM;
 	}
 	archive_read_support_filter_gzip(a);

@@ -48,3 +48,11 @@ typedef int (*nx_backup_check_cb)(void *ud, const struct nx_conf *staged, char *
 int nx_backup_restore(const char *file, const char *config_path, unsigned flags,
 		      nx_backup_check_cb check, void *ud, struct nx_backup_restored *res, char *err,
 		      size_t errlen);
+
+/* libarchive is dlopen()ed while an archive object exists (import/archive_dl.c): true while it
+ * is mapped (tests). */
+bool nx_import_archive_loaded(void);
+
+/* Why the last archive_read_new/archive_write_new returned NULL: the library could not be
+ * loaded (the reason names the package), else "out of memory". Valid until the next load. */
+const char *nx_import_archive_error(void);

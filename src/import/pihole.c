@@ -21,6 +21,7 @@
  * ;reply=: src/regex.c, docs.pi-hole.net/regex/pi-hole/), which have no nxdns form.
  */
 #include "import/impl.h"
+#include "import/backup.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -719,7 +720,7 @@ int nx_import_pihole(const char *zip_path, struct nx_import **out, char *err, si
 	int rc = 0;
 	struct archive *a = archive_read_new();
 	if (!a) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "%s", nx_import_archive_error());
 		return -ENOMEM;
 	}
 	archive_read_support_format_zip(a);

@@ -289,8 +289,12 @@ static int flush(struct nx_h2 *h)
 			return fail(h, n == NGHTTP2_ERR_NOMEM ? -ENOMEM : NX_EMALFORMED);
 		}
 		if (n == 0) {
+			if (h->open == 0) {
+				nx_h2_mem_idle(&h->mem); /* a large answer's frame pages go back */
+			}
 			return 0;
 		}
+		nx_h2_mem_sent(&h->mem, data, (size_t)n);
 		int rc = h->io->send(h->ud, data, (size_t)n);
 		if (rc < 0) {
 			return fail(h, rc);
@@ -564,7 +568,7 @@ int nx_h2_server_new(const struct nx_h2_limits *lim, const struct nx_h2_io *io, 
 	h->ud = ud;
 	h->max_streams = h->max_streams_init = l.max_streams;
 	h->max_body = l.max_body;
-	nx_h2_mem_init(&h->mem, NX_OWNER_doh_sessions);
+	nx_h2_mem_init(&h->mem, NX_OWNER_doh_sessions, NX_H2_MEM_MAP_MIN);
 
 	int rc = -ENOMEM;
 	nghttp2_session_callbacks *cb = NULL;

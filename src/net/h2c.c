@@ -604,7 +604,7 @@ int nx_h2c_new(const char *authority, const char *path, const struct nx_h2c_limi
 	h->ud = ud;
 	h->max_streams = l.max_streams;
 	h->max_body = l.max_body;
-	nx_h2_mem_init(&h->mem, OWNER);
+	nx_h2_mem_init(&h->mem, OWNER, 0);
 
 	int rc = -ENOMEM;
 	nghttp2_session_callbacks *cb = NULL;
