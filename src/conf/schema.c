@@ -278,9 +278,11 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "query (every server raced, every retry, TCP fallback included). When it "
 		       "expires the client gets SERVFAIL. Within it, a UDP query that a server "
 		       "leaves unanswered for that server's retransmission timeout (its measured "
-		       "round trips, 0.2 to 1 s; 0.4 s before its first answer) is sent to it "
-		       "again, at most twice, the timeout doubling each time "
-		       "(`nxdns_upstream_resends_total`, `nxdns_upstream_rto_seconds`).",
+		       "round trips, at least 0.2 s; 0.4 s before its first answer) is sent to it "
+		       "again, at most twice, the timeout doubling each time; a server that has "
+		       "answered nothing since gets one re-send per its timeout, however many "
+		       "queries wait (`nxdns_upstream_resends_total`, "
+		       "`nxdns_upstream_rto_seconds`).",
 	},
 	{
 		.path = "upstream.stagger_ms",

@@ -87,7 +87,7 @@ struct attempt {
 	bool caps;             /* its name's letters are 0x20-randomised by caps_mask */
 	bool retrying;         /* the next send is a retry of this attempt, not a new one */
 	bool edns_refused;     /* FORMERR/NOTIMP/BADVERS to EDNS in this attempt: plain from now */
-	uint8_t case_miss;     /* case mismatches in this attempt */
+	bool case_refused;     /* a case mismatch in this attempt: unrandomised from now */
 	uint8_t caps_mask[(NX_DNS_NAME_MAX + 7) / 8]; /* bit i: flip the case of name byte i */
 	struct up_tcp *tcp;    /* TCP retry in progress (NX_OWNER_upstream_tcp) */
 	struct up_sconn *sconn; /* TCP/DoT/DoH server: the pooled connection it is in flight on */

@@ -17,8 +17,9 @@
  * Query forms per attempt: EDNS (OPT, DO as asked) unless the server is remembered as EDNS-lame
  * or this attempt got FORMERR/NOTIMP/BADVERS to EDNS (then it is asked again without OPT in the
  * same attempt, nx_race_retry); the question name's letters 0x20-randomised unless the server
- * is remembered as not preserving case (impl.h) or this attempt already saw
- * NX_UP_CAPS_MISS_MAX case mismatches. A UDP reply must echo our case exactly.
+ * is remembered as not preserving case (impl.h) or this attempt already saw a case
+ * mismatch. A UDP reply must echo our case exactly, unless the server was found not to
+ * preserve case after the query left (then it counts as an answer to an unrandomised query).
  *
  * Connected sockets (as Unbound's udp-connect): the kernel hands us only the server's
  * datagrams; to anyone else the pool's ports look closed, so they cannot be found by scanning
@@ -54,7 +55,6 @@
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 void nx_up_stats_rtt(int idx, uint64_t rtt_us);
 void nx_up_stats_resend(int idx);
-void nx_up_stats_backoff(int idx);
 
 static const struct nx_race_io g_io;
 
@@ -522,17 +522,19 @@ static void on_reply(struct op *op, struct attempt *a, const uint8_t *buf, size_
 		goto reject;
 	}
 	int stats = server_stats(a);
-	if (!via_tcp && a->caps && !bare_error) {
-		bool exact = case_exact(op, a, &m);
-		if (nx_up_stats_caps_seen(stats, exact, now)) {
+	if (!via_tcp) {
+		nx_up_stats_heard(stats, a->sent_us); /* it took the query: re-send pacing */
+	}
+	if (!via_tcp && a->caps && !bare_error && !case_exact(op, a, &m)) {
+		/* The server changed our case: a server that does not preserve it, or a spoofer
+		 * who guessed id and port but not the case. Either way the query is asked once
+		 * more, unrandomised, and the server gets plain names for a while (impl.h): no
+		 * loop of new patterns, which a slow server would answer one by one. A server
+		 * paused by another exchange since this query left is as good as asked plain. */
+		nx_stat_inc(NX_STAT_UP_WRONG_CASE);
+		if (nx_up_stats_caps_mismatch(stats, now)) {
 			nx_stat_inc(NX_STAT_UP_CAPS_FALLBACK);
-		}
-		if (!exact) {
-			/* The server changed our case: a spoofer who guessed id and port but not
-			 * the case, or a server that does not preserve it. Ask again (new id and
-			 * pattern, or none after NX_UP_CAPS_MISS_MAX): that tells them apart. */
-			nx_stat_inc(NX_STAT_UP_WRONG_CASE);
-			a->case_miss++;
+			a->case_refused = true;
 			a->retrying = true;
 			nx_race_retry(&op->race, ai, now);
 			return;
@@ -963,12 +965,12 @@ static int io_send(struct nx_race *r, int att, int srv)
 	}
 	if (!a->retrying) {
 		a->edns_refused = false;
-		a->case_miss = 0;
+		a->case_refused = false;
 	}
 	a->retrying = false;
 	sock_detach(a); /* a retry: the earlier exchange is over (its id's replies are late) */
 	a->edns = !a->edns_refused && nx_up_stats_edns_ok(sv->stats, now);
-	a->caps = a->case_miss < NX_UP_CAPS_MISS_MAX && nx_up_stats_caps_ok(sv->stats, now);
+	a->caps = !a->case_refused && nx_up_stats_caps_ok(sv->stats, now);
 	if (a->caps) {
 		caps_draw(a, &op->q);
 	}
@@ -987,17 +989,33 @@ static int io_send(struct nx_race *r, int att, int srv)
 	return 0;
 }
 
-/* The same query again on the attempt's socket, with its id: either copy's answer counts. */
-static void io_resend_udp(struct nx_race *r, int att, int srv)
+/*
+ * The same query again on the attempt's socket, with its id: either copy's answer counts, so a
+ * slow server's answer to the first copy is not thrown away (Unbound sends a fresh query from a
+ * new port instead and closes the old one, which makes a slow server's answer miss), and a
+ * spoofer faces the same id and port for the same time, not a second pair to aim at. When the
+ * server has answered a query sent after this one, this datagram (or its answer) was lost: it
+ * goes now. When it has answered nothing since, it is silent: re-sends to it are paced, one
+ * per its timeout, each doubling it (stats.c nx_up_stats_probe), so a slow or dead server is
+ * not sent a copy of every waiting query.
+ */
+static uint64_t io_resend_udp(struct nx_race *r, int att, int srv, uint64_t now)
 {
 	struct op *op = op_of(r);
 	struct attempt *a = &op->att[att];
 	if (!a->sock) {
-		return;
+		return 0;
+	}
+	int stats = op->servers[srv].stats;
+	if (!nx_up_stats_heard_after(stats, a->sent_us)) {
+		uint64_t later = nx_up_stats_probe(stats, now);
+		if (later > now) {
+			return later;
+		}
 	}
 	a->resent = true;
-	nx_up_stats_backoff(op->servers[srv].stats);
 	queue_send(op->u, a);
+	return 0;
 }
 
 static uint32_t io_rto(struct nx_race *r, int srv)

@@ -20,13 +20,14 @@
  */
 #define NX_UP_EDNS_LAME_MS (15u * 60u * 1000u)
 /*
- * 0x20: consecutive case mismatches (replies that match our question except in letter case,
- * with no exact match between them) after which a server gets unrandomised names for
- * NX_UP_CAPS_OFF_MS. Three, as a spoofer would have to guess id and port three times in a row
- * to force it, while a server that does not preserve case costs at most three extra round
- * trips; the pause uses the same 15 minutes as the EDNS memory.
+ * 0x20: a reply that matches one of our randomised queries except in letter case (the server
+ * does not preserve case, or a spoofer guessed id and port but not the case) pauses
+ * randomisation for that server for this long, and that query is asked again unrandomised.
+ * Unbound falls back per query (its caps fallback re-asks without 0x20); remembering it per
+ * server spares a server that never preserves case a second round trip per query. Forcing it
+ * takes a correct guess of id and port, which is what the spoofer needed anyway without 0x20;
+ * the pause uses the same 15 minutes as the EDNS memory.
  */
-#define NX_UP_CAPS_MISS_MAX 3
 #define NX_UP_CAPS_OFF_MS (15u * 60u * 1000u)
 
 /* A TCP/DoT/DoH connection to server idx was opened (nxdns_upstream_connections_total). */
@@ -39,8 +40,20 @@ void nx_up_stats_edns_lame(int idx, uint64_t now_ms);
 /* True: the question name sent to server idx may be 0x20-randomised now. */
 bool nx_up_stats_caps_ok(int idx, uint64_t now_ms);
 /*
- * A reply of server idx to a 0x20-randomised query matched our case exactly (`exact`) or only
- * case-insensitively. True when this mismatch paused randomisation for the server (the caller
- * counts it once).
+ * A reply of server idx to a 0x20-randomised query matched our question except in case: pause
+ * randomisation for NX_UP_CAPS_OFF_MS. True when this mismatch paused it (the caller counts it
+ * and asks again unrandomised); false when it already was paused (by another exchange since this
+ * query left: the reply is then as good as one to an unrandomised query). No slot: true.
  */
-bool nx_up_stats_caps_seen(int idx, bool exact, uint64_t now_ms);
+bool nx_up_stats_caps_mismatch(int idx, uint64_t now_ms);
+
+/*
+ * Re-send pacing (exchange.c io_resend_udp). A re-send of a query to server idx whose timeout
+ * passed: 0 when it may go now (the server's timeout doubles), else the time in ms before which
+ * this server takes no re-send. Used when the server has answered nothing sent after the query.
+ */
+uint64_t nx_up_stats_probe(int idx, uint64_t now_ms);
+/* Server idx answered a query first sent at sent_us (nx_now_mono_us). */
+void nx_up_stats_heard(int idx, uint64_t sent_us);
+/* True: server idx has answered a query sent after sent_us (so one sent then was lost). */
+bool nx_up_stats_heard_after(int idx, uint64_t sent_us);

@@ -20,7 +20,7 @@ static uint64_t resend_due(const struct nx_race *r, int i)
 	    r->att_resends[i] >= NX_RACE_RESENDS) {
 		return NEVER;
 	}
-	return r->att_sent_at[i] + r->att_rto[i];
+	return r->att_resend_at[i];
 }
 
 static void rearm(struct nx_race *r)
@@ -32,17 +32,30 @@ static void rearm(struct nx_race *r)
 	r->io->arm(r, at);
 }
 
-/* Re-send every UDP attempt whose timeout has passed; the next timeout is twice as long. */
+/* The attempt's timeout doubles (RFC 6298 5.5), from `now`. */
+static void backoff(struct nx_race *r, int i, uint64_t now)
+{
+	r->att_rto[i] = r->att_rto[i] > UINT32_MAX / 2 ? UINT32_MAX : 2 * r->att_rto[i];
+	r->att_resend_at[i] = now + r->att_rto[i];
+}
+
+/*
+ * Re-send every UDP attempt whose timeout has passed; its next timeout is twice as long. One
+ * the engine declines (its server takes no re-send yet) waits until the time it names.
+ */
 static void resend_silent(struct nx_race *r, uint64_t now)
 {
 	for (int i = 0; i < NX_UP_MAX_ATTEMPTS; i++) {
 		if (resend_due(r, i) > now) {
 			continue;
 		}
+		uint64_t later = r->io->resend(r, i, r->att_server[i], now);
+		if (later > now) {
+			r->att_resend_at[i] = later;
+			continue;
+		}
 		r->att_resends[i]++;
-		r->att_sent_at[i] = now;
-		r->att_rto[i] = r->att_rto[i] > UINT32_MAX / 2 ? UINT32_MAX : 2 * r->att_rto[i];
-		r->io->resend(r, i, r->att_server[i]);
+		backoff(r, i, now);
 	}
 }
 
@@ -84,8 +97,8 @@ static bool launch_one(struct nx_race *r, uint64_t now)
 		r->att_server[a] = srv;
 		r->att_resends[a] = 0;
 		r->att_retries[a] = 0;
-		r->att_sent_at[a] = now;
 		r->att_rto[a] = r->io->rto(r, srv);
+		r->att_resend_at[a] = now + r->att_rto[a];
 		if (r->io->send(r, a, srv) == 0) {
 			return true;
 		}
@@ -175,8 +188,8 @@ void nx_race_retry(struct nx_race *r, int att, uint64_t now)
 	r->att_retries[att]++;
 	uint8_t srv = r->att_server[att];
 	r->att_resends[att] = 0;
-	r->att_sent_at[att] = now;
 	r->att_rto[att] = r->io->rto(r, srv);
+	r->att_resend_at[att] = now + r->att_rto[att];
 	if (r->io->send(r, att, srv) < 0) {
 		nx_race_failed(r, att, now);
 		return;

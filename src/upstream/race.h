@@ -12,9 +12,12 @@
  *
  * Retransmission: a UDP attempt that has heard nothing for its server's retransmission timeout
  * (io->rto, from that server's measured round trips) sends its query again, the same bytes to
- * the same server, and the timeout doubles; at most NX_RACE_RESENDS times per attempt, always
- * within the one deadline. A lost datagram then costs one timeout, not the whole deadline, and
- * a client's own retry (which joins the same operation) is not needed to recover it.
+ * the same server, and its timeout doubles; at most NX_RACE_RESENDS times per attempt, never
+ * after the one deadline. The engine may decline a re-send and name a later time (io->resend:
+ * a server that has answered nothing since gets one re-send per its own timeout, not one per
+ * waiting query); the attempt then waits until that time, its budget and timeout unchanged.
+ * A lost datagram then costs one timeout, not the whole deadline, and a client's own retry
+ * (which joins the same operation) is not needed to recover it.
  *
  * Events come in through nx_race_* calls; effects go out through nx_race_io. Times are
  * milliseconds on the caller's monotonic clock. Threading: one race belongs to one thread; the
@@ -31,11 +34,11 @@
 #define NX_RACE_RESENDS 2 /* re-sends per UDP attempt */
 /*
  * Retries per attempt: the same server asked again over UDP with another form of the query
- * (without EDNS after FORMERR/NOTIMP/BADVERS, with another 0x20 case pattern or none after a
- * case mismatch). One EDNS fallback plus NX_UP_CAPS_MISS_MAX (3) case retries; more would let
- * a broken server hold an attempt slot past any useful point.
+ * (without EDNS after FORMERR/NOTIMP/BADVERS, without 0x20 case randomisation after a case
+ * mismatch). One of each; more would let a broken server hold an attempt slot past any useful
+ * point.
  */
-#define NX_RACE_RETRIES 4
+#define NX_RACE_RETRIES 2
 
 enum nx_race_att { NX_RACE_ATT_IDLE, NX_RACE_ATT_UDP, NX_RACE_ATT_TCP };
 
@@ -45,8 +48,10 @@ struct nx_race_io {
 	/* Ask server `srv` as attempt `att`, over the server's own transport (the engine picks
 	 * it: UDP, or a pooled TCP/DoT/DoH connection). 0, or < 0: the attempt failed at once. */
 	int (*send)(struct nx_race *r, int att, int srv);
-	/* Send attempt `att`'s query to its server again (UDP: same id, same socket). */
-	void (*resend)(struct nx_race *r, int att, int srv);
+	/* Send attempt `att`'s query to its server again (UDP: same id, same socket) at `now`:
+	 * 0 when it went (or was dropped for lack of room), else the time (> now) before which
+	 * the server takes no re-send; the race asks again then. */
+	uint64_t (*resend)(struct nx_race *r, int att, int srv, uint64_t now);
 	/* Retransmission timeout for server `srv` in ms; 0: never re-send to it (a stream
 	 * transport, which delivers or fails by itself). */
 	uint32_t (*rto)(struct nx_race *r, int srv);
@@ -75,7 +80,7 @@ struct nx_race {
 	uint8_t att_resends[NX_UP_MAX_ATTEMPTS];  /* re-sends so far */
 	uint8_t att_retries[NX_UP_MAX_ATTEMPTS];  /* nx_race_retry calls so far */
 	uint32_t att_rto[NX_UP_MAX_ATTEMPTS];	  /* current timeout, 0: no re-send */
-	uint64_t att_sent_at[NX_UP_MAX_ATTEMPTS]; /* last (re)transmission */
+	uint64_t att_resend_at[NX_UP_MAX_ATTEMPTS]; /* when the next re-send is due */
 };
 
 /* Start: asks the first server (and fails at once when every server fails to send). */

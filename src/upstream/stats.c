@@ -19,9 +19,10 @@ struct slot {
 	_Atomic uint32_t srtt_us;   /* smoothed round trip, 0 before the first sample */
 	_Atomic uint32_t rttvar_us; /* its mean deviation */
 	_Atomic uint32_t backoff_ms; /* timeout doubled by a re-send, until a clean sample */
+	_Atomic uint64_t probe_at_ms; /* a silent server takes no re-send before this */
+	_Atomic uint64_t heard_sent_us; /* latest send time of a query it answered */
 	_Atomic uint64_t plain_until_ms; /* no EDNS before this (impl.h), 0: EDNS */
 	_Atomic uint64_t nocaps_until_ms; /* no 0x20 before this, 0: randomise */
-	_Atomic uint32_t caps_miss;       /* consecutive case mismatches */
 };
 
 static struct slot g_slots[NX_UP_STATS_MAX];
@@ -138,19 +139,50 @@ void nx_up_stats_rtt(int idx, uint64_t rtt_us)
 }
 
 /*
- * A query to the server went unanswered for its timeout and is sent again: later queries get
- * twice that timeout until an answer to a query sent once gives a fresh sample (RFC 6298
- * section 5.5, which keeps a backed-off timeout until then; without it, answers that only come
- * after a re-send, which Karn's rule does not sample, would never raise the estimate).
+ * A query to a server that has answered nothing sent after it went unanswered for its
+ * timeout: the server is silent (down, or slow, or its link lost everything), not one datagram
+ * lost. It gets one re-send per timeout, not one per waiting query, and each re-send doubles
+ * its timeout (RFC 6298 5.5: the backed-off timeout holds until an answer to a query sent once
+ * gives a fresh sample; without that, answers that only come after a re-send, which Karn's rule
+ * does not sample, would never raise the estimate), so the re-sends to it fall off
+ * exponentially, as TCP's one retransmission timer per connection does. A compare-and-swap
+ * claims the turn: of the workers' attempts due at once, one re-sends.
  */
-void nx_up_stats_backoff(int idx);
-void nx_up_stats_backoff(int idx)
+uint64_t nx_up_stats_probe(int idx, uint64_t now_ms)
+{
+	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
+		return 0;
+	}
+	struct slot *s = &g_slots[idx];
+	uint64_t at = atomic_load_explicit(&s->probe_at_ms, memory_order_relaxed);
+	if (now_ms < at) {
+		return at;
+	}
+	uint32_t next = NX_MIN(2 * nx_up_stats_rto_ms(idx), (uint32_t)NX_UP_RTO_MAX_MS);
+	if (!atomic_compare_exchange_strong_explicit(&s->probe_at_ms, &at, now_ms + next,
+						     memory_order_relaxed, memory_order_relaxed)) {
+		return NX_MAX(at, now_ms + 1); /* another worker's attempt took this turn */
+	}
+	atomic_store_explicit(&s->backoff_ms, next, memory_order_relaxed);
+	return 0;
+}
+
+void nx_up_stats_heard(int idx, uint64_t sent_us)
 {
 	if (idx < 0 || idx >= NX_UP_STATS_MAX) {
 		return;
 	}
-	uint32_t next = NX_MIN(2 * nx_up_stats_rto_ms(idx), (uint32_t)NX_UP_RTO_MAX_MS);
-	atomic_store_explicit(&g_slots[idx].backoff_ms, next, memory_order_relaxed);
+	_Atomic uint64_t *h = &g_slots[idx].heard_sent_us;
+	/* load first: most answers are to the latest query, but a lagging worker's are not */
+	if (atomic_load_explicit(h, memory_order_relaxed) < sent_us) {
+		atomic_store_explicit(h, sent_us, memory_order_relaxed);
+	}
+}
+
+bool nx_up_stats_heard_after(int idx, uint64_t sent_us)
+{
+	return idx >= 0 && idx < NX_UP_STATS_MAX &&
+	       atomic_load_explicit(&g_slots[idx].heard_sent_us, memory_order_relaxed) > sent_us;
 }
 
 void nx_up_stats_resend(int idx);
@@ -202,25 +234,13 @@ bool nx_up_stats_caps_ok(int idx, uint64_t now_ms)
 	       atomic_load_explicit(&g_slots[idx].nocaps_until_ms, memory_order_relaxed) <= now_ms;
 }
 
-bool nx_up_stats_caps_seen(int idx, bool exact, uint64_t now_ms)
+bool nx_up_stats_caps_mismatch(int idx, uint64_t now_ms)
 {
 	if (!slot_ok(idx)) {
-		return false;
+		return true;
 	}
-	struct slot *s = &g_slots[idx];
-	if (exact) {
-		/* load first: the common case writes nothing to a line the workers share */
-		if (atomic_load_explicit(&s->caps_miss, memory_order_relaxed) != 0) {
-			atomic_store_explicit(&s->caps_miss, 0, memory_order_relaxed);
-		}
-		return false;
-	}
-	uint32_t n = atomic_fetch_add_explicit(&s->caps_miss, 1, memory_order_relaxed) + 1;
-	if (n != NX_UP_CAPS_MISS_MAX) {
-		return false; /* below, or another worker's mismatch already paused it */
-	}
-	atomic_store_explicit(&s->nocaps_until_ms, now_ms + NX_UP_CAPS_OFF_MS,
-			      memory_order_relaxed);
-	atomic_store_explicit(&s->caps_miss, 0, memory_order_relaxed);
-	return true;
+	/* exchange, not store: of two mismatches at once (two workers), one pauses the server */
+	uint64_t was = atomic_exchange_explicit(&g_slots[idx].nocaps_until_ms,
+						now_ms + NX_UP_CAPS_OFF_MS, memory_order_relaxed);
+	return was <= now_ms;
 }

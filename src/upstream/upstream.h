@@ -43,13 +43,18 @@
 #define NX_UP_QUERY_MAX 512    /* our upstream query: header + one question + OPT */
 #define NX_UP_STATS_MAX 64     /* distinct upstream servers with metric series */
 /*
- * Retransmission timeout per server: SRTT + 4 RTTVAR of its answers, within [MIN, MAX]; INITIAL
- * before its first answer (Unbound starts at 376 ms). A silent UDP query is sent again after
- * it, then after twice that (race.h, NX_RACE_RESENDS).
+ * Retransmission timeout per server: SRTT + 4 RTTVAR of its answers (RFC 6298, as Unbound's
+ * infra cache), doubled by each re-send to a silent server until an answer to a query sent once
+ * gives a fresh sample, within [MIN, MAX]; INITIAL before its first answer (Unbound starts at
+ * 376 ms). MIN: a loopback or LAN server's estimate can be a few ms, and a re-send sooner than
+ * this is more likely a duplicate than a rescue (Unbound's floor is 50 ms, RFC 6298's 1 s).
+ * MAX: the largest upstream.timeout_ms; in effect an attempt's timeout is capped by its
+ * operation's deadline, as no re-send is due after it. A silent UDP query is sent again after
+ * its timeout, then after twice that (race.h, NX_RACE_RESENDS).
  */
 #define NX_UP_RTO_INITIAL_MS 400
 #define NX_UP_RTO_MIN_MS 200
-#define NX_UP_RTO_MAX_MS 1000
+#define NX_UP_RTO_MAX_MS 60000
 
 /* How a server is asked (the config's kind). */
 enum nx_up_transport {

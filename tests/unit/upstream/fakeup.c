@@ -125,6 +125,13 @@ static void udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
 		return;
 	}
+	case FAKE_DROP_FIRST:
+		if (f->n_udp == 1) {
+			return;
+		}
+		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out, sizeof(out));
+		send_udp(f, out, (size_t)len, from, false, f->delay_ms);
+		return;
 	case FAKE_ANSWER:
 		len = build_reply(&qm, qm.id, &qm.q, NX_DNS_NOERROR, false, out, sizeof(out));
 		send_udp(f, out, (size_t)len, from, false, f->delay_ms);

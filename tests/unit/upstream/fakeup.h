@@ -36,6 +36,7 @@ enum fake_mode {
 	FAKE_UPPER_CASE,	   /* right answer, question name upper-cased */
 	FAKE_TC,		   /* UDP: empty reply with TC; TCP per tcp_mode */
 	FAKE_ANSWER_RESENT,	   /* drop a query's first datagram, answer its re-sends */
+	FAKE_DROP_FIRST,	   /* drop the very first datagram received, answer the rest */
 	FAKE_FORMERR_EDNS,	   /* FORMERR (question echoed) to a query with OPT, else answer */
 	FAKE_FORMERR_EDNS_BARE,	   /* as FORMERR_EDNS, but the FORMERR has no question section */
 	FAKE_MALFORMED,		   /* right id and question, then an answer count that overruns */

@@ -531,8 +531,53 @@ static void test_resends_bounded(void **state)
 	}
 	assert_int_equal(stats_of(c, 0).resends, NX_RACE_RESENDS);
 	assert_int_equal(stats_of(c, 0).outcome[NX_UP_O_TIMEOUT], 1);
-	/* backed off twice: 400 -> 800 -> 1000 (the cap) for the next query */
-	assert_int_equal(stats_of(c, 0).rto_ms, NX_UP_RTO_MAX_MS);
+	/* backed off twice: 400 -> 800 -> 1600 for the next query */
+	assert_int_equal(stats_of(c, 0).rto_ms, 4 * NX_UP_RTO_INITIAL_MS);
+}
+
+/*
+ * A silent server with several queries waiting gets one re-send per its timeout, not one per
+ * query: 4 queries at once, re-sends at 400 ms and 1200 ms (timeout doubled each time), none
+ * at 2800 (after the 2 s deadline). Without the pacing it would get 8 (2 per query).
+ */
+static void test_resends_paced_for_silent_server(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_NEVER, false);
+	enum { N = 4 };
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(start_op(c, &c->d[i], 1, 1, 20, 2000), 0);
+	}
+	run_until(c, N, 5000);
+	run_for(c, 50);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(c->d[i].res, NX_UP_TIMEOUT);
+	}
+	assert_int_equal(f->n_udp, N + 2);
+	assert_int_equal(stats_of(c, 0).resends, 2);
+	assert_int_equal(stats_of(c, 0).rto_ms, 4 * NX_UP_RTO_INITIAL_MS);
+}
+
+/*
+ * A lost datagram while the server answers the queries sent after it: it was lost, not the
+ * server silent, so it is re-sent at its timeout without pacing and without backing the
+ * server's timeout off (the answers to the others set it: the floor on loopback).
+ */
+static void test_resend_after_loss_not_paced(void **state)
+{
+	struct tctx *c = *state;
+	struct fake *f = add_fake(c, FAKE_DROP_FIRST, false);
+	assert_int_equal(start_op(c, &c->d[0], 1, 1, 20, 3000), 0);
+	run_for(c, 5);
+	assert_int_equal(start_op(c, &c->d[1], 1, 1, 20, 3000), 0);
+	run_until(c, 2, 5000);
+	assert_int_equal(c->d[1].res, NX_UP_ANSWER);
+	assert_int_equal(c->d[0].res, NX_UP_ANSWER);
+	assert_true(elapsed(&c->d[0]) >= NX_UP_RTO_INITIAL_MS);
+	assert_int_equal(f->n_udp, 3);
+	struct nx_up_stats_row r = stats_of(c, 0);
+	assert_int_equal(r.resends, 1);
+	assert_true(r.rto_ms < 2 * NX_UP_RTO_INITIAL_MS); /* not doubled by the re-send */
 }
 
 /* ---- reply validation ---- */
@@ -1147,9 +1192,9 @@ static void test_caps_randomised_and_matched(void **state)
 }
 
 /*
- * Unbound's fwd_capsid_fallback: a server that answers with its own case. Each mismatch is
- * counted and asked again (new id, new pattern); after NX_UP_CAPS_MISS_MAX the attempt and
- * then the server go unrandomised, so the query is answered and the next one goes plain at once.
+ * Unbound's fwd_capsid_fallback: a server that answers with its own case. The mismatch is
+ * counted, the query asked once more unrandomised (a new exchange), and the server gets plain
+ * names from then on, so the query is answered and the next one goes plain at once.
  */
 static void test_caps_fallback_for_case_changing_server(void **state)
 {
@@ -1163,21 +1208,46 @@ static void test_caps_fallback_for_case_changing_server(void **state)
 	run_until(c, 1, 3000);
 	assert_int_equal(d->res, NX_UP_ANSWER);
 	assert_true(elapsed(d) < NX_UP_RTO_INITIAL_MS); /* retries at once, no timeout */
-	assert_int_equal(f->n_udp, NX_UP_CAPS_MISS_MAX + 1);
-	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_CASE) - wc0, NX_UP_CAPS_MISS_MAX);
+	assert_int_equal(f->n_udp, 2);
+	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_CASE) - wc0, 1);
 	assert_int_equal(nx_stat_read(NX_STAT_UP_CAPS_FALLBACK) - cf0, 1);
-	/* the last query carried the client's own case */
-	assert_memory_equal(f->qname[NX_UP_CAPS_MISS_MAX], c->q.name, c->q.name_len);
-	for (unsigned i = 1; i < f->n_udp; i++) {
-		assert_int_not_equal(f->ids[i], f->ids[i - 1]); /* each retry is a new exchange */
-	}
+	/* the retry carried the client's own case, under a new id */
+	assert_memory_equal(f->qname[1], c->q.name, c->q.name_len);
+	assert_int_not_equal(f->ids[1], f->ids[0]);
 	struct done *d2 = &c->d[1];
 	assert_int_equal(start_op(c, d2, 1, 1, 20, 2000), 0);
 	run_until(c, 2, 3000);
 	assert_int_equal(d2->res, NX_UP_ANSWER);
-	assert_int_equal(f->n_udp, NX_UP_CAPS_MISS_MAX + 2);
-	assert_memory_equal(f->qname[NX_UP_CAPS_MISS_MAX + 1], c->q.name, c->q.name_len);
-	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_CASE) - wc0, NX_UP_CAPS_MISS_MAX);
+	assert_int_equal(f->n_udp, 3);
+	assert_memory_equal(f->qname[2], c->q.name, c->q.name_len);
+	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_CASE) - wc0, 1);
+}
+
+/*
+ * Queries randomised before the server was found not to preserve case: the first mismatch
+ * pauses it and asks again; the others' mismatched answers are then as good as answers to
+ * unrandomised queries and are accepted, not asked again (a slow server answering them one by
+ * one would otherwise get each query twice).
+ */
+static void test_caps_mismatch_after_pause_accepted(void **state)
+{
+	struct tctx *c = *state;
+	set_long_name(c);
+	struct fake *f = add_fake(c, FAKE_UPPER_CASE, false);
+	uint64_t wc0 = nx_stat_read(NX_STAT_UP_WRONG_CASE);
+	uint64_t cf0 = nx_stat_read(NX_STAT_UP_CAPS_FALLBACK);
+	enum { N = 3 };
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(start_op(c, &c->d[i], 1, 1, 20, 2000), 0);
+	}
+	run_until(c, N, 3000);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(c->d[i].res, NX_UP_ANSWER);
+	}
+	assert_int_equal(f->n_udp, N + 1); /* one retry, the first mismatch's */
+	assert_int_equal(nx_stat_read(NX_STAT_UP_WRONG_CASE) - wc0, N);
+	assert_int_equal(nx_stat_read(NX_STAT_UP_CAPS_FALLBACK) - cf0, 1);
+	assert_memory_equal(f->qname[N], c->q.name, c->q.name_len);
 }
 
 /* ---- source-port entropy ---- */
@@ -1394,6 +1464,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_queued_send_dropped_when_op_ends, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lost_datagram_resent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resends_bounded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resends_paced_for_silent_server, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_after_loss_not_paced, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_ops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ops_reused, setup, teardown),
@@ -1406,6 +1478,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_question_fails_over, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_caps_randomised_and_matched, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_caps_mismatch_after_pause_accepted, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_caps_fallback_for_case_changing_server, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_port_entropy, setup, teardown),

@@ -30,6 +30,7 @@ struct fx {
 	int fail_udp_srv[8]; /* send to these servers fails */
 	int fail_tcp;	     /* send_tcp fails */
 	uint32_t rto[8];     /* per server retransmission timeout, 0 = none (the default) */
+	uint64_t hold[8];    /* per server: re-sends declined before this time */
 	int done_calls;
 };
 
@@ -51,9 +52,14 @@ static int io_udp(struct nx_race *r, int att, int srv)
 	return fx_of(r)->fail_udp_srv[srv] ? -1 : 0;
 }
 
-static void io_resend(struct nx_race *r, int att, int srv)
+static uint64_t io_resend(struct nx_race *r, int att, int srv, uint64_t now)
 {
+	struct fx *f = fx_of(r);
+	if (now < f->hold[srv]) {
+		return f->hold[srv];
+	}
 	push(r, EV_RESEND, att, srv, 0);
+	return 0;
 }
 
 static uint32_t io_rto(struct nx_race *r, int srv)
@@ -419,6 +425,35 @@ static void test_resend_after_failover(void **state)
 }
 
 /*
+ * A re-send the engine declines (its server is paced) waits until the time it names, without
+ * using the budget or doubling the timeout; it never goes past the deadline.
+ */
+static void test_resend_declined_waits(void **state)
+{
+	struct fx *f = *state;
+	int seen = 0;
+	f->rto[0] = 200;
+	f->hold[0] = 700;
+	nx_race_start(&f->r, &IO, 0, 1, 1, 100, 2000);
+	expect(f, &seen, (struct ev[]){{EV_UDP, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 200);
+	nx_race_tick(&f->r, 200);
+	assert_int_equal(f->n_ev, seen); /* declined */
+	assert_int_equal(f->armed, 700);
+	nx_race_tick(&f->r, 700);
+	expect(f, &seen, (struct ev[]){{EV_RESEND, -1, 0, 0}}, 1);
+	assert_int_equal(f->armed, 1100); /* 700 + 2 x 200: the first doubling */
+	f->hold[0] = 5000;                /* past the deadline */
+	nx_race_tick(&f->r, 1100);
+	assert_int_equal(f->n_ev, seen);
+	assert_int_equal(f->armed, 2000);
+	nx_race_tick(&f->r, 2000);
+	expect(f, &seen,
+	       (struct ev[]){{EV_STOP, -1, 0, NX_UP_O_TIMEOUT}, {EV_DONE, -1, -1, NX_UP_TIMEOUT}},
+	       2);
+}
+
+/*
  * A retry re-asks the same server in the same attempt slot (no stop, no new server, the stagger
  * of the other servers unchanged), with the re-send clock and budget started afresh.
  */
@@ -509,6 +544,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_race_is_clamped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_abort_cancels_everything, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resend_declined_waits, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_same_server_fresh_resend_clock, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_bounded, setup, teardown),

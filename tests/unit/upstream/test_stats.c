@@ -19,7 +19,6 @@
 void nx_up_stats_outcome(int idx, enum nx_up_outcome o, uint64_t latency_us);
 void nx_up_stats_rtt(int idx, uint64_t rtt_us);
 void nx_up_stats_resend(int idx);
-void nx_up_stats_backoff(int idx);
 
 static const unsigned bounds_ms[NX_UP_LATENCY_NBUCKETS] = NX_UP_LATENCY_BUCKETS_MS;
 
@@ -90,24 +89,40 @@ static void test_rto_estimate(void **state)
 		nx_up_stats_rtt(i, 100000);
 	}
 	assert_int_equal(nx_up_stats_rto_ms(i), NX_UP_RTO_MIN_MS);
-	for (int k = 0; k < 40; k++) { /* a slow path (1.5 s): capped */
+	for (int k = 0; k < 40; k++) { /* a slow path (1.5 s): no longer held under 1 s */
 		nx_up_stats_rtt(i, 1500000);
+	}
+	assert_true(nx_up_stats_rto_ms(i) >= 1500);
+	for (int k = 0; k < 4; k++) { /* beyond any deadline: capped */
+		nx_up_stats_rtt(i, 100000000);
 	}
 	assert_int_equal(nx_up_stats_rto_ms(i), NX_UP_RTO_MAX_MS);
 	int j = nx_up_stats_index("rto-fast");
 	nx_up_stats_rtt(j, 150); /* loopback: the floor */
 	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MIN_MS);
-	/* a re-send doubles it until a clean sample (RFC 6298 5.5) */
-	nx_up_stats_backoff(j);
+	/* a re-send to the silent server doubles it until a clean sample (RFC 6298 5.5), and
+	 * the next one waits for that doubled timeout */
+	uint64_t t = 7000000;
+	assert_int_equal(nx_up_stats_probe(j, t), 0);
 	assert_int_equal(nx_up_stats_rto_ms(j), 2 * NX_UP_RTO_MIN_MS);
-	nx_up_stats_backoff(j);
-	nx_up_stats_backoff(j);
+	assert_int_equal(nx_up_stats_probe(j, t), t + 2 * NX_UP_RTO_MIN_MS);
+	assert_int_equal(nx_up_stats_probe(j, t + 2 * NX_UP_RTO_MIN_MS - 1),
+			 t + 2 * NX_UP_RTO_MIN_MS);
+	assert_int_equal(nx_up_stats_rto_ms(j), 2 * NX_UP_RTO_MIN_MS); /* declined: no doubling */
+	t += 2 * NX_UP_RTO_MIN_MS;
+	assert_int_equal(nx_up_stats_probe(j, t), 0);
+	assert_int_equal(nx_up_stats_rto_ms(j), 4 * NX_UP_RTO_MIN_MS);
+	for (int n = 0; n < 20; n++) {
+		t += NX_UP_RTO_MAX_MS;
+		assert_int_equal(nx_up_stats_probe(j, t), 0);
+	}
 	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MAX_MS);
 	nx_up_stats_rtt(j, 150);
 	assert_int_equal(nx_up_stats_rto_ms(j), NX_UP_RTO_MIN_MS);
 	int k = nx_up_stats_index("rto-backoff-first");
-	nx_up_stats_backoff(k); /* before any sample: twice the initial */
+	assert_int_equal(nx_up_stats_probe(k, t), 0); /* before any sample: twice the initial */
 	assert_int_equal(nx_up_stats_rto_ms(k), 2 * NX_UP_RTO_INITIAL_MS);
+	assert_int_equal(nx_up_stats_probe(-1, t), 0); /* no slot: never paced */
 	nx_up_stats_resend(j);
 	nx_up_stats_resend(j);
 	struct nx_up_stats_row r = row_of(j);
@@ -241,28 +256,39 @@ static void test_edns_memory_expires(void **state)
 	assert_true(nx_up_stats_edns_ok(-1, t));
 }
 
-/* 0x20 pauses after NX_UP_CAPS_MISS_MAX consecutive mismatches; an exact match resets the run. */
-static void test_caps_pause_after_consecutive_misses(void **state)
+/* 0x20 pauses at a mismatch; of mismatches while paused, none pauses again. */
+static void test_caps_pause_on_mismatch(void **state)
 {
 	(void)state;
 	int a = nx_up_stats_index("caps-a");
-	assert_true(a >= 0);
+	int b = nx_up_stats_index("caps-b");
+	assert_true(a >= 0 && b >= 0);
 	uint64_t t = 5000000;
 	assert_true(nx_up_stats_caps_ok(a, t));
-	for (int i = 0; i < NX_UP_CAPS_MISS_MAX - 1; i++) {
-		assert_false(nx_up_stats_caps_seen(a, false, t));
-	}
-	assert_false(nx_up_stats_caps_seen(a, true, t)); /* an exact match: the run restarts */
-	for (int i = 0; i < NX_UP_CAPS_MISS_MAX - 1; i++) {
-		assert_false(nx_up_stats_caps_seen(a, false, t));
-		assert_true(nx_up_stats_caps_ok(a, t));
-	}
-	assert_true(nx_up_stats_caps_seen(a, false, t)); /* the third in a row pauses, once */
+	assert_true(nx_up_stats_caps_mismatch(a, t)); /* this one paused it */
 	assert_false(nx_up_stats_caps_ok(a, t));
+	assert_false(nx_up_stats_caps_mismatch(a, t + 1)); /* already paused: not again */
 	assert_false(nx_up_stats_caps_ok(a, t + NX_UP_CAPS_OFF_MS - 1));
-	assert_true(nx_up_stats_caps_ok(a, t + NX_UP_CAPS_OFF_MS));
-	assert_false(nx_up_stats_caps_seen(-1, false, t));
+	assert_true(nx_up_stats_caps_ok(a, t + NX_UP_CAPS_OFF_MS + 1));
+	assert_true(nx_up_stats_caps_ok(b, t)); /* the other server is untouched */
+	assert_true(nx_up_stats_caps_mismatch(a, t + NX_UP_CAPS_OFF_MS + 2)); /* expired: again */
+	assert_true(nx_up_stats_caps_mismatch(-1, t)); /* no slot: each attempt falls back */
 	assert_true(nx_up_stats_caps_ok(-1, t));
+}
+
+/* Re-send pacing: the server answered a query sent after ours (ours was lost) or not. */
+static void test_heard_after(void **state)
+{
+	(void)state;
+	int a = nx_up_stats_index("heard-a");
+	assert_false(nx_up_stats_heard_after(a, 0));
+	nx_up_stats_heard(a, 1000);
+	assert_true(nx_up_stats_heard_after(a, 999));
+	assert_false(nx_up_stats_heard_after(a, 1000));
+	nx_up_stats_heard(a, 500); /* an older query's answer: the latest stays */
+	assert_true(nx_up_stats_heard_after(a, 999));
+	assert_false(nx_up_stats_heard_after(-1, 0));
+	nx_up_stats_heard(-1, 5);
 }
 
 int main(void)
@@ -279,7 +305,8 @@ int main(void)
 	    cmocka_unit_test(test_bad_index_ignored),
 	    cmocka_unit_test(test_bounds_sorted),
 	    cmocka_unit_test(test_edns_memory_expires),
-	    cmocka_unit_test(test_caps_pause_after_consecutive_misses),
+	    cmocka_unit_test(test_caps_pause_on_mismatch),
+	    cmocka_unit_test(test_heard_after),
 	    cmocka_unit_test(test_slots_exhausted),
 	};
 	return cmocka_run_group_tests_name("upstream_stats", tests, NULL, NULL);
