@@ -286,12 +286,30 @@ static void consider(struct best *b, const struct nx_filter_side *s, uint32_t i,
 
 struct scan_state {
 	struct best *b;
-	const char *text, *url;
-	size_t tlen, ulen;
+	const char *text; /* the lower-case name, tlen bytes */
+	size_t tlen;
+	size_t ulen;  /* "http://name/" in url once built, else 0 */
 	unsigned runs; /* regex executions so far (NX_FILTER_RE_PER_QUERY_MAX) */
+	bool seen_init;
+	uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64]; /* regexes tried (a literal may
+							       * occur twice) */
+	char url[NX_DNS_NAME_MAX + 16];
 };
 
-/* Try scan rule scan[j]: filters first (cheap), then at most two regex runs. */
+/* "http://name/", built the first time a rule needs it (most queries never do). */
+static const char *scan_url(struct scan_state *st)
+{
+	if (!st->ulen) {
+		memcpy(st->url, "http://", 7);
+		memcpy(st->url + 7, st->text, st->tlen);
+		st->url[7 + st->tlen] = '/';
+		st->ulen = st->tlen + 8;
+	}
+	return st->url;
+}
+
+/* Try scan rule scan[j]: filters first (cheap), then the regex. lit_found: the prefilter saw
+ * the literal in the rule's subject. */
 static void try_scan(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
 		     struct scan_state *st, uint32_t j, bool lit_found)
 {
@@ -306,16 +324,16 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 	bool hit = r->anchor == AN_ANY;
 	if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
 		const struct side_lit *l = &side->lit[r->re];
-		const char *subj = l->url ? st->url : st->text;
+		const char *subj = l->url ? scan_url(st) : st->text;
 		size_t slen = l->url ? st->ulen : st->tlen;
-		/* cheap refusals before PCRE2's call cost: too short, literal absent (for the
-		 * rules without a trigram: a 1-2 byte literal such as '#' no name contains) */
+		/* cheap refusals before PCRE2's call cost: too short, a first byte the anchored
+		 * regex cannot start with, the literal absent */
 		if (slen < l->minlen ||
 		    (l->anchored &&
 		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
 		       1u)) ||
-		    (l->len && !lit_found &&
-		     !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
+		    (l->len && !l->at_start && !lit_found &&
+		     !memmem(subj, slen, side->pool + l->off, l->len))) {
 			return;
 		}
 		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
@@ -330,17 +348,87 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 	}
 }
 
+/* Keys that end at state value v, the byte at e of "http://name/" being their last: each rule
+ * whose whole literal is there (inside the name for a rule run on the name; at its start for
+ * one every match begins with) is tried once. */
+static void ac_hits(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		    struct scan_state *st, uint32_t v, size_t e)
+{
+	size_t name_end = 7 + st->tlen; /* the trailing '/' */
+	for (uint32_t y = side_ac_id(side, v); y; y = side->ac_dict[y]) {
+		for (uint32_t o = side->ac_out_off[y]; o < side->ac_out_off[y + 1]; o++) {
+			const struct side_ac_out *h = &side->ac_out[o];
+			const struct side_lit *l = &side->lit[h->re];
+			size_t start = e + 1 - h->klen;
+			size_t end = start + h->lit_len; /* past the whole literal */
+			if ((!l->url && (start < 7 || end > name_end)) ||
+			    ((h->flags & SIDE_AC_AT_START) && start != 7)) {
+				continue;
+			}
+			if (!st->seen_init) {
+				memset(st->seen, 0, (side->nre + 63) / 64 * sizeof(st->seen[0]));
+				st->seen_init = true;
+			}
+			if (st->seen[h->re / 64] >> (h->re % 64) & 1u) {
+				continue;
+			}
+			if (h->lit_len > h->klen) {
+				const char *url = scan_url(st);
+				if (end > st->ulen ||
+				    memcmp(url + start, side->pool + h->lit_off, h->lit_len) != 0) {
+					continue;
+				}
+			}
+			st->seen[h->re / 64] |= 1ull << (h->re % 64);
+			try_scan(side, q, st, h->j, true);
+		}
+	}
+}
+
+/* The scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name: those
+ * without a literal, the URL rules whose literal "http://" holds, then one automaton walk over
+ * the name and the closing '/' from the state after "http://". */
+static void scan_rules(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		       struct scan_state *st)
+{
+	for (uint32_t j = 0; j < side->nalways; j++) {
+		try_scan(side, q, st, side->always[j], false);
+	}
+	for (uint32_t j = 0; j < side->npre; j++) {
+		try_scan(side, q, st, side->pre[j], true);
+	}
+	if (!side->ac_rows) {
+		return;
+	}
+	const uint32_t *rows = side->ac_rows;
+	const uint8_t *cls = side->ac_cls;
+	const char *t = st->text;
+	uint32_t v = side->ac_start;
+	for (size_t i = 0; i < st->tlen; i++) {
+		unsigned c = cls[(unsigned char)t[i]];
+		v = v & SIDE_AC_SPARSE ? side_ac_step(side, v, c) : rows[(v & SIDE_AC_ID) + c];
+		if (v & SIDE_AC_OUT) {
+			ac_hits(side, q, st, v, 7 + i);
+		}
+	}
+	v = side_ac_step(side, v, cls['/']);
+	if (v & SIDE_AC_OUT) {
+		ac_hits(side, q, st, v, 7 + st->tlen);
+	}
+}
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
- * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none. */
+ * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
+ * (also for a malformed name). *wend: the wire offset past the root label. */
 static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
-		      size_t *clean)
+		      size_t *clean, size_t *wend)
 {
 	size_t o = 0, i = 0;
 	*nl = 0;
 	*clean = 0;
 	while (i < wlen && w[i] != 0) {
 		unsigned l = w[i];
-		if (l > 63 || i + 1 + l > wlen || *nl >= 127) {
+		if (l > 63 || i + 1 + l > wlen || *nl >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
 			*clean = wlen;
 			break;
 		}
@@ -363,6 +451,7 @@ static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts
 			*clean = i; /* only labels after this one */
 		}
 	}
+	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
 	out[o] = '\0';
 	return o;
 }
@@ -372,16 +461,25 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 					     const struct nx_filter_qctx *q,
 					     struct nx_filter_result *out)
 {
-	nx_filter_result_clear(out);
-	nx_filter_snap_match_wire(snap, q->wire, q->wlen, q->eligible, out);
-	if (!side || side->nrules == 0) {
-		return (enum nx_filter_action)out->action;
-	}
 	char text[NX_DNS_NAME_MAX + 1];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean;
-	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
+	size_t clean, wend;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
+	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
+	 * which knows which parents an odd label leaves, for the rest */
+	if (clean == 0 && tlen > 0) {
+		nx_filter_snap_match(snap, text, tlen, q->eligible, out);
+		if (out->action != NX_FILTER_ACT_NONE) {
+			out->matched_len = (uint16_t)(wend - out->matched_off);
+		}
+	} else {
+		nx_filter_snap_match_wire(snap, q->wire, q->wlen, q->eligible, out);
+	}
+	if (!side || side->nrules == 0) {
+		return (enum nx_filter_action)out->action;
+	}
 	struct best b = {.rule = -1};
 	/* the index hash of the name and of every parent, in one backward pass */
 	uint64_t hs[128];
@@ -430,52 +528,15 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			consider(&b, side, side->idx[j].rule, starts[k]);
 		}
 	}
-	/* scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name only:
-	 * the ones without a literal, then those whose literal's filed trigram occurs in
-	 * "http://name/" (which contains the name, so it prefilters both subjects) */
 	if (clean == 0 && tlen > 0 && side->nscan) {
-		char url[NX_DNS_NAME_MAX + 16];
-		memcpy(url, "http://", 7);
-		memcpy(url + 7, text, tlen);
-		url[7 + tlen] = '/';
-		size_t ulen = tlen + 8;
-		struct scan_state st = {
-		    .b = &b, .text = text, .tlen = tlen, .url = url, .ulen = ulen};
-		for (uint32_t j = 0; j < side->nalways; j++) {
-			try_scan(side, q, &st, side->always[j], false);
-		}
-		if (side->ntri) {
-			/* dedup (a rule's trigram may occur twice): one bit per regex; only the
-			 * words in use are cleared */
-			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64];
-			memset(seen, 0, (side->nre + 63) / 64 * sizeof(seen[0]));
-			for (size_t k = 0; k + 3 <= ulen; k++) {
-				uint32_t bk = side_tri(url + k);
-				if (!(side->tri_bits[bk / 64] >> (bk % 64) & 1u)) {
-					continue;
-				}
-				uint32_t tv = side_tri_val(url + k);
-				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
-				     x++) {
-					const struct side_tri *t = &side->tri_rule[x];
-					uint32_t re = t->re;
-					if (t->tri != tv || (seen[re / 64] >> (re % 64) & 1u)) {
-						continue;
-					}
-					/* the literal, if here, starts tri_pos before this window:
-					 * one compare in place of a search (another occurrence of
-					 * the trigram gets its own window) */
-					if (k < t->tri_pos || k - t->tri_pos + t->lit_len > ulen ||
-					    memcmp(url + k - t->tri_pos, side->pool + t->lit_off,
-						   t->lit_len) != 0) {
-						continue;
-					}
-					uint32_t j = t->j;
-					seen[re / 64] |= 1ull << (re % 64);
-					try_scan(side, q, &st, j, true);
-				}
-			}
-		}
+		struct scan_state st;
+		st.b = &b;
+		st.text = text;
+		st.tlen = tlen;
+		st.ulen = 0;
+		st.runs = 0;
+		st.seen_init = false;
+		scan_rules(side, q, &st);
 	}
 	if (b.rule < 0) {
 		return (enum nx_filter_action)out->action;
@@ -537,8 +598,8 @@ int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_
 	char text[NX_DNS_NAME_MAX + 1];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean;
-	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
+	size_t clean, wend;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
 	const struct side_rule *cname = NULL;
 	uint32_t first = (uint32_t)res->side_rule, last = first + 1;
 	size_t lo = 0;
