@@ -288,11 +288,11 @@ struct scan_state {
 	struct best *b;
 	const char *text; /* the lower-case name, tlen bytes */
 	size_t tlen;
-	size_t ulen;  /* "http://name/" in url once built, else 0 */
+	size_t ulen;   /* "http://name/" in url once built, else 0 */
 	unsigned runs; /* regex executions so far (NX_FILTER_RE_PER_QUERY_MAX) */
 	bool seen_init;
 	uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64]; /* regexes tried (a literal may
-							       * occur twice) */
+							      * occur twice) */
 	char url[NX_DNS_NAME_MAX + 16];
 };
 
@@ -333,7 +333,8 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
 		       1u)) ||
 		    (l->len && !l->at_start && !lit_found &&
-		     !memmem(subj, slen, side->pool + l->off, l->len))) {
+		     !memmem(subj, slen, side->pool + l->off, l->len)) ||
+		    (l->len2 && !memmem(subj, slen, side->pool + l->off2, l->len2))) {
 			return;
 		}
 		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
@@ -417,9 +418,26 @@ static void scan_rules(const struct nx_filter_side *side, const struct nx_filter
 	}
 }
 
+/* Per byte: the lower-case byte, and 0x100 when it is no list-name byte ([a-z0-9_-]). */
+#define FOLD_(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
+#define LISTB_(c)                                                                                  \
+	(((c) >= 'a' && (c) <= 'z') || ((c) >= '0' && (c) <= '9') || (c) == '-' || (c) == '_')
+#define T1_(c) (uint16_t)(FOLD_(c) | (LISTB_(FOLD_(c)) ? 0 : 0x100))
+#define T4_(c) T1_(c), T1_((c) + 1), T1_((c) + 2), T1_((c) + 3)
+#define T16_(c) T4_(c), T4_((c) + 4), T4_((c) + 8), T4_((c) + 12)
+#define T64_(c) T16_(c), T16_((c) + 16), T16_((c) + 32), T16_((c) + 48)
+static const uint16_t fold_tab[256] = {T64_(0), T64_(64), T64_(128), T64_(192)};
+#undef T64_
+#undef T16_
+#undef T4_
+#undef T1_
+#undef LISTB_
+#undef FOLD_
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
- * (also for a malformed name). *wend: the wire offset past the root label. */
+ * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
+ * and SIDE_HASH_PAD zero bytes after the name. */
 static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
 		      size_t *clean, size_t *wend)
 {
@@ -436,23 +454,21 @@ static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts
 		if (o) {
 			out[o++] = '.';
 		}
-		bool ok = true;
+		unsigned bad = 0;
+		const uint8_t *p = w + i + 1;
 		for (unsigned k = 0; k < l; k++) {
-			unsigned char c = w[i + 1 + k];
-			if (c >= 'A' && c <= 'Z') {
-				c = (unsigned char)(c + 32);
-			}
-			ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-			      c == '_';
-			out[o++] = (char)c;
+			unsigned v = fold_tab[p[k]];
+			bad |= v;
+			out[o + k] = (char)v;
 		}
+		o += l;
 		i += 1 + l;
-		if (!ok) {
+		if (bad & 0x100) {
 			*clean = i; /* only labels after this one */
 		}
 	}
 	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
-	out[o] = '\0';
+	memset(out + o, 0, 1 + SIDE_HASH_PAD); /* the NUL and side_label_hash's padding */
 	return o;
 }
 
@@ -461,7 +477,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 					     const struct nx_filter_qctx *q,
 					     struct nx_filter_result *out)
 {
-	char text[NX_DNS_NAME_MAX + 1];
+	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
 	size_t clean, wend;
@@ -481,16 +497,16 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 		return (enum nx_filter_action)out->action;
 	}
 	struct best b = {.rule = -1};
-	/* the index hash of the name and of every parent, in one backward pass */
+	/* the index hash of the name and of every parent, in one pass over the labels from the
+	 * last (text has SIDE_HASH_PAD zero bytes past its end) */
 	uint64_t hs[128];
 	if (side->nidx) {
-		uint64_t h = SIDE_FNV_BASIS;
-		int k = (int)nl - 1;
-		for (size_t i = tlen; i-- > 0 && k >= 0;) {
-			h = (h ^ (unsigned char)text[i]) * SIDE_FNV_PRIME;
-			if (i == starts[k]) {
-				hs[k--] = side_hash_mix(h);
-			}
+		uint64_t h = SIDE_HASH_BASIS;
+		size_t end = tlen;
+		for (unsigned k = nl; k-- > 0;) {
+			h = side_hash_step(h, side_label_hash(text + starts[k], end - starts[k]));
+			hs[k] = h;
+			end = starts[k] ? starts[k] - 1u : 0;
 		}
 	}
 	/* indexed rules: the name, then its parents nearest first */
@@ -595,7 +611,7 @@ int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_
 	/* the records of every rule like the winner: same name, anchor, origin and kind */
 	struct nx_dns_rr_spec rrs[NX_FILTER_REWRITE_RRS_MAX];
 	size_t n = 0;
-	char text[NX_DNS_NAME_MAX + 1];
+	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
 	size_t clean, wend;

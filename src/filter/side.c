@@ -204,8 +204,8 @@ static int add_vals(struct nx_filter_side_builder *b, struct side_rule *r, const
  * most names hold. */
 static size_t lit_score(const char *lit, size_t len)
 {
-	static const char *const common[] = {".com", ".net", ".org", "www.", "com", "net", "org",
-					     "www"};
+	static const char *const common[] = {".com", ".net", ".org", "www.",
+					     "com",  "net",  "org",  "www"};
 	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++) {
 		if (strlen(common[i]) == len && memcmp(common[i], lit, len) == 0) {
 			return len > 2 ? len - 2 : 0;
@@ -369,6 +369,14 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 				rc = pool_add(b, alts, al, &sl.off);
 			} else {
 				rc = ll ? pool_add(b, lit, ll, &sl.off) : 0;
+			}
+			if (!rc && ll && p->anchor == AN_RE_URL) {
+				char lit2[NX_FILTER_LINE_MAX];
+				size_t l2 = nx_side_lit_pattern2(p->pat, p->plen, lit, ll, lit2);
+				if (l2 >= 2) {
+					sl.len2 = (uint16_t)l2;
+					rc = pool_add(b, lit2, l2, &sl.off2);
+				}
 			}
 			pcre2_code *re =
 			    rc ? NULL : nx_side_re_compile(rs, rl, b->cctx, err, errlen);
@@ -618,6 +626,7 @@ static void ac_release(struct nx_filter_side *s)
 	nx_mem_free(NX_OWNER_filter_side, s->ac_rows,
 		    (size_t)s->ac_nrows * s->ac_nc * sizeof(*s->ac_rows));
 	nx_mem_free(NX_OWNER_filter_side, s->ac_sp, s->ac_nsp * sizeof(*s->ac_sp));
+	nx_mem_free(NX_OWNER_filter_side, s->ac_ch, s->ac_nsp);
 	nx_mem_free(NX_OWNER_filter_side, s->ac_out_off,
 		    s->ac_out_off ? (nst + 1) * sizeof(*s->ac_out_off) : 0);
 	nx_mem_free(NX_OWNER_filter_side, s->ac_dict, s->ac_dict ? nst * sizeof(*s->ac_dict) : 0);
@@ -626,6 +635,7 @@ static void ac_release(struct nx_filter_side *s)
 	nx_mem_free(NX_OWNER_filter_side, s->always, s->nalways * sizeof(*s->always));
 	s->ac_rows = s->ac_out_off = s->ac_dict = s->pre = s->always = NULL;
 	s->ac_sp = NULL;
+	s->ac_ch = NULL;
 	s->ac_out = NULL;
 	s->ac_nrows = s->ac_nsp = s->ac_nout = s->npre = s->nalways = 0;
 }
@@ -787,9 +797,10 @@ static int build_ac(struct nx_filter_side *s)
 		}
 	}
 	if (!rc) {
-		s->ac_rows = nx_mem_calloc(NX_OWNER_filter_side, (size_t)ndense * nc,
-					   sizeof(*s->ac_rows));
+		s->ac_rows =
+		    nx_mem_calloc(NX_OWNER_filter_side, (size_t)ndense * nc, sizeof(*s->ac_rows));
 		s->ac_sp = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, sizeof(*s->ac_sp)) : NULL;
+		s->ac_ch = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, 1) : NULL;
 		s->ac_out_off =
 		    nx_mem_calloc(NX_OWNER_filter_side, nst + 1, sizeof(*s->ac_out_off));
 		s->ac_dict = nx_mem_calloc(NX_OWNER_filter_side, nst, sizeof(*s->ac_dict));
@@ -798,13 +809,15 @@ static int build_ac(struct nx_filter_side *s)
 		s->ac_nsp = nsp;
 		s->ac_nc = (uint8_t)nc;
 		s->ac_nout = nkeys;
-		if (!s->ac_rows || (nsp && !s->ac_sp) || !s->ac_out_off || !s->ac_dict ||
-		    !s->ac_out) {
+		if (!s->ac_rows || (nsp && (!s->ac_sp || !s->ac_ch)) || !s->ac_out_off ||
+		    !s->ac_dict || !s->ac_out) {
 			rc = -ENOMEM; /* ac_release (the builder's free) returns what was taken */
 			nx_mem_free(NX_OWNER_filter_side, s->ac_rows,
 				    s->ac_rows ? (size_t)ndense * nc * sizeof(*s->ac_rows) : 0);
 			nx_mem_free(NX_OWNER_filter_side, s->ac_sp,
 				    s->ac_sp ? nsp * sizeof(*s->ac_sp) : 0);
+			nx_mem_free(NX_OWNER_filter_side, s->ac_ch, s->ac_ch ? nsp : 0);
+			s->ac_ch = NULL;
 			nx_mem_free(NX_OWNER_filter_side, s->ac_out_off,
 				    s->ac_out_off ? (nst + 1) * sizeof(*s->ac_out_off) : 0);
 			nx_mem_free(NX_OWNER_filter_side, s->ac_dict,
@@ -832,11 +845,11 @@ static int build_ac(struct nx_filter_side *s)
 			}
 			struct side_ac_sparse *sp = &s->ac_sp[v & SIDE_AC_ID];
 			sp->fail = val[fail[x]];
-			sp->ch = SIDE_AC_NONE;
+			s->ac_ch[v & SIDE_AC_ID] = SIDE_AC_NONE;
 			if (info[x * 3 + 1] == 1) {
 				unsigned c = info[x * 3 + 2];
 				/* the child: the one entry a dequeued sparse row kept deeper */
-				sp->ch = (uint8_t)c;
+				s->ac_ch[v & SIDE_AC_ID] = (uint8_t)c;
 				sp->next = val[tg[x * nc + c]];
 			}
 		}
@@ -846,9 +859,9 @@ static int build_ac(struct nx_filter_side *s)
 		}
 		qsort(keys, nkeys, sizeof(*keys), key_state_cmp);
 		for (uint32_t k = 0; k < nkeys; k++) {
-			s->ac_out[k] = (struct side_ac_out){keys[k].j,	     keys[k].lit_off,
-							    keys[k].lit_len, keys[k].re,
-							    keys[k].klen,    keys[k].flags};
+			s->ac_out[k] =
+			    (struct side_ac_out){keys[k].j,  keys[k].lit_off, keys[k].lit_len,
+						 keys[k].re, keys[k].klen,    keys[k].flags};
 			s->ac_out_off[keys[k].state + 1]++;
 		}
 		for (uint32_t i = 0; i < nst; i++) {
@@ -888,8 +901,9 @@ static int build_ac(struct nx_filter_side *s)
 		s->st.ac_states = nst;
 		s->st.ac_dense = ndense;
 		s->st.ac_bytes = (size_t)ndense * nc * sizeof(*s->ac_rows) +
-				 nsp * sizeof(*s->ac_sp) + (nst + 1) * sizeof(*s->ac_out_off) +
-				 nst * sizeof(*s->ac_dict) + nkeys * sizeof(*s->ac_out);
+				 nsp * (sizeof(*s->ac_sp) + 1) +
+				 (nst + 1) * sizeof(*s->ac_out_off) + nst * sizeof(*s->ac_dict) +
+				 nkeys * sizeof(*s->ac_out);
 	}
 	nx_mem_free(NX_OWNER_filter_side, tg, tg ? maxst * nc * sizeof(*tg) : 0);
 	nx_mem_free(NX_OWNER_filter_side, fail, fail ? maxst * sizeof(*fail) : 0);
@@ -1047,8 +1061,8 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	}
 	size_t bytes = sizeof(*o) + o->nrules * sizeof(*o->rules) + o->nvals * sizeof(*o->vals) +
 		       o->nidx * sizeof(*o->idx) + o->nscan * sizeof(*o->scan) +
-		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len +
-		       o->st.ac_bytes + o->npre * sizeof(*o->pre) + o->nalways * sizeof(*o->always);
+		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len + o->st.ac_bytes +
+		       o->npre * sizeof(*o->pre) + o->nalways * sizeof(*o->always);
 	for (uint32_t i = 0; i < o->nre; i++) {
 		size_t sz = 0;
 		pcre2_pattern_info(o->re[i], PCRE2_INFO_SIZE, &sz);

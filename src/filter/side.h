@@ -38,8 +38,9 @@
 #define NX_FILTER_RE_DEPTH_LIMIT 250u
 #define NX_FILTER_RE_HEAP_KIB 32u
 /* Regex executions per query: a prefilter (an Aho-Corasick automaton over the regexes'
- * literals) picks the regexes whose literal occurs in the name, and at most this many run (more are counted as limit hits and skipped). With the
- * step limit this is the per-query bound: 32 x 2 subjects x NX_FILTER_RE_MATCH_LIMIT steps. */
+ * literals) picks the regexes whose literal occurs in the name, and at most this many run (more are
+ * counted as limit hits and skipped). With the step limit this is the per-query bound: 32 x 2
+ * subjects x NX_FILTER_RE_MATCH_LIMIT steps. */
 #define NX_FILTER_RE_PER_QUERY_MAX 32u
 /* Values in one $client / $ctag / $dnstype / $denyallow list. */
 #define NX_FILTER_SIDE_VALUES_MAX 64u

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -102,6 +103,10 @@ struct side_lit {
 			   * bytes) alternatives, len bytes in all, one of which every match has */
 	uint8_t at_start; /* every match begins with the literal (or one of the alternatives) */
 	uint8_t pad;
+	uint32_t off2; /* a second literal every match contains (URL patterns: the next longest
+			* run), checked before PCRE2 is called */
+	uint16_t len2; /* 0: none */
+	uint16_t pad2;
 	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
 };
 
@@ -123,24 +128,22 @@ struct side_lit {
  */
 /* Bytes of a literal the automaton holds: its prefix (any part of a mandatory literal is
  * mandatory); a longer literal is compared in place at a hit. Bounds the states. */
-#define SIDE_AC_KEY_MAX 16u
+#define SIDE_AC_KEY_MAX 8u
 /* Keys per regex (the alternatives of an anchored group such as ^(mon|tue|...)). */
 #define SIDE_AC_ALTS_MAX 16u
 /* States: keys of SIDE_AC_KEY_MAX bytes for every regex, and the root, always fit. */
 #define SIDE_AC_STATES_MAX (1u << 24)
-_Static_assert(NX_FILTER_SIDE_REGEX_MAX * SIDE_AC_ALTS_MAX * SIDE_AC_KEY_MAX + 1 <=
+_Static_assert(NX_FILTER_SIDE_REGEX_MAX *SIDE_AC_ALTS_MAX *SIDE_AC_KEY_MAX + 1 <=
 		   SIDE_AC_STATES_MAX,
 	       "every key fits the automaton");
 #define SIDE_AC_OUT 0x80000000u	   /* keys end at this state or at its dict chain */
 #define SIDE_AC_SPARSE 0x40000000u /* an index into ac_sp, else a row offset into ac_rows */
 #define SIDE_AC_ID 0x3fffffffu
-#define SIDE_AC_NONE 0xffu /* ch of a sparse state without a child */
+#define SIDE_AC_NONE 0xffu /* ac_ch of a sparse state without a child */
 
 struct side_ac_sparse {
-	uint32_t next; /* the child (a state value) */
+	uint32_t next; /* the child (a state value); its class is ac_ch[] */
 	uint32_t fail; /* the longest proper suffix that is a state (a state value) */
-	uint8_t ch;    /* the child's class, SIDE_AC_NONE for a leaf */
-	uint8_t pad[3];
 };
 
 /* A key that ends at a state: those of state id g (dense: its row; sparse: ac_nrows + its
@@ -170,11 +173,12 @@ struct nx_filter_side {
 	uint32_t nre;
 	struct side_lit *lit; /* owned, nre entries (parallel to re) */
 	/* the prefilter (above): scanned rules run when their literal occurs */
-	uint32_t *ac_rows;		/* owned, ac_nrows x ac_nc state values (NULL: no key) */
-	struct side_ac_sparse *ac_sp;	/* owned, ac_nsp */
-	uint32_t *ac_out_off;		/* owned, ac_nrows + ac_nsp + 1 offsets into ac_out */
-	uint32_t *ac_dict;		/* owned, ac_nrows + ac_nsp ids */
-	struct side_ac_out *ac_out;	/* owned, ac_nout */
+	uint32_t *ac_rows;	      /* owned, ac_nrows x ac_nc state values (NULL: no key) */
+	struct side_ac_sparse *ac_sp; /* owned, ac_nsp */
+	uint8_t *ac_ch;		      /* owned, ac_nsp child classes (SIDE_AC_NONE: a leaf) */
+	uint32_t *ac_out_off;	      /* owned, ac_nrows + ac_nsp + 1 offsets into ac_out */
+	uint32_t *ac_dict;	      /* owned, ac_nrows + ac_nsp ids */
+	struct side_ac_out *ac_out;   /* owned, ac_nout */
 	uint32_t ac_nrows, ac_nsp, ac_nout;
 	uint32_t ac_start; /* the state after "http://" */
 	uint8_t ac_nc;	   /* byte classes */
@@ -196,11 +200,11 @@ struct nx_filter_side {
 static inline uint32_t side_ac_step(const struct nx_filter_side *s, uint32_t v, unsigned c)
 {
 	while (v & SIDE_AC_SPARSE) {
-		const struct side_ac_sparse *sp = &s->ac_sp[v & SIDE_AC_ID];
-		if (sp->ch == c) {
-			return sp->next;
+		uint32_t i = v & SIDE_AC_ID;
+		if (s->ac_ch[i] == c) {
+			return s->ac_sp[i].next;
 		}
-		v = sp->fail;
+		v = s->ac_sp[i].fail;
 	}
 	return s->ac_rows[(v & SIDE_AC_ID) + c];
 }
@@ -211,11 +215,12 @@ static inline uint32_t side_ac_id(const struct nx_filter_side *s, uint32_t v)
 	return v & SIDE_AC_SPARSE ? s->ac_nrows + (v & SIDE_AC_ID) : (v & SIDE_AC_ID) / s->ac_nc;
 }
 
-/* The name index's hash: FNV-1a over the name's bytes from the last to the first, then a
- * final mix. Walking backwards, a query name yields the hash of every parent on the way in
- * one pass (side_hash_step at each label start), instead of one hash call per parent. */
-#define SIDE_FNV_BASIS 0xcbf29ce484222325ull
-#define SIDE_FNV_PRIME 0x100000001b3ull
+/* The name index's hash: each label hashed 8 bytes at a time, the labels combined from the
+ * last to the first, so a query gets the hash of the name and of every parent in one pass
+ * over its labels (instead of a multiply per byte). side_label_hash reads whole 8-byte words:
+ * the caller's buffer has SIDE_HASH_PAD readable bytes past the label's end (masked off). */
+#define SIDE_HASH_BASIS 0xcbf29ce484222325ull
+#define SIDE_HASH_PAD 8u
 
 static inline uint64_t side_hash_mix(uint64_t h)
 {
@@ -224,13 +229,49 @@ static inline uint64_t side_hash_mix(uint64_t h)
 	return h ^ (h >> 32);
 }
 
+static inline uint64_t side_label_hash(const char *p, size_t len)
+{
+	uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		if (len - i < 8) {
+			unsigned bits = (unsigned)(len - i) * 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			w &= (1ull << bits) - 1;
+#else
+			w &= ~(~0ull >> bits);
+#endif
+		}
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+/* The hash of label + "." + suffix from the suffix's hash (SIDE_HASH_BASIS for none). */
+static inline uint64_t side_hash_step(uint64_t suffix, uint64_t label)
+{
+	return side_hash_mix((suffix ^ label) * 0x100000001b3ull + 1);
+}
+
+/* The hash of a text name of any buffer (copied into a padded one). */
 static inline uint64_t side_hash(const char *name, size_t len)
 {
-	uint64_t h = SIDE_FNV_BASIS;
-	for (size_t i = len; i-- > 0;) {
-		h = (h ^ (unsigned char)name[i]) * SIDE_FNV_PRIME;
+	char buf[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD] = {0};
+	if (len > NX_DNS_NAME_MAX) {
+		len = NX_DNS_NAME_MAX;
 	}
-	return side_hash_mix(h);
+	memcpy(buf, name, len);
+	uint64_t h = SIDE_HASH_BASIS;
+	size_t end = len;
+	for (size_t i = len; i-- > 0;) {
+		if (buf[i] == '.') {
+			h = side_hash_step(h, side_label_hash(buf + i + 1, end - i - 1));
+			end = i;
+		}
+	}
+	return side_hash_step(h, side_label_hash(buf, end));
 }
 
 /* Check one rule line (shared by the compiler's parser and the builder): NONE or the skip
@@ -299,6 +340,9 @@ enum nx_filter_skip nx_side_parse_rule(struct parsed *p, const char *line, size_
 				       size_t errlen);
 /* The literal every match contains (lower case, into out): its length, 0 when none is known */
 size_t nx_side_lit_pattern(const char *s, size_t len, char *out);
+/* The longest run of an Adblock URL pattern other than the one at `skip` bytes into the
+ * pattern's longest (nx_side_lit_pattern's), lower case, into out: its length or 0. */
+size_t nx_side_lit_pattern2(const char *s, size_t len, const char *first, size_t flen, char *out);
 size_t nx_side_lit_regex(const char *s, size_t len, char *out);
 /* For a regex that begins ^lit or ^(a|b|...)lit: the alternatives every match begins with
  * ((length byte, bytes) each, lower case, into out), *nalt of them (<= SIDE_AC_ALTS_MAX);

@@ -674,6 +674,30 @@ size_t nx_side_lit_pattern(const char *s, size_t len, char *out)
 	return olen;
 }
 
+size_t nx_side_lit_pattern2(const char *s, size_t len, const char *first, size_t flen, char *out)
+{
+	size_t olen = 0, start = 0;
+	bool skipped = false;
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || s[i] == '*' || s[i] == '^' || s[i] == '|') {
+			size_t rl = i - start;
+			bool same =
+			    !skipped && rl == flen && strncasecmp(s + start, first, rl) == 0;
+			if (same) {
+				skipped = true; /* the first literal itself, once */
+			} else if (rl > olen && !run_impossible(s + start, rl)) {
+				for (size_t k = 0; k < rl; k++) {
+					char c = s[start + k];
+					out[k] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+				}
+				olen = rl;
+			}
+			start = i + 1;
+		}
+	}
+	return olen;
+}
+
 /* Past a character class starting at s[i] == '['; len when it does not end. "[]...]" and
  * "[^]...]" start with a literal ']', "[:alpha:]" nests. */
 static size_t class_end(const char *s, size_t len, size_t i)

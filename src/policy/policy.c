@@ -257,8 +257,15 @@ static bool target_blocked(const struct nx_policy *p, const struct nx_policy_que
 		return false;
 	}
 	*out = r;
-	memcpy(matched_wire, target + r.matched_off, r.matched_len);
-	*matched_len = r.matched_len;
+	if (r.rewrite != NX_FILTER_RW_NONE) {
+		/* the whole target: the rewrite answer is decided on it (nx_policy_rewrite_answer) */
+		memcpy(matched_wire, target, tl);
+		*matched_len = tl;
+		out->matched_len = (uint16_t)tl;
+	} else {
+		memcpy(matched_wire, target + r.matched_off, r.matched_len);
+		*matched_len = r.matched_len;
+	}
 	out->matched_off = 0;
 	return true;
 }

@@ -357,9 +357,10 @@ static int lookups(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr,
-			"usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare "
-			"...\n");
+		fprintf(
+		    stderr,
+		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare "
+		    "...\n");
 		return 2;
 	}
 	const char *cmd = argv[1];
