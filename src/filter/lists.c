@@ -228,6 +228,14 @@ bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
 		case V_DNSTYPE:
 			tally_add(&type, v->neg, v->qtype == q->qtype);
 			break;
+		case V_GROUPS: {
+			uint64_t mask;
+			memcpy(&mask, v->addr, sizeof(mask));
+			if (!(q->groups & mask)) {
+				return false;
+			}
+			break;
+		}
 		case V_DENY:
 			/* $denyallow: the listed domains and everything under them are spared; so
 			 * are IP literals, which no domain list means */

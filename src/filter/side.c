@@ -33,6 +33,7 @@ struct nx_filter_side_builder {
 	size_t nbad_any, bad_any_cap;
 	pcre2_general_context *gctx;
 	pcre2_compile_context *cctx;
+	uint64_t groups; /* of the rule being added (nx_filter_side_add_line_groups), 0: none */
 	struct parsed p;
 };
 
@@ -314,6 +315,16 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 	if (!rc) {
 		rc = add_vals(b, r, p->deny, p->ndeny, V_DENY);
 	}
+	if (!rc && b->groups && origin >= NX_FILTER_SOURCES_MAX) {
+		rc = grow((void **)&b->s.vals, &b->vals_cap, b->s.nvals + 1, sizeof(*b->s.vals));
+		if (!rc) {
+			struct side_val *sv = &b->s.vals[b->s.nvals++];
+			memset(sv, 0, sizeof(*sv));
+			sv->kind = V_GROUPS;
+			memcpy(sv->addr, &b->groups, sizeof(b->groups));
+			r->nvals++;
+		}
+	}
 	if (!rc && scanned) {
 		char src[NX_FILTER_LINE_MAX * 2 + 64];
 		const char *rs = p->pat + 1;
@@ -541,6 +552,15 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
 refused:
 	b->s.st.refused++;
 	nx_stat_inc(NX_STAT_FILTER_SIDE_REFUSED);
+	return rc;
+}
+
+int nx_filter_side_add_line_groups(struct nx_filter_side_builder *b, const char *line, size_t len,
+				   unsigned origin, uint64_t groups, char *err, size_t errlen)
+{
+	b->groups = groups;
+	int rc = nx_filter_side_add_line(b, line, len, origin, err, errlen);
+	b->groups = 0;
 	return rc;
 }
 

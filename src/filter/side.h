@@ -105,6 +105,14 @@ int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, 
 			    unsigned origin, char *err, size_t errlen);
 
 /*
+ * nx_filter_side_add_line for a user rule (origin NX_FILTER_ORIGIN_USER_*) limited to the
+ * config groups in `groups` (bit g: group g; 0: every client): the rule then applies only to
+ * a query whose nx_filter_qctx.groups shares a bit (Pi-hole's per-group lists). Same returns.
+ */
+int nx_filter_side_add_line_groups(struct nx_filter_side_builder *b, const char *line, size_t len,
+				   unsigned origin, uint64_t groups, char *err, size_t errlen);
+
+/*
  * Add every line of <dir>/<name>.side (written by the compiler) as source `origin`. A missing
  * file is an empty source. Lines that no longer parse (a body from another version) are
  * counted as refused, not fatal. Returns 0, -errno, -ENOMEM, NX_ELIMIT.

@@ -71,7 +71,8 @@ struct side_rule {
 };
 _Static_assert(sizeof(struct side_rule) == 36, "side_rule is part of the side's memory budget");
 
-enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY };
+/* V_GROUPS: a user rule limited to config groups (addr holds the uint64_t group mask). */
+enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY, V_GROUPS };
 
 /* One value of a $client / $ctag / $dnstype / $denyallow list. */
 struct side_val {

@@ -143,6 +143,7 @@ static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *f
 	    .tags = q->tags,
 	    .ntags = q->ntags,
 	    .eligible = q->eligible,
+	    .groups = q->groups,
 	};
 }
 
@@ -432,8 +433,10 @@ int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **o
 		unsigned origin = list ? NX_FILTER_ORIGIN_USER_DENY : NX_FILTER_ORIGIN_USER_ALLOW;
 		for (size_t i = 0; rc >= 0 && i < nr; i++) {
 			if (nx_conf_rule_needs_side(rules[i])) {
-				rc = nx_filter_side_add_line(b, rules[i], strlen(rules[i]), origin, err,
-							     sizeof(err));
+				rc = nx_filter_side_add_line_groups(b, rules[i], strlen(rules[i]),
+								    origin,
+								    nx_conf_rule_groups(c, list, i),
+								    err, sizeof(err));
 			}
 		}
 	}

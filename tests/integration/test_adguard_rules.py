@@ -294,3 +294,28 @@ def test_a_cname_target_with_a_rewrite_answers_the_rewrite(make_upstream_cls, ma
     assert ask(nx, "cloak-nx.example").rcode() == dns.rcode.NXDOMAIN
     assert answers(ask(nx, "cloak-re.example")) == ["0.0.0.0"], "a plain rule still blocks"
     assert nx.counter("nxdns_filter_rewrite_answers_total") - before == 2
+
+
+def test_adguard_user_rules_limited_to_groups(make_upstream, make_nxdns, tmp_path):
+    """An AdGuard-language user rule written {rule: ..., groups: [...]} applies only to the
+    clients of those groups (as a plain name rule does), over DNS and in `nxdns lookup`."""
+    cfg = config(tmp_path)
+    cfg["groups"] = {"kids": {}}
+    cfg["clients"][0]["groups"] = ["kids"]  # the kid (127.0.0.3)
+    cfg["filter"]["deny"] = [{"rule": "||grp.test^$dnstype=A", "groups": ["kids"]},
+                             {"rule": "/^grx[0-9]\\.test$/", "groups": ["kids"]}]
+    cfg["filter"]["allow"] = [{"rule": "@@||rw-a.test^", "groups": ["kids"]}]
+    up = make_upstream()
+    nx = start_nx(make_nxdns, [up], cfg)
+    cases = [
+        ("x.grp.test", KID, "block"),
+        ("x.grp.test", "127.0.0.2", "allow"),
+        ("grx1.test", KID, "block"),
+        ("grx1.test", "127.0.0.2", "allow"),
+        ("rw-a.test", KID, "allow"),  # the kids' exception beats the list's $dnsrewrite
+    ]
+    for name, src, want in cases:
+        assert verdict(ask(nx, name, src)) == want, (name, src)
+        (row,) = lookup_cli(nx.config_path, [name], client=src)
+        assert row["action"] == want, (name, src, row)
+    assert answers(ask(nx, "rw-a.test", "127.0.0.2")) == ["192.0.2.44"], "others: the rewrite"

@@ -523,6 +523,41 @@ static void test_prefilter(void **state)
 	nx_filter_lists_thread_done();
 }
 
+/* User rules of the AdGuard language limited to config groups: the rule applies only to a
+ * client in one of them; the same rule without groups applies to everyone. */
+static void test_user_groups(void **state)
+{
+	struct nx_filter_side_builder *b;
+	assert_int_equal(nx_filter_side_builder_new(&b), 0);
+	char err[256];
+	const char *kids = "||games.test^$dnstype=A", *all = "/^ads[0-9]\\./";
+	assert_int_equal(nx_filter_side_add_line_groups(b, kids, strlen(kids),
+							NX_FILTER_ORIGIN_USER_DENY, 1ull << 2, err,
+							sizeof(err)),
+			 0);
+	assert_int_equal(nx_filter_side_add_line_groups(
+			     b, all, strlen(all), NX_FILTER_ORIGIN_USER_DENY, 0, err, sizeof(err)),
+			 0);
+	struct nx_filter_side *side;
+	assert_int_equal(nx_filter_side_build(b, &side), 0);
+	uint8_t w[NX_DNS_NAME_MAX];
+	struct nx_filter_result r;
+	int wl = nx_dns_name_from_text("x.games.test", w);
+	struct nx_filter_qctx q = {.wire = w, .wlen = (size_t)wl, .qtype = 1, .groups = 1ull << 2};
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(r.reason, NX_FILTER_R_user_deny);
+	q.groups = 1ull << 0 | 1ull << 3; /* other groups */
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_NONE);
+	q.groups = 1ull << 2 | 1ull << 5;
+	q.qtype = 28; /* the rule's own modifiers still apply */
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_NONE);
+	wl = nx_dns_name_from_text("ads1.test", w);
+	q = (struct nx_filter_qctx){.wire = w, .wlen = (size_t)wl, .qtype = 1, .groups = 0};
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_BLOCK);
+	nx_filter_side_free(side);
+	nx_filter_lists_thread_done();
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -810,6 +845,7 @@ int main(void)
 	    cmocka_unit_test(test_regex),
 	    cmocka_unit_test(test_regex_bound),
 	    cmocka_unit_test(test_prefilter),
+	    cmocka_unit_test(test_user_groups),
 	    cmocka_unit_test(test_hosts_answers),
 	    cmocka_unit_test(test_subdomains),
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
