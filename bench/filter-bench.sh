@@ -7,8 +7,10 @@
 # and with the side structure, builds a snapshot of each, then prints: compile time, total
 # entries, skipped lines by reason, side rules per source, snapshot bytes and bytes/entry,
 # build time and peak build memory, the side structure's size, lookups/sec on one core over
-# the dnsperf workload (snapshot matcher alone, then nx_filter_lists_decide), and how each
-# workload category was decided. Work files go to a temp dir that is removed at the end.
+# the dnsperf workload (snapshot matcher alone, then nx_filter_lists_decide), how each
+# workload category was decided, and both matchers against nx_filter_lists_decide in one
+# process (filter_bench compare: ratios in the same run, thread CPU time). Work files go to a
+# temp dir that is removed at the end.
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -89,6 +91,11 @@ if [ -f "$workload/queries-mixed.txt" ]; then
 	# shellcheck disable=SC2086
 	"$bench" lookups "$work/after/all.nxs" "$workload/queries-mixed.txt" \
 		"$workload/queries-mixed.labels.tsv" --side "$work/after" $names
+	echo "== the side structure's cost, one process: snapshot text / wire matcher vs" \
+		"nx_filter_lists_decide (3 rounds, thread CPU time; pin it: taskset -c 1)"
+	# shellcheck disable=SC2086
+	"$bench" compare "$work/after/all.nxs" "$workload/queries-mixed.txt" 3 \
+		--side "$work/after" $names
 else
 	echo "no workload in $workload"
 fi

@@ -423,14 +423,6 @@ static int rules_parse(struct nx_conf_ld *ld, const struct nx_conf_key *k, struc
 		if (!fv[1]) {
 			continue;
 		}
-		if (nx_conf_rule_needs_side(norm)) {
-			/* the side structure has no groups: the language's own $client / $ctag
-			 * say whom such a rule applies to */
-			return nx_conf_fail(ld, fv[1], fk[1],
-					    "%s: a rule with modifiers or a regex cannot be limited to "
-					    "groups (use $client or $ctag)",
-					    label);
-		}
 		if (!*scopes) {
 			*scopes = nx_mem_calloc(NX_OWNER_config, cnt, sizeof(**scopes));
 			if (!*scopes) {

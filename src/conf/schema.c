@@ -585,8 +585,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "case-insensitive and written in ASCII (punycode for international names). A "
 		       "name or `*.x` rule written `{rule: x.example, groups: [kids]}` applies only "
 		       "to the clients of those groups (Pi-hole's per-group domain lists); a plain "
-		       "rule applies to every client; an AdGuard-language rule says whom it applies "
-		       "to with `$client` / `$ctag` and cannot be limited to groups.",
+		       "rule applies to every client. AdGuard-language rules may be limited to "
+		       "groups the same way (and to clients with `$client` / `$ctag`).",
 	},
 	{
 		.path = "filter.deny",
@@ -599,7 +599,7 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "[]",
 		.example = "[\"ads.example\", \"*.tracker.example\", '/^ad[0-9]+[.]/']",
 		.doc = "Names always blocked unless `allow` matches them; the same forms as "
-		       "`allow`, and the same `{rule, groups}` form to limit a name or `*.x` rule "
+		       "`allow`, and the same `{rule, groups}` form to limit a rule "
 		       "to some groups' clients.",
 	},
 	{

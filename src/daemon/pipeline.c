@@ -176,8 +176,9 @@ static void count_block(const struct nx_filter_result *r, bool cname)
 	nx_stat_inc(NX_STAT_R_BLOCKED);
 }
 
-/* An answer whose CNAME chain reaches a blocked name is answered as blocked (CNAME cloaking).
- * Returns the block answer's length, or 0 when the answer may go out as it is. */
+/* An answer whose CNAME chain reaches a blocked name is answered as blocked (CNAME cloaking);
+ * one whose target a $dnsrewrite / hosts answer decides, with that rewrite. Returns the
+ * answer's length, or 0 when the answer may go out as it is. */
 static int cname_block(const struct nx_policy *pol, const struct nx_policy_query *q,
 		       const uint8_t *buf, const struct nx_dns_msg *m,
 		       const struct nx_dns_reply_ctx *ctx, uint8_t *out, size_t cap,
@@ -188,8 +189,18 @@ static int cname_block(const struct nx_policy *pol, const struct nx_policy_query
 		return 0;
 	}
 	*mlen = (uint8_t)ml;
-	count_block(r, true);
-	int n = nx_policy_block_answer(pol, out, cap, ctx, r);
+	int n;
+	if (r->rewrite != NX_FILTER_RW_NONE) {
+		/* a $dnsrewrite / hosts answer of the target: its records answer the question */
+		struct nx_policy_query tq = *q;
+		tq.wire = matched;
+		tq.wlen = ml;
+		n = nx_policy_rewrite_answer(pol, &tq, out, cap, ctx, r);
+		nx_stat_inc(NX_STAT_R_REWRITTEN);
+	} else {
+		count_block(r, true);
+		n = nx_policy_block_answer(pol, out, cap, ctx, r);
+	}
 	return n > 0 ? n : 0;
 }
 

@@ -228,6 +228,14 @@ bool nx_side_applies(const struct nx_filter_side *s, const struct side_rule *r,
 		case V_DNSTYPE:
 			tally_add(&type, v->neg, v->qtype == q->qtype);
 			break;
+		case V_GROUPS: {
+			uint64_t mask;
+			memcpy(&mask, v->addr, sizeof(mask));
+			if (!(q->groups & mask)) {
+				return false;
+			}
+			break;
+		}
 		case V_DENY:
 			/* $denyallow: the listed domains and everything under them are spared; so
 			 * are IP literals, which no domain list means */
@@ -286,12 +294,30 @@ static void consider(struct best *b, const struct nx_filter_side *s, uint32_t i,
 
 struct scan_state {
 	struct best *b;
-	const char *text, *url;
-	size_t tlen, ulen;
+	const char *text; /* the lower-case name, tlen bytes */
+	size_t tlen;
+	size_t ulen;   /* "http://name/" in url once built, else 0 */
 	unsigned runs; /* regex executions so far (NX_FILTER_RE_PER_QUERY_MAX) */
+	bool seen_init;
+	uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64]; /* regexes tried (a literal may
+							      * occur twice) */
+	char url[NX_DNS_NAME_MAX + 16];
 };
 
-/* Try scan rule scan[j]: filters first (cheap), then at most two regex runs. */
+/* "http://name/", built the first time a rule needs it (most queries never do). */
+static const char *scan_url(struct scan_state *st)
+{
+	if (!st->ulen) {
+		memcpy(st->url, "http://", 7);
+		memcpy(st->url + 7, st->text, st->tlen);
+		st->url[7 + st->tlen] = '/';
+		st->ulen = st->tlen + 8;
+	}
+	return st->url;
+}
+
+/* Try scan rule scan[j]: filters first (cheap), then the regex. lit_found: the prefilter saw
+ * the literal in the rule's subject. */
 static void try_scan(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
 		     struct scan_state *st, uint32_t j, bool lit_found)
 {
@@ -306,16 +332,17 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 	bool hit = r->anchor == AN_ANY;
 	if (r->anchor == AN_RE_HOST || r->anchor == AN_RE_URL) {
 		const struct side_lit *l = &side->lit[r->re];
-		const char *subj = l->url ? st->url : st->text;
+		const char *subj = l->url ? scan_url(st) : st->text;
 		size_t slen = l->url ? st->ulen : st->tlen;
-		/* cheap refusals before PCRE2's call cost: too short, literal absent (for the
-		 * rules without a trigram: a 1-2 byte literal such as '#' no name contains) */
+		/* cheap refusals before PCRE2's call cost: too short, a first byte the anchored
+		 * regex cannot start with, the literal absent */
 		if (slen < l->minlen ||
 		    (l->anchored &&
 		     !(l->first[(unsigned char)subj[0] / 8] >> ((unsigned char)subj[0] % 8) &
 		       1u)) ||
-		    (l->len && !lit_found &&
-		     !memmem(st->url, st->ulen, side->pool + l->off, l->len))) {
+		    (l->len && !l->at_start && !lit_found &&
+		     !memmem(subj, slen, side->pool + l->off, l->len)) ||
+		    (l->len2 && !memmem(subj, slen, side->pool + l->off2, l->len2))) {
 			return;
 		}
 		if (st->runs >= NX_FILTER_RE_PER_QUERY_MAX) {
@@ -330,17 +357,104 @@ static void try_scan(const struct nx_filter_side *side, const struct nx_filter_q
 	}
 }
 
+/* Keys that end at state value v, the byte at e of "http://name/" being their last: each rule
+ * whose whole literal is there (inside the name for a rule run on the name; at its start for
+ * one every match begins with) is tried once. */
+static void ac_hits(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		    struct scan_state *st, uint32_t v, size_t e)
+{
+	size_t name_end = 7 + st->tlen; /* the trailing '/' */
+	for (uint32_t y = side_ac_id(side, v); y; y = side->ac_dict[y]) {
+		for (uint32_t o = side->ac_out_off[y]; o < side->ac_out_off[y + 1]; o++) {
+			const struct side_ac_out *h = &side->ac_out[o];
+			const struct side_lit *l = &side->lit[h->re];
+			size_t start = e + 1 - h->klen;
+			size_t end = start + h->lit_len; /* past the whole literal */
+			if ((!l->url && (start < 7 || end > name_end)) ||
+			    ((h->flags & SIDE_AC_AT_START) && start != 7)) {
+				continue;
+			}
+			if (!st->seen_init) {
+				memset(st->seen, 0, (side->nre + 63) / 64 * sizeof(st->seen[0]));
+				st->seen_init = true;
+			}
+			if (st->seen[h->re / 64] >> (h->re % 64) & 1u) {
+				continue;
+			}
+			if (h->lit_len > h->klen) {
+				const char *url = scan_url(st);
+				if (end > st->ulen ||
+				    memcmp(url + start, side->pool + h->lit_off, h->lit_len) != 0) {
+					continue;
+				}
+			}
+			st->seen[h->re / 64] |= 1ull << (h->re % 64);
+			try_scan(side, q, st, h->j, true);
+		}
+	}
+}
+
+/* The scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name: those
+ * without a literal, the URL rules whose literal "http://" holds, then one automaton walk over
+ * the name and the closing '/' from the state after "http://". */
+static void scan_rules(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		       struct scan_state *st)
+{
+	for (uint32_t j = 0; j < side->nalways; j++) {
+		try_scan(side, q, st, side->always[j], false);
+	}
+	for (uint32_t j = 0; j < side->npre; j++) {
+		try_scan(side, q, st, side->pre[j], true);
+	}
+	if (!side->ac_rows) {
+		return;
+	}
+	const uint32_t *rows = side->ac_rows;
+	const uint8_t *cls = side->ac_cls;
+	const char *t = st->text;
+	uint32_t v = side->ac_start;
+	for (size_t i = 0; i < st->tlen; i++) {
+		unsigned c = cls[(unsigned char)t[i]];
+		v = v & SIDE_AC_SPARSE ? side_ac_step(side, v, c) : rows[(v & SIDE_AC_ID) + c];
+		if (v & SIDE_AC_OUT) {
+			ac_hits(side, q, st, v, 7 + i);
+		}
+	}
+	v = side_ac_step(side, v, cls['/']);
+	if (v & SIDE_AC_OUT) {
+		ac_hits(side, q, st, v, 7 + st->tlen);
+	}
+}
+
+/* Per byte: the lower-case byte, and 0x100 when it is no list-name byte ([a-z0-9_-]). */
+#define FOLD_(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
+#define LISTB_(c)                                                                                  \
+	(((c) >= 'a' && (c) <= 'z') || ((c) >= '0' && (c) <= '9') || (c) == '-' || (c) == '_')
+#define T1_(c) (uint16_t)(FOLD_(c) | (LISTB_(FOLD_(c)) ? 0 : 0x100))
+#define T4_(c) T1_(c), T1_((c) + 1), T1_((c) + 2), T1_((c) + 3)
+#define T16_(c) T4_(c), T4_((c) + 4), T4_((c) + 8), T4_((c) + 12)
+#define T64_(c) T16_(c), T16_((c) + 16), T16_((c) + 32), T16_((c) + 48)
+static const uint16_t fold_tab[256] = {T64_(0), T64_(64), T64_(128), T64_(192)};
+#undef T64_
+#undef T16_
+#undef T4_
+#undef T1_
+#undef LISTB_
+#undef FOLD_
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
- * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none. */
+ * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
+ * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
+ * and SIDE_HASH_PAD zero bytes after the name. */
 static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
-		      size_t *clean)
+		      size_t *clean, size_t *wend)
 {
 	size_t o = 0, i = 0;
 	*nl = 0;
 	*clean = 0;
 	while (i < wlen && w[i] != 0) {
 		unsigned l = w[i];
-		if (l > 63 || i + 1 + l > wlen || *nl >= 127) {
+		if (l > 63 || i + 1 + l > wlen || *nl >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
 			*clean = wlen;
 			break;
 		}
@@ -348,22 +462,21 @@ static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts
 		if (o) {
 			out[o++] = '.';
 		}
-		bool ok = true;
+		unsigned bad = 0;
+		const uint8_t *p = w + i + 1;
 		for (unsigned k = 0; k < l; k++) {
-			unsigned char c = w[i + 1 + k];
-			if (c >= 'A' && c <= 'Z') {
-				c = (unsigned char)(c + 32);
-			}
-			ok &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-			      c == '_';
-			out[o++] = (char)c;
+			unsigned v = fold_tab[p[k]];
+			bad |= v;
+			out[o + k] = (char)v;
 		}
+		o += l;
 		i += 1 + l;
-		if (!ok) {
+		if (bad & 0x100) {
 			*clean = i; /* only labels after this one */
 		}
 	}
-	out[o] = '\0';
+	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
+	memset(out + o, 0, 1 + SIDE_HASH_PAD); /* the NUL and side_label_hash's padding */
 	return o;
 }
 
@@ -372,27 +485,36 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 					     const struct nx_filter_qctx *q,
 					     struct nx_filter_result *out)
 {
-	nx_filter_result_clear(out);
-	nx_filter_snap_match_wire(snap, q->wire, q->wlen, q->eligible, out);
+	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
+	uint16_t starts[128];
+	unsigned nl;
+	size_t clean, wend;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
+	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
+	 * which knows which parents an odd label leaves, for the rest */
+	if (clean == 0 && tlen > 0) {
+		nx_filter_snap_match(snap, text, tlen, q->eligible, out);
+		if (out->action != NX_FILTER_ACT_NONE) {
+			out->matched_len = (uint16_t)(wend - out->matched_off);
+		}
+	} else {
+		nx_filter_snap_match_wire(snap, q->wire, q->wlen, q->eligible, out);
+	}
 	if (!side || side->nrules == 0) {
 		return (enum nx_filter_action)out->action;
 	}
-	char text[NX_DNS_NAME_MAX + 1];
-	uint16_t starts[128];
-	unsigned nl;
-	size_t clean;
-	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
 	struct best b = {.rule = -1};
-	/* the index hash of the name and of every parent, in one backward pass */
+	/* the index hash of the name and of every parent, in one pass over the labels from the
+	 * last (text has SIDE_HASH_PAD zero bytes past its end) */
 	uint64_t hs[128];
 	if (side->nidx) {
-		uint64_t h = SIDE_FNV_BASIS;
-		int k = (int)nl - 1;
-		for (size_t i = tlen; i-- > 0 && k >= 0;) {
-			h = (h ^ (unsigned char)text[i]) * SIDE_FNV_PRIME;
-			if (i == starts[k]) {
-				hs[k--] = side_hash_mix(h);
-			}
+		uint64_t h = SIDE_HASH_BASIS;
+		size_t end = tlen;
+		for (unsigned k = nl; k-- > 0;) {
+			h = side_hash_step(h, side_label_hash(text + starts[k], end - starts[k]));
+			hs[k] = h;
+			end = starts[k] ? starts[k] - 1u : 0;
 		}
 	}
 	/* indexed rules: the name, then its parents nearest first */
@@ -430,52 +552,15 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			consider(&b, side, side->idx[j].rule, starts[k]);
 		}
 	}
-	/* scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name only:
-	 * the ones without a literal, then those whose literal's filed trigram occurs in
-	 * "http://name/" (which contains the name, so it prefilters both subjects) */
 	if (clean == 0 && tlen > 0 && side->nscan) {
-		char url[NX_DNS_NAME_MAX + 16];
-		memcpy(url, "http://", 7);
-		memcpy(url + 7, text, tlen);
-		url[7 + tlen] = '/';
-		size_t ulen = tlen + 8;
-		struct scan_state st = {
-		    .b = &b, .text = text, .tlen = tlen, .url = url, .ulen = ulen};
-		for (uint32_t j = 0; j < side->nalways; j++) {
-			try_scan(side, q, &st, side->always[j], false);
-		}
-		if (side->ntri) {
-			/* dedup (a rule's trigram may occur twice): one bit per regex; only the
-			 * words in use are cleared */
-			uint64_t seen[(NX_FILTER_SIDE_REGEX_MAX + 63) / 64];
-			memset(seen, 0, (side->nre + 63) / 64 * sizeof(seen[0]));
-			for (size_t k = 0; k + 3 <= ulen; k++) {
-				uint32_t bk = side_tri(url + k);
-				if (!(side->tri_bits[bk / 64] >> (bk % 64) & 1u)) {
-					continue;
-				}
-				uint32_t tv = side_tri_val(url + k);
-				for (uint32_t x = side->tri_off[bk]; x < side->tri_off[bk + 1];
-				     x++) {
-					const struct side_tri *t = &side->tri_rule[x];
-					uint32_t re = t->re;
-					if (t->tri != tv || (seen[re / 64] >> (re % 64) & 1u)) {
-						continue;
-					}
-					/* the literal, if here, starts tri_pos before this window:
-					 * one compare in place of a search (another occurrence of
-					 * the trigram gets its own window) */
-					if (k < t->tri_pos || k - t->tri_pos + t->lit_len > ulen ||
-					    memcmp(url + k - t->tri_pos, side->pool + t->lit_off,
-						   t->lit_len) != 0) {
-						continue;
-					}
-					uint32_t j = t->j;
-					seen[re / 64] |= 1ull << (re % 64);
-					try_scan(side, q, &st, j, true);
-				}
-			}
-		}
+		struct scan_state st;
+		st.b = &b;
+		st.text = text;
+		st.tlen = tlen;
+		st.ulen = 0;
+		st.runs = 0;
+		st.seen_init = false;
+		scan_rules(side, q, &st);
 	}
 	if (b.rule < 0) {
 		return (enum nx_filter_action)out->action;
@@ -534,11 +619,11 @@ int nx_filter_rewrite_answer(const struct nx_filter_side *side, const struct nx_
 	/* the records of every rule like the winner: same name, anchor, origin and kind */
 	struct nx_dns_rr_spec rrs[NX_FILTER_REWRITE_RRS_MAX];
 	size_t n = 0;
-	char text[NX_DNS_NAME_MAX + 1];
+	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean;
-	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean);
+	size_t clean, wend;
+	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
 	const struct side_rule *cname = NULL;
 	uint32_t first = (uint32_t)res->side_rule, last = first + 1;
 	size_t lo = 0;

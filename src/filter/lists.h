@@ -34,6 +34,7 @@ struct nx_filter_qctx {
 	const char *const *tags;       /* client tags for $ctag (config's clients[].tags) */
 	size_t ntags;
 	uint64_t eligible; /* bit i: list source i applies to this client */
+	uint64_t groups;   /* bit g: the client is in config group g (user rules with groups) */
 };
 
 /*

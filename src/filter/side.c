@@ -33,6 +33,7 @@ struct nx_filter_side_builder {
 	size_t nbad_any, bad_any_cap;
 	pcre2_general_context *gctx;
 	pcre2_compile_context *cctx;
+	uint64_t groups; /* of the rule being added (nx_filter_side_add_line_groups), 0: none */
 	struct parsed p;
 };
 
@@ -92,6 +93,8 @@ int nx_filter_side_builder_new(struct nx_filter_side_builder **out)
 	return 0;
 }
 
+static void ac_release(struct nx_filter_side *s);
+
 static void side_release(struct nx_filter_side *s, size_t rules_cap, size_t vals_cap,
 			 size_t pool_cap, size_t re_cap, size_t idx_n, size_t scan_n)
 {
@@ -100,10 +103,7 @@ static void side_release(struct nx_filter_side *s, size_t rules_cap, size_t vals
 	}
 	nx_mem_free(NX_OWNER_filter_side, s->re, re_cap * sizeof(*s->re));
 	nx_mem_free(NX_OWNER_filter_side, s->lit, re_cap * sizeof(*s->lit));
-	nx_mem_free(NX_OWNER_filter_side, s->tri_off,
-		    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
-	nx_mem_free(NX_OWNER_filter_side, s->tri_rule, s->ntri * sizeof(*s->tri_rule));
-	nx_mem_free(NX_OWNER_filter_side, s->always, s->nalways * sizeof(*s->always));
+	ac_release(s);
 	nx_mem_free(NX_OWNER_filter_side, s->rules, rules_cap * sizeof(*s->rules));
 	nx_mem_free(NX_OWNER_filter_side, s->vals, vals_cap * sizeof(*s->vals));
 	nx_mem_free(NX_OWNER_filter_side, s->pool, pool_cap);
@@ -199,6 +199,20 @@ static int add_vals(struct nx_filter_side_builder *b, struct side_rule *r, const
 		r->nvals++;
 	}
 	return 0;
+}
+
+/* How much a literal narrows the names a regex runs on: its length, less for the strings
+ * most names hold. */
+static size_t lit_score(const char *lit, size_t len)
+{
+	static const char *const common[] = {".com", ".net", ".org", "www.",
+					     "com",  "net",  "org",  "www"};
+	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++) {
+		if (strlen(common[i]) == len && memcmp(common[i], lit, len) == 0) {
+			return len > 2 ? len - 2 : 0;
+		}
+	}
+	return len;
 }
 
 static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const char *text,
@@ -301,6 +315,16 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 	if (!rc) {
 		rc = add_vals(b, r, p->deny, p->ndeny, V_DENY);
 	}
+	if (!rc && b->groups && origin >= NX_FILTER_SOURCES_MAX) {
+		rc = grow((void **)&b->s.vals, &b->vals_cap, b->s.nvals + 1, sizeof(*b->s.vals));
+		if (!rc) {
+			struct side_val *sv = &b->s.vals[b->s.nvals++];
+			memset(sv, 0, sizeof(*sv));
+			sv->kind = V_GROUPS;
+			memcpy(sv->addr, &b->groups, sizeof(b->groups));
+			r->nvals++;
+		}
+	}
 	if (!rc && scanned) {
 		char src[NX_FILTER_LINE_MAX * 2 + 64];
 		const char *rs = p->pat + 1;
@@ -339,7 +363,32 @@ static int add_parsed(struct nx_filter_side_builder *b, struct parsed *p, const 
 					? nx_side_lit_pattern(p->pat, p->plen, lit)
 					: nx_side_lit_regex(p->pat + 1, p->plen - 2, lit);
 			struct side_lit sl = {0, (uint16_t)ll, 0};
-			rc = ll ? pool_add(b, lit, ll, &sl.off) : 0;
+			/* ^(mon|tue|...) or ^ads: the start of every match, when that says more
+			 * than the longest literal (a position is worth a few bytes; a TLD such
+			 * as .com, in most names, is worth little) */
+			char alts[NX_FILTER_LINE_MAX + SIDE_AC_ALTS_MAX];
+			unsigned nalt = 0;
+			size_t shortest = 0, al = 0;
+			if (p->anchor == AN_RE_HOST) {
+				al = nx_side_lit_regex_start(p->pat + 1, p->plen - 2, alts, &nalt,
+							     &shortest);
+			}
+			if (al && shortest + 3 >= lit_score(lit, ll)) {
+				sl.len = (uint16_t)al;
+				sl.nalt = (uint8_t)nalt;
+				sl.at_start = 1;
+				rc = pool_add(b, alts, al, &sl.off);
+			} else {
+				rc = ll ? pool_add(b, lit, ll, &sl.off) : 0;
+			}
+			if (!rc && ll && p->anchor == AN_RE_URL) {
+				char lit2[NX_FILTER_LINE_MAX];
+				size_t l2 = nx_side_lit_pattern2(p->pat, p->plen, lit, ll, lit2);
+				if (l2 >= 2) {
+					sl.len2 = (uint16_t)l2;
+					rc = pool_add(b, lit2, l2, &sl.off2);
+				}
+			}
 			pcre2_code *re =
 			    rc ? NULL : nx_side_re_compile(rs, rl, b->cctx, err, errlen);
 			if (!rc && !re) {
@@ -506,6 +555,15 @@ refused:
 	return rc;
 }
 
+int nx_filter_side_add_line_groups(struct nx_filter_side_builder *b, const char *line, size_t len,
+				   unsigned origin, uint64_t groups, char *err, size_t errlen)
+{
+	b->groups = groups;
+	int rc = nx_filter_side_add_line(b, line, len, origin, err, errlen);
+	b->groups = 0;
+	return rc;
+}
+
 int nx_filter_side_load_source(struct nx_filter_side_builder *b, const char *dir, const char *name,
 			       unsigned origin)
 {
@@ -560,113 +618,321 @@ static int key_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The trigram prefilter over scan[]: each rule with a literal of >= 3 bytes is filed under
- * the literal's trigram whose bucket is least loaded (counted over all literals first); the
- * rest go to `always`. */
-static int build_prefilter(struct nx_filter_side *s)
+/* ---- the prefilter automaton (side_impl.h) ---- */
+
+/* Build-time view of one key. */
+struct ac_key {
+	uint32_t j;	  /* scan position */
+	uint32_t state;	  /* where it ends (trie id, then final id) */
+	uint32_t lit_off; /* the whole literal, in pool */
+	uint16_t lit_len;
+	uint16_t re;
+	uint8_t klen; /* bytes in the automaton */
+	uint8_t flags;
+};
+
+static int key_state_cmp(const void *a, const void *b)
+{
+	const struct ac_key *x = a, *y = b;
+	if (x->state != y->state) {
+		return x->state < y->state ? -1 : 1;
+	}
+	return x->j < y->j ? -1 : x->j > y->j;
+}
+
+static void ac_release(struct nx_filter_side *s)
+{
+	size_t nst = (size_t)s->ac_nrows + s->ac_nsp;
+	nx_mem_free(NX_OWNER_filter_side, s->ac_rows,
+		    (size_t)s->ac_nrows * s->ac_nc * sizeof(*s->ac_rows));
+	nx_mem_free(NX_OWNER_filter_side, s->ac_sp, s->ac_nsp * sizeof(*s->ac_sp));
+	nx_mem_free(NX_OWNER_filter_side, s->ac_ch, s->ac_nsp);
+	nx_mem_free(NX_OWNER_filter_side, s->ac_out_off,
+		    s->ac_out_off ? (nst + 1) * sizeof(*s->ac_out_off) : 0);
+	nx_mem_free(NX_OWNER_filter_side, s->ac_dict, s->ac_dict ? nst * sizeof(*s->ac_dict) : 0);
+	nx_mem_free(NX_OWNER_filter_side, s->ac_out, s->ac_nout * sizeof(*s->ac_out));
+	nx_mem_free(NX_OWNER_filter_side, s->pre, s->npre * sizeof(*s->pre));
+	nx_mem_free(NX_OWNER_filter_side, s->always, s->nalways * sizeof(*s->always));
+	s->ac_rows = s->ac_out_off = s->ac_dict = s->pre = s->always = NULL;
+	s->ac_sp = NULL;
+	s->ac_ch = NULL;
+	s->ac_out = NULL;
+	s->ac_nrows = s->ac_nsp = s->ac_nout = s->npre = s->nalways = 0;
+}
+
+/* The keys of regex rule scan[j] into keys (NULL: count only); returns how many. A key with a
+ * byte no subject holds is left out (it never occurs). */
+static uint32_t rule_keys(const struct nx_filter_side *s, uint32_t j, struct ac_key *keys)
+{
+	const struct side_rule *r = &s->rules[s->scan[j]];
+	const struct side_lit *l = &s->lit[r->re];
+	uint32_t n = 0;
+	size_t pos = 0;
+	for (unsigned a = 0; a < (l->nalt ? l->nalt : 1u); a++) {
+		uint32_t off = l->off;
+		size_t len = l->len;
+		if (l->nalt) {
+			len = (unsigned char)s->pool[l->off + pos];
+			off = l->off + (uint32_t)pos + 1;
+			pos += len + 1;
+		}
+		bool possible = len > 0;
+		for (size_t k = 0; k < len; k++) {
+			possible &= side_subject_byte((unsigned char)s->pool[off + k]);
+		}
+		if (!possible) {
+			continue;
+		}
+		if (keys) {
+			keys[n] = (struct ac_key){
+			    j,
+			    0,
+			    off,
+			    (uint16_t)len,
+			    (uint16_t)r->re,
+			    (uint8_t)(len < SIDE_AC_KEY_MAX ? len : SIDE_AC_KEY_MAX),
+			    (uint8_t)(l->at_start ? SIDE_AC_AT_START : 0)};
+		}
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The automaton over scan[]'s literals: a trie of the keys (each literal's first
+ * SIDE_AC_KEY_MAX bytes), failure links breadth first, the full transition kept only for
+ * dense states. Rules without a literal go to `always`; those whose every key has a byte no
+ * subject holds never run; URL rules whose literal lies inside "http://" go to `pre`.
+ * Temporary: one next-state table of (1 + key bytes) x classes uint32_t (~0.8 MB for the
+ * shared lists), freed before returning.
+ */
+static int build_ac(struct nx_filter_side *s)
 {
 	if (s->nscan == 0) {
 		return 0;
 	}
-	uint32_t *cnt = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS, sizeof(*cnt));
-	uint32_t *pick = nx_mem_calloc(NX_OWNER_filter_side, s->nscan, sizeof(*pick));
-	s->tri_off = nx_mem_calloc(NX_OWNER_filter_side, SIDE_TRI_BUCKETS + 1, sizeof(*s->tri_off));
-	int rc = cnt && pick && s->tri_off ? 0 : -ENOMEM;
-	uint32_t ntri = 0, nalw = 0;
-	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+	uint32_t nkeys = 0, nalw = 0;
+	size_t key_bytes = 0;
+	for (uint32_t j = 0; j < s->nscan; j++) {
 		const struct side_rule *r = &s->rules[s->scan[j]];
-		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
-		if (!l || l->len < 3) {
-			continue;
-		}
-		for (uint16_t k = 0; k + 3 <= l->len; k++) {
-			cnt[side_tri(s->pool + l->off + k)]++;
-		}
-	}
-	/* trigrams every query has ("http://" around the name) or most have (the big TLDs, www):
-	 * filing a rule there would visit it on nearly every query */
-	static const char common[][4] = {"htt", "ttp", "tp:", "p:/", "://", "com", ".co", "om/",
-					 "net", ".ne", "et/", "org", ".or", "rg/", "www", "ww."};
-	for (size_t c = 0; !rc && c < sizeof(common) / sizeof(common[0]); c++) {
-		cnt[side_tri(common[c])] += 1u << 20;
-	}
-	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
-		const struct side_rule *r = &s->rules[s->scan[j]];
-		const struct side_lit *l = r->re != UINT32_MAX ? &s->lit[r->re] : NULL;
-		if (!l || l->len < 3) {
-			pick[j] = UINT32_MAX;
+		if (r->re == UINT32_MAX || s->lit[r->re].len == 0) {
 			nalw++;
 			continue;
 		}
-		uint32_t best = side_tri(s->pool + l->off);
-		uint16_t pos = 0;
-		for (uint16_t k = 1; k + 3 <= l->len; k++) {
-			uint32_t t = side_tri(s->pool + l->off + k);
-			if (cnt[t] < cnt[best]) {
-				best = t;
-				pos = k;
+		uint32_t n = rule_keys(s, j, NULL);
+		nkeys += n;
+		s->st.never += n == 0;
+	}
+	s->always = nalw ? nx_mem_calloc(NX_OWNER_filter_side, nalw, sizeof(*s->always)) : NULL;
+	struct ac_key *keys =
+	    nkeys ? nx_mem_calloc(NX_OWNER_filter_side, nkeys, sizeof(*keys)) : NULL;
+	int rc = (s->always || !nalw) && (keys || !nkeys) ? 0 : -ENOMEM;
+	uint32_t nk = 0;
+	for (uint32_t j = 0; !rc && j < s->nscan; j++) {
+		const struct side_rule *r = &s->rules[s->scan[j]];
+		if (r->re == UINT32_MAX || s->lit[r->re].len == 0) {
+			s->always[s->nalways++] = j;
+			s->st.unfiltered += r->re != UINT32_MAX;
+			continue;
+		}
+		nk += rule_keys(s, j, keys + nk);
+	}
+	key_bytes = 0;
+	for (uint32_t k = 0; k < nk; k++) {
+		key_bytes += keys[k].klen;
+	}
+	if (rc || nkeys == 0) {
+		nx_mem_free(NX_OWNER_filter_side, keys, nkeys * sizeof(*keys));
+		return rc;
+	}
+	/* byte classes: 1.. for the bytes the keys use, 0 for the rest; A-Z as a-z */
+	uint8_t cls[256] = {0};
+	unsigned nc = 1;
+	for (uint32_t k = 0; k < nkeys; k++) {
+		for (unsigned i = 0; i < keys[k].klen; i++) {
+			unsigned char c = (unsigned char)s->pool[keys[k].lit_off + i];
+			if (!cls[c]) {
+				cls[c] = (uint8_t)nc++;
 			}
 		}
-		s->lit[r->re].tri_pos = pos;
-		pick[j] = best;
-		ntri++;
 	}
-	if (!rc && ntri) {
-		s->tri_rule = nx_mem_calloc(NX_OWNER_filter_side, ntri, sizeof(*s->tri_rule));
-		rc = s->tri_rule ? 0 : -ENOMEM;
+	for (unsigned c = 'a'; c <= 'z'; c++) {
+		cls[c - 32] = cls[c];
 	}
-	if (!rc && nalw) {
-		s->always = nx_mem_calloc(NX_OWNER_filter_side, nalw, sizeof(*s->always));
-		rc = s->always ? 0 : -ENOMEM;
+	size_t maxst = key_bytes + 1;
+	/* the trie, in a full next-state table (0: no child; the root is no one's child) */
+	uint32_t *tg = nx_mem_calloc(NX_OWNER_filter_side, maxst * nc, sizeof(*tg));
+	uint32_t *fail = nx_mem_calloc(NX_OWNER_filter_side, maxst, sizeof(*fail));
+	uint32_t *order = nx_mem_calloc(NX_OWNER_filter_side, maxst, sizeof(*order));
+	uint32_t *val = nx_mem_calloc(NX_OWNER_filter_side, maxst, sizeof(*val));
+	uint32_t *dict = nx_mem_calloc(NX_OWNER_filter_side, maxst, sizeof(*dict));
+	uint32_t *own = nx_mem_calloc(NX_OWNER_filter_side, maxst, sizeof(*own));
+	uint8_t *info = nx_mem_calloc(NX_OWNER_filter_side, maxst, 3); /* depth, children, ch */
+	rc = tg && fail && order && val && dict && own && info ? 0 : -ENOMEM;
+	uint32_t nst = 1;
+	for (uint32_t k = 0; !rc && k < nkeys; k++) {
+		uint32_t x = 0;
+		for (unsigned i = 0; i < keys[k].klen; i++) {
+			unsigned c = cls[(unsigned char)s->pool[keys[k].lit_off + i]];
+			if (!tg[x * nc + c]) {
+				tg[x * nc + c] = nst;
+				info[nst * 3] = (uint8_t)(i + 1);
+				info[x * 3 + 1]++;
+				info[x * 3 + 2] = (uint8_t)c;
+				nst++;
+			}
+			x = tg[x * nc + c];
+		}
+		keys[k].state = x;
+		own[x]++;
+	}
+	/* breadth first: failure links, dict links, and every missing transition made the
+	 * failure's (rows change only once their state is dequeued: a nonzero entry before
+	 * that is a child) */
+	uint32_t head = 0, tail = 0, ndense = 0;
+	if (!rc) {
+		order[tail++] = 0;
+	}
+	while (!rc && head < tail) {
+		uint32_t x = order[head++];
+		for (unsigned c = 0; c < nc; c++) {
+			uint32_t t = tg[x * nc + c];
+			if (t) {
+				fail[t] = x == 0 ? 0 : tg[fail[x] * nc + c];
+				dict[t] = own[fail[t]] ? fail[t] : dict[fail[t]];
+				order[tail++] = t;
+			} else {
+				tg[x * nc + c] = x == 0 ? 0 : tg[fail[x] * nc + c];
+			}
+		}
+	}
+	/* values: dense states in breadth-first order take rows, the others sparse slots */
+	uint32_t nsp = 0;
+	for (uint32_t i = 0; !rc && i < nst; i++) {
+		uint32_t x = order[i];
+		bool dense = info[x * 3] <= 1 || info[x * 3 + 1] >= 2;
+		val[x] = dense ? ndense++ * nc : SIDE_AC_SPARSE | nsp++;
+		if (own[x] || dict[x]) {
+			val[x] |= SIDE_AC_OUT;
+		}
 	}
 	if (!rc) {
-		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
-		for (uint32_t j = 0; j < s->nscan; j++) {
-			if (pick[j] != UINT32_MAX) {
-				cnt[pick[j]]++;
-			}
-		}
-		uint32_t acc = 0;
-		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
-			s->tri_off[bk] = acc;
-			acc += cnt[bk];
-		}
-		s->tri_off[SIDE_TRI_BUCKETS] = acc;
-		for (uint32_t bk = 0; bk < SIDE_TRI_BUCKETS; bk++) {
-			if (cnt[bk]) {
-				s->tri_bits[bk / 64] |= 1ull << (bk % 64);
-			}
-		}
-		memset(cnt, 0, SIDE_TRI_BUCKETS * sizeof(*cnt));
-		for (uint32_t j = 0; j < s->nscan; j++) {
-			if (pick[j] == UINT32_MAX) {
-				s->always[s->nalways++] = j;
-				s->st.unfiltered++;
-			} else {
-				const struct side_rule *r = &s->rules[s->scan[j]];
-				const struct side_lit *l = &s->lit[r->re];
-				s->tri_rule[s->tri_off[pick[j]] + cnt[pick[j]]++] =
-				    (struct side_tri){side_tri_val(s->pool + l->off + l->tri_pos),
-						      j,
-						      l->off,
-						      l->len,
-						      l->tri_pos,
-						      r->re};
-				s->ntri++;
-			}
+		s->ac_rows =
+		    nx_mem_calloc(NX_OWNER_filter_side, (size_t)ndense * nc, sizeof(*s->ac_rows));
+		s->ac_sp = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, sizeof(*s->ac_sp)) : NULL;
+		s->ac_ch = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, 1) : NULL;
+		s->ac_out_off =
+		    nx_mem_calloc(NX_OWNER_filter_side, nst + 1, sizeof(*s->ac_out_off));
+		s->ac_dict = nx_mem_calloc(NX_OWNER_filter_side, nst, sizeof(*s->ac_dict));
+		s->ac_out = nx_mem_calloc(NX_OWNER_filter_side, nkeys, sizeof(*s->ac_out));
+		s->ac_nrows = ndense;
+		s->ac_nsp = nsp;
+		s->ac_nc = (uint8_t)nc;
+		s->ac_nout = nkeys;
+		if (!s->ac_rows || (nsp && (!s->ac_sp || !s->ac_ch)) || !s->ac_out_off ||
+		    !s->ac_dict || !s->ac_out) {
+			rc = -ENOMEM; /* ac_release (the builder's free) returns what was taken */
+			nx_mem_free(NX_OWNER_filter_side, s->ac_rows,
+				    s->ac_rows ? (size_t)ndense * nc * sizeof(*s->ac_rows) : 0);
+			nx_mem_free(NX_OWNER_filter_side, s->ac_sp,
+				    s->ac_sp ? nsp * sizeof(*s->ac_sp) : 0);
+			nx_mem_free(NX_OWNER_filter_side, s->ac_ch, s->ac_ch ? nsp : 0);
+			s->ac_ch = NULL;
+			nx_mem_free(NX_OWNER_filter_side, s->ac_out_off,
+				    s->ac_out_off ? (nst + 1) * sizeof(*s->ac_out_off) : 0);
+			nx_mem_free(NX_OWNER_filter_side, s->ac_dict,
+				    s->ac_dict ? nst * sizeof(*s->ac_dict) : 0);
+			nx_mem_free(NX_OWNER_filter_side, s->ac_out,
+				    s->ac_out ? nkeys * sizeof(*s->ac_out) : 0);
+			s->ac_rows = s->ac_out_off = s->ac_dict = NULL;
+			s->ac_sp = NULL;
+			s->ac_out = NULL;
+			s->ac_nrows = s->ac_nsp = s->ac_nout = 0;
 		}
 	}
-	nx_mem_free(NX_OWNER_filter_side, cnt, cnt ? SIDE_TRI_BUCKETS * sizeof(*cnt) : 0);
-	nx_mem_free(NX_OWNER_filter_side, pick, pick ? s->nscan * sizeof(*pick) : 0);
-	if (rc) {
-		nx_mem_free(NX_OWNER_filter_side, s->tri_off,
-			    s->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*s->tri_off) : 0);
-		nx_mem_free(NX_OWNER_filter_side, s->tri_rule, ntri * sizeof(*s->tri_rule));
-		nx_mem_free(NX_OWNER_filter_side, s->always, nalw * sizeof(*s->always));
-		s->tri_off = s->always = NULL;
-		s->tri_rule = NULL;
-		s->ntri = s->nalways = 0;
+	if (!rc) {
+		memcpy(s->ac_cls, cls, sizeof(cls));
+		for (uint32_t i = 0; i < nst; i++) {
+			uint32_t x = order[i];
+			uint32_t v = val[x];
+			uint32_t id = side_ac_id(s, v);
+			s->ac_dict[id] = dict[x] ? side_ac_id(s, val[dict[x]]) : 0;
+			if (!(v & SIDE_AC_SPARSE)) {
+				for (unsigned c = 0; c < nc; c++) {
+					s->ac_rows[(v & SIDE_AC_ID) + c] = val[tg[x * nc + c]];
+				}
+				continue;
+			}
+			struct side_ac_sparse *sp = &s->ac_sp[v & SIDE_AC_ID];
+			sp->fail = val[fail[x]];
+			s->ac_ch[v & SIDE_AC_ID] = SIDE_AC_NONE;
+			if (info[x * 3 + 1] == 1) {
+				unsigned c = info[x * 3 + 2];
+				/* the child: the one entry a dequeued sparse row kept deeper */
+				s->ac_ch[v & SIDE_AC_ID] = (uint8_t)c;
+				sp->next = val[tg[x * nc + c]];
+			}
+		}
+		/* outputs grouped by final id */
+		for (uint32_t k = 0; k < nkeys; k++) {
+			keys[k].state = side_ac_id(s, val[keys[k].state]);
+		}
+		qsort(keys, nkeys, sizeof(*keys), key_state_cmp);
+		for (uint32_t k = 0; k < nkeys; k++) {
+			s->ac_out[k] =
+			    (struct side_ac_out){keys[k].j,  keys[k].lit_off, keys[k].lit_len,
+						 keys[k].re, keys[k].klen,    keys[k].flags};
+			s->ac_out_off[keys[k].state + 1]++;
+		}
+		for (uint32_t i = 0; i < nst; i++) {
+			s->ac_out_off[i + 1] += s->ac_out_off[i];
+		}
+		/* the start state, and the URL rules whose key lies inside "http://" */
+		uint32_t *pre = nx_mem_calloc(NX_OWNER_filter_side, nkeys, sizeof(*pre));
+		uint32_t npre = 0, v = 0;
+		rc = pre ? 0 : -ENOMEM;
+		for (const char *p = "http://"; !rc && *p; p++) {
+			v = side_ac_step(s, v, cls[(unsigned char)*p]);
+			for (uint32_t y = v & SIDE_AC_OUT ? side_ac_id(s, v) : 0; y;
+			     y = s->ac_dict[y]) {
+				for (uint32_t o = s->ac_out_off[y]; o < s->ac_out_off[y + 1]; o++) {
+					const struct side_ac_out *h = &s->ac_out[o];
+					bool dup = !s->lit[h->re].url || h->lit_len != h->klen ||
+						   (h->flags & SIDE_AC_AT_START);
+					for (uint32_t d = 0; d < npre; d++) {
+						dup |= pre[d] == h->j;
+					}
+					if (!dup) {
+						pre[npre++] = h->j;
+					}
+				}
+			}
+		}
+		if (!rc && npre) {
+			s->pre = nx_mem_calloc(NX_OWNER_filter_side, npre, sizeof(*s->pre));
+			rc = s->pre ? 0 : -ENOMEM;
+			if (!rc) {
+				memcpy(s->pre, pre, npre * sizeof(*pre));
+				s->npre = npre;
+			}
+		}
+		nx_mem_free(NX_OWNER_filter_side, pre, pre ? nkeys * sizeof(*pre) : 0);
+		s->ac_start = v;
+		s->st.ac_states = nst;
+		s->st.ac_dense = ndense;
+		s->st.ac_bytes = (size_t)ndense * nc * sizeof(*s->ac_rows) +
+				 nsp * (sizeof(*s->ac_sp) + 1) +
+				 (nst + 1) * sizeof(*s->ac_out_off) + nst * sizeof(*s->ac_dict) +
+				 nkeys * sizeof(*s->ac_out);
 	}
+	nx_mem_free(NX_OWNER_filter_side, tg, tg ? maxst * nc * sizeof(*tg) : 0);
+	nx_mem_free(NX_OWNER_filter_side, fail, fail ? maxst * sizeof(*fail) : 0);
+	nx_mem_free(NX_OWNER_filter_side, order, order ? maxst * sizeof(*order) : 0);
+	nx_mem_free(NX_OWNER_filter_side, val, val ? maxst * sizeof(*val) : 0);
+	nx_mem_free(NX_OWNER_filter_side, dict, dict ? maxst * sizeof(*dict) : 0);
+	nx_mem_free(NX_OWNER_filter_side, own, own ? maxst * sizeof(*own) : 0);
+	nx_mem_free(NX_OWNER_filter_side, info, info ? maxst * 3 : 0);
+	nx_mem_free(NX_OWNER_filter_side, keys, nkeys * sizeof(*keys));
 	return rc;
 }
 
@@ -742,7 +1008,7 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	if (s->nidx) {
 		qsort(s->idx, s->nidx, sizeof(*s->idx), idx_cmp);
 	}
-	rc = build_prefilter(s);
+	rc = build_ac(s);
 	if (rc) {
 		nx_mem_free(NX_OWNER_filter_side, s->idx, nidx * sizeof(*s->idx));
 		nx_mem_free(NX_OWNER_filter_side, s->scan, nscan * sizeof(*s->scan));
@@ -815,9 +1081,8 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 	}
 	size_t bytes = sizeof(*o) + o->nrules * sizeof(*o->rules) + o->nvals * sizeof(*o->vals) +
 		       o->nidx * sizeof(*o->idx) + o->nscan * sizeof(*o->scan) +
-		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len +
-		       (o->tri_off ? (SIDE_TRI_BUCKETS + 1) * sizeof(*o->tri_off) : 0) +
-		       o->ntri * sizeof(*o->tri_rule) + o->nalways * sizeof(*o->always);
+		       o->nre * (sizeof(*o->re) + sizeof(*o->lit)) + o->pool_len + o->st.ac_bytes +
+		       o->npre * sizeof(*o->pre) + o->nalways * sizeof(*o->always);
 	for (uint32_t i = 0; i < o->nre; i++) {
 		size_t sz = 0;
 		pcre2_pattern_info(o->re[i], PCRE2_INFO_SIZE, &sz);

@@ -37,9 +37,10 @@
 #define NX_FILTER_RE_MATCH_LIMIT 20000u
 #define NX_FILTER_RE_DEPTH_LIMIT 250u
 #define NX_FILTER_RE_HEAP_KIB 32u
-/* Regex executions per query: a trigram prefilter picks the regexes whose literal occurs in
- * the name, and at most this many run (more are counted as limit hits and skipped). With the
- * step limit this is the per-query bound: 32 x 2 subjects x NX_FILTER_RE_MATCH_LIMIT steps. */
+/* Regex executions per query: a prefilter (an Aho-Corasick automaton over the regexes'
+ * literals) picks the regexes whose literal occurs in the name, and at most this many run (more are
+ * counted as limit hits and skipped). With the step limit this is the per-query bound: 32 x 2
+ * subjects x NX_FILTER_RE_MATCH_LIMIT steps. */
 #define NX_FILTER_RE_PER_QUERY_MAX 32u
 /* Values in one $client / $ctag / $dnstype / $denyallow list. */
 #define NX_FILTER_SIDE_VALUES_MAX 64u
@@ -76,12 +77,16 @@ struct nx_filter_side_stats {
 	uint64_t rules;	     /* rules kept */
 	uint64_t named;	     /* of which indexed by name (||x^, |x^, hosts lines) */
 	uint64_t regexes;    /* of which regex / pattern rules (prefiltered per query) */
-	uint64_t unfiltered; /* of those, without a >= 3-byte literal: tried on every name */
+	uint64_t unfiltered; /* of those, without a literal: tried on every clean name */
+	uint64_t never;	     /* of those, with a literal no DNS name (nor "http://name/") holds */
 	uint64_t rewrites;   /* of which $dnsrewrite or hosts answers */
 	uint64_t badfilter;  /* $badfilter rules read */
 	uint64_t cancelled;  /* rules cancelled by a $badfilter of the same origin */
 	uint64_t refused;    /* lines refused by add_line (bad rule or a cap) */
 	uint64_t bytes;	     /* NX_OWNER_filter_side bytes held by the built structure */
+	uint64_t ac_states;  /* the prefilter automaton: states, */
+	uint64_t ac_dense;   /* of which with a full row, */
+	uint64_t ac_bytes;   /* and its bytes (within `bytes`) */
 };
 
 /* New empty builder; returns 0 or -ENOMEM. */
@@ -98,6 +103,14 @@ void nx_filter_side_builder_free(struct nx_filter_side_builder *b);
  */
 int nx_filter_side_add_line(struct nx_filter_side_builder *b, const char *line, size_t len,
 			    unsigned origin, char *err, size_t errlen);
+
+/*
+ * nx_filter_side_add_line for a user rule (origin NX_FILTER_ORIGIN_USER_*) limited to the
+ * config groups in `groups` (bit g: group g; 0: every client): the rule then applies only to
+ * a query whose nx_filter_qctx.groups shares a bit (Pi-hole's per-group lists). Same returns.
+ */
+int nx_filter_side_add_line_groups(struct nx_filter_side_builder *b, const char *line, size_t len,
+				   unsigned origin, uint64_t groups, char *err, size_t errlen);
 
 /*
  * Add every line of <dir>/<name>.side (written by the compiler) as source `origin`. A missing

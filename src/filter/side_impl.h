@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -29,6 +30,14 @@ enum side_anchor {
 static inline bool side_indexed(unsigned anchor)
 {
 	return anchor == AN_EXACT || anchor == AN_SUB || anchor == AN_WILD;
+}
+
+/* Can a query subject hold byte c? Scanned rules run on clean names only (labels of
+ * [a-z0-9_-], lower case) and on "http://name/". A literal with any other byte never occurs. */
+static inline bool side_subject_byte(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+	       c == '.' || c == ':' || c == '/';
 }
 
 /* Hosts-line address that blocks instead of answering (0.0.0.0, 127.0.0.1, ::, ::1, scoped). */
@@ -62,7 +71,8 @@ struct side_rule {
 };
 _Static_assert(sizeof(struct side_rule) == 36, "side_rule is part of the side's memory budget");
 
-enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY };
+/* V_GROUPS: a user rule limited to config groups (addr holds the uint64_t group mask). */
+enum side_vkind { V_ADDR, V_NAME, V_CTAG, V_DNSTYPE, V_DENY, V_GROUPS };
 
 /* One value of a $client / $ctag / $dnstype / $denyallow list. */
 struct side_val {
@@ -90,38 +100,66 @@ struct side_lit {
 	uint8_t minlen;	  /* PCRE2_INFO_MINLENGTH, capped: shorter subjects cannot match */
 	uint8_t url;	  /* AN_RE_URL with '/' or ':': matched against "http://name/" only */
 	uint8_t anchored; /* anchored at the subject's start and `first` is its first bytes */
+	uint8_t nalt;	  /* 0: one literal; else the pool at off holds nalt (length byte,
+			   * bytes) alternatives, len bytes in all, one of which every match has */
+	uint8_t at_start; /* every match begins with the literal (or one of the alternatives) */
 	uint8_t pad;
-	uint16_t tri_pos;  /* offset in the literal of the trigram it is filed under */
+	uint32_t off2; /* a second literal every match contains (URL patterns: the next longest
+			* run), checked before PCRE2 is called */
+	uint16_t len2; /* 0: none */
+	uint16_t pad2;
 	uint8_t first[32]; /* bit c: the first subject byte may be c (PCRE2_INFO_FIRSTBITMAP) */
 };
 
-/* One prefilter entry: the exact trigram (buckets collide) and everything the in-place literal
- * check needs, so a query touches the rule only when the literal is really there. */
-struct side_tri {
-	uint32_t tri;	  /* the 3 bytes, big-endian in the low 24 bits */
-	uint32_t j;	  /* position in scan[] */
-	uint32_t lit_off; /* the literal in pool */
-	uint16_t lit_len;
-	uint16_t tri_pos; /* offset of the trigram in the literal */
-	uint32_t re;	  /* regex index (the dedup bit) */
+/*
+ * The regex prefilter: an Aho-Corasick automaton over the scanned rules' literals, walked once
+ * per query over "http://name/" (the lower-case name's bytes; the prefix is the start state).
+ * Its cost per query is about one table load per byte whatever the rule count; a rule is a
+ * candidate only when its literal occurs (inside the name for a rule run on the name, at its
+ * start for a literal every match begins with).
+ *
+ * Layout: byte classes (the bytes some key has, upper case folded; class 0 for every other
+ * byte). A state at depth <= 1 or with two or more children is dense: its row in `ac_rows`
+ * holds the next state for every class (the full DFA transition). Any other state is sparse:
+ * at most one child and its failure link; a byte other than the child's follows the link to
+ * a shallower state, so one byte costs at most SIDE_AC_KEY_MAX lookups and, amortised, two.
+ * The root is dense: the walk always ends. A state is named by a 32-bit value: a dense one by
+ * the offset of its row (row x classes: no multiply per byte), a sparse one by SIDE_AC_SPARSE
+ * and its index; SIDE_AC_OUT says keys end there (or at a suffix: its `dict` chain).
+ */
+/* Bytes of a literal the automaton holds: its prefix (any part of a mandatory literal is
+ * mandatory); a longer literal is compared in place at a hit. Bounds the states. */
+#define SIDE_AC_KEY_MAX 8u
+/* Keys per regex (the alternatives of an anchored group such as ^(mon|tue|...)). */
+#define SIDE_AC_ALTS_MAX 16u
+/* States: keys of SIDE_AC_KEY_MAX bytes for every regex, and the root, always fit. */
+#define SIDE_AC_STATES_MAX (1u << 24)
+_Static_assert(NX_FILTER_SIDE_REGEX_MAX *SIDE_AC_ALTS_MAX *SIDE_AC_KEY_MAX + 1 <=
+		   SIDE_AC_STATES_MAX,
+	       "every key fits the automaton");
+#define SIDE_AC_OUT 0x80000000u	   /* keys end at this state or at its dict chain */
+#define SIDE_AC_SPARSE 0x40000000u /* an index into ac_sp, else a row offset into ac_rows */
+#define SIDE_AC_ID 0x3fffffffu
+#define SIDE_AC_NONE 0xffu /* ac_ch of a sparse state without a child */
+
+struct side_ac_sparse {
+	uint32_t next; /* the child (a state value); its class is ac_ch[] */
+	uint32_t fail; /* the longest proper suffix that is a state (a state value) */
 };
 
-static inline uint32_t side_tri_val(const char *p)
-{
-	return (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
-	       (unsigned char)p[2];
-}
-
-/* Trigram prefilter buckets (power of two): a query looks up each 3-byte window of its URL
- * form ("http://name/"), so only regexes whose rarest literal trigram occurs are run. */
-#define SIDE_TRI_BUCKETS 4096u
-
-static inline uint32_t side_tri(const char *p)
-{
-	uint32_t v = (uint32_t)(unsigned char)p[0] << 16 | (uint32_t)(unsigned char)p[1] << 8 |
-		     (unsigned char)p[2];
-	return (v * 2654435761u) >> 20; /* top 12 bits: SIDE_TRI_BUCKETS */
-}
+/* A key that ends at a state: those of state id g (dense: its row; sparse: ac_nrows + its
+ * index) are ac_out[ac_out_off[g] .. ac_out_off[g+1]]; a hit at g also yields the keys of its
+ * dict chain ac_dict[g], ... (ids; 0 ends it: the root has no keys). */
+#define SIDE_AC_AT_START 0x01u /* flags: the literal begins every match (^lit, ^(a|b)) */
+struct side_ac_out {
+	uint32_t j;	  /* position in scan[] */
+	uint32_t lit_off; /* the whole literal, in pool */
+	uint16_t lit_len;
+	uint16_t re;  /* regex index (the dedup bit) */
+	uint8_t klen; /* key length: where the literal starts */
+	uint8_t flags;
+	uint8_t pad[2];
+};
 
 struct nx_filter_side {
 	struct side_rule *rules; /* owned (filter_side) */
@@ -135,27 +173,55 @@ struct nx_filter_side {
 	pcre2_code **re; /* owned, nre compiled patterns */
 	uint32_t nre;
 	struct side_lit *lit; /* owned, nre entries (parallel to re) */
-	/* prefilter: scan[] positions grouped by bucket (CSR) + those with no usable literal */
-	uint32_t *tri_off;	   /* owned, SIDE_TRI_BUCKETS + 1 offsets into tri_rule (or NULL) */
-	struct side_tri *tri_rule; /* owned, ntri entries grouped by bucket */
-	uint32_t ntri;
-	uint32_t *always; /* owned, nalways positions into scan[] */
+	/* the prefilter (above): scanned rules run when their literal occurs */
+	uint32_t *ac_rows;	      /* owned, ac_nrows x ac_nc state values (NULL: no key) */
+	struct side_ac_sparse *ac_sp; /* owned, ac_nsp */
+	uint8_t *ac_ch;		      /* owned, ac_nsp child classes (SIDE_AC_NONE: a leaf) */
+	uint32_t *ac_out_off;	      /* owned, ac_nrows + ac_nsp + 1 offsets into ac_out */
+	uint32_t *ac_dict;	      /* owned, ac_nrows + ac_nsp ids */
+	struct side_ac_out *ac_out;   /* owned, ac_nout */
+	uint32_t ac_nrows, ac_nsp, ac_nout;
+	uint32_t ac_start; /* the state after "http://" */
+	uint8_t ac_nc;	   /* byte classes */
+	uint8_t ac_cls[256];
+	uint32_t *pre; /* owned, npre scan[] positions: URL rules whose literal is in "http://" */
+	uint32_t npre;
+	uint32_t *always; /* owned, nalways scan[] positions without a literal: every clean name */
 	uint32_t nalways;
-	/* One bit per bucket: most of a query's names and trigrams hit nothing, and these 2 x
-	 * 512 B stay in cache where the index and the offsets would miss. */
+	/* One bit per bucket: most of a query's names hit nothing, and these 512 B stay in cache
+	 * where the index would miss. */
 	uint64_t name_bits[64]; /* bit (h & 4095): some indexed rule's name hashes there */
-	uint64_t tri_bits[64];	/* bit b: trigram bucket b is not empty */
 	char *pool;		/* owned, pool_len bytes */
 	size_t pool_len;
 	pcre2_match_context *mctx; /* owned: the limits, read-only once built */
 	struct nx_filter_side_stats st;
 };
 
-/* The name index's hash: FNV-1a over the name's bytes from the last to the first, then a
- * final mix. Walking backwards, a query name yields the hash of every parent on the way in
- * one pass (side_hash_step at each label start), instead of one hash call per parent. */
-#define SIDE_FNV_BASIS 0xcbf29ce484222325ull
-#define SIDE_FNV_PRIME 0x100000001b3ull
+/* One step of the prefilter automaton from state value v on byte class c (ac_cls). */
+static inline uint32_t side_ac_step(const struct nx_filter_side *s, uint32_t v, unsigned c)
+{
+	while (v & SIDE_AC_SPARSE) {
+		uint32_t i = v & SIDE_AC_ID;
+		if (s->ac_ch[i] == c) {
+			return s->ac_sp[i].next;
+		}
+		v = s->ac_sp[i].fail;
+	}
+	return s->ac_rows[(v & SIDE_AC_ID) + c];
+}
+
+/* The id of state value v (for ac_out_off / ac_dict). */
+static inline uint32_t side_ac_id(const struct nx_filter_side *s, uint32_t v)
+{
+	return v & SIDE_AC_SPARSE ? s->ac_nrows + (v & SIDE_AC_ID) : (v & SIDE_AC_ID) / s->ac_nc;
+}
+
+/* The name index's hash: each label hashed 8 bytes at a time, the labels combined from the
+ * last to the first, so a query gets the hash of the name and of every parent in one pass
+ * over its labels (instead of a multiply per byte). side_label_hash reads whole 8-byte words:
+ * the caller's buffer has SIDE_HASH_PAD readable bytes past the label's end (masked off). */
+#define SIDE_HASH_BASIS 0xcbf29ce484222325ull
+#define SIDE_HASH_PAD 8u
 
 static inline uint64_t side_hash_mix(uint64_t h)
 {
@@ -164,13 +230,49 @@ static inline uint64_t side_hash_mix(uint64_t h)
 	return h ^ (h >> 32);
 }
 
+static inline uint64_t side_label_hash(const char *p, size_t len)
+{
+	uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		if (len - i < 8) {
+			unsigned bits = (unsigned)(len - i) * 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			w &= (1ull << bits) - 1;
+#else
+			w &= ~(~0ull >> bits);
+#endif
+		}
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+/* The hash of label + "." + suffix from the suffix's hash (SIDE_HASH_BASIS for none). */
+static inline uint64_t side_hash_step(uint64_t suffix, uint64_t label)
+{
+	return side_hash_mix((suffix ^ label) * 0x100000001b3ull + 1);
+}
+
+/* The hash of a text name of any buffer (copied into a padded one). */
 static inline uint64_t side_hash(const char *name, size_t len)
 {
-	uint64_t h = SIDE_FNV_BASIS;
-	for (size_t i = len; i-- > 0;) {
-		h = (h ^ (unsigned char)name[i]) * SIDE_FNV_PRIME;
+	char buf[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD] = {0};
+	if (len > NX_DNS_NAME_MAX) {
+		len = NX_DNS_NAME_MAX;
 	}
-	return side_hash_mix(h);
+	memcpy(buf, name, len);
+	uint64_t h = SIDE_HASH_BASIS;
+	size_t end = len;
+	for (size_t i = len; i-- > 0;) {
+		if (buf[i] == '.') {
+			h = side_hash_step(h, side_label_hash(buf + i + 1, end - i - 1));
+			end = i;
+		}
+	}
+	return side_hash_step(h, side_label_hash(buf, end));
 }
 
 /* Check one rule line (shared by the compiler's parser and the builder): NONE or the skip
@@ -239,7 +341,15 @@ enum nx_filter_skip nx_side_parse_rule(struct parsed *p, const char *line, size_
 				       size_t errlen);
 /* The literal every match contains (lower case, into out): its length, 0 when none is known */
 size_t nx_side_lit_pattern(const char *s, size_t len, char *out);
+/* The longest run of an Adblock URL pattern other than the one at `skip` bytes into the
+ * pattern's longest (nx_side_lit_pattern's), lower case, into out: its length or 0. */
+size_t nx_side_lit_pattern2(const char *s, size_t len, const char *first, size_t flen, char *out);
 size_t nx_side_lit_regex(const char *s, size_t len, char *out);
+/* For a regex that begins ^lit or ^(a|b|...)lit: the alternatives every match begins with
+ * ((length byte, bytes) each, lower case, into out), *nalt of them (<= SIDE_AC_ALTS_MAX);
+ * their total size, 0 when the regex does not begin so. *shortest gets the shortest. */
+size_t nx_side_lit_regex_start(const char *s, size_t len, char *out, unsigned *nalt,
+			       size_t *shortest);
 /* Adblock URL pattern -> PCRE2 source; 0 or NX_ELIMIT (cap) */
 int nx_side_pattern_regex(const char *s, size_t len, char *out, size_t cap);
 /* Compile caseless, no JIT, no \C; NULL with the message in err */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -633,15 +634,31 @@ enum nx_filter_skip nx_side_parse_rule(struct parsed *p, const char *line, size_
  * one wrong would hide a match, so the extractors are conservative: when unsure, no literal
  * (the rule then runs on every clean name). */
 
+static bool run_impossible(const char *run, size_t rl)
+{
+	for (size_t i = 0; i < rl; i++) {
+		unsigned char c = (unsigned char)run[i];
+		if (!side_subject_byte((unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c))) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Every run passed here is mandatory, so any of them is a sound literal. The best: one with a
+ * byte no query subject holds (the rule never runs: `#`, `?`, `=` in browser rules), else the
+ * longest (the fewest names contain it). */
 static void keep_longest(const char *run, size_t rl, char *out, size_t *olen)
 {
-	if (rl > *olen) {
-		for (size_t i = 0; i < rl; i++) {
-			char c = run[i];
-			out[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-		}
-		*olen = rl;
+	bool imp = rl > 0 && run_impossible(run, rl), had = *olen > 0 && run_impossible(out, *olen);
+	if (had || (!imp && rl <= *olen)) {
+		return;
 	}
+	for (size_t i = 0; i < rl; i++) {
+		char c = run[i];
+		out[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+	}
+	*olen = rl;
 }
 
 /* Adblock URL pattern: the longest run without '*', '^', '|'. */
@@ -651,6 +668,30 @@ size_t nx_side_lit_pattern(const char *s, size_t len, char *out)
 	for (size_t i = 0; i <= len; i++) {
 		if (i == len || s[i] == '*' || s[i] == '^' || s[i] == '|') {
 			keep_longest(s + start, i - start, out, &olen);
+			start = i + 1;
+		}
+	}
+	return olen;
+}
+
+size_t nx_side_lit_pattern2(const char *s, size_t len, const char *first, size_t flen, char *out)
+{
+	size_t olen = 0, start = 0;
+	bool skipped = false;
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || s[i] == '*' || s[i] == '^' || s[i] == '|') {
+			size_t rl = i - start;
+			bool same =
+			    !skipped && rl == flen && strncasecmp(s + start, first, rl) == 0;
+			if (same) {
+				skipped = true; /* the first literal itself, once */
+			} else if (rl > olen && !run_impossible(s + start, rl)) {
+				for (size_t k = 0; k < rl; k++) {
+					char c = s[start + k];
+					out[k] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+				}
+				olen = rl;
+			}
 			start = i + 1;
 		}
 	}
@@ -793,6 +834,119 @@ size_t nx_side_lit_regex(const char *s, size_t len, char *out)
 	}
 	keep_longest(run, rl, out, &olen);
 	return olen;
+}
+
+static bool plain_lit(char c)
+{
+	return !strchr("\\^$.|?*+()[]{}", c);
+}
+
+size_t nx_side_lit_regex_start(const char *s, size_t len, char *out, unsigned *nalt,
+			       size_t *shortest)
+{
+	*nalt = 0;
+	*shortest = 0;
+	if (len < 2 || s[0] != '^') {
+		return 0;
+	}
+	/* no alternation at the top (then ^ binds to the first branch only) */
+	int depth = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\\') {
+			i++;
+		} else if (s[i] == '[') {
+			i = class_end(s, len, i) - 1;
+		} else if (s[i] == '(') {
+			depth++;
+		} else if (s[i] == ')') {
+			depth--;
+		} else if (s[i] == '|' && depth <= 0) {
+			return 0;
+		}
+	}
+	char alt[SIDE_AC_ALTS_MAX][NX_FILTER_LINE_MAX / 16];
+	size_t alen[SIDE_AC_ALTS_MAX] = {0};
+	unsigned n = 1;
+	size_t i = 1;
+	if (s[1] == '(') {
+		/* a group of plain alternatives: (a|b|c) or (?:a|b|c) */
+		i = 2;
+		if (i + 1 < len && s[i] == '?' && s[i + 1] == ':') {
+			i += 2;
+		}
+		n = 1;
+		for (; i < len && s[i] != ')'; i++) {
+			char c = s[i];
+			if (c == '|') {
+				if (alen[n - 1] == 0 || n == SIDE_AC_ALTS_MAX) {
+					return 0;
+				}
+				n++;
+				continue;
+			}
+			if (c == '\\' && i + 1 < len && !isalnum((unsigned char)s[i + 1])) {
+				c = s[++i];
+			} else if (!plain_lit(c)) {
+				return 0; /* a class, a quantifier, a nested group: not plain */
+			}
+			if (alen[n - 1] + 1 >= sizeof(alt[0])) {
+				return 0;
+			}
+			alt[n - 1][alen[n - 1]++] = c;
+		}
+		if (i >= len || alen[n - 1] == 0) {
+			return 0;
+		}
+		i++; /* past ')' */
+		if (i < len && (s[i] == '?' || s[i] == '*' || s[i] == '{')) {
+			return 0; /* the group may be absent */
+		}
+		if (i < len && s[i] == '+') {
+			i = len; /* repeated: nothing certain follows the first pass */
+		}
+	}
+	/* the literal run that follows, for every alternative; a character a quantifier makes
+	 * optional ends it */
+	while (i < len) {
+		char c = s[i];
+		size_t next = i + 1;
+		if (c == '\\' && i + 1 < len && !isalnum((unsigned char)s[i + 1])) {
+			c = s[i + 1];
+			next = i + 2;
+		} else if (!plain_lit(c)) {
+			break;
+		}
+		if (next < len && (s[next] == '?' || s[next] == '*' || s[next] == '{')) {
+			break;
+		}
+		bool stop = next < len && s[next] == '+';
+		for (unsigned k = 0; k < n; k++) {
+			if (alen[k] + 1 >= sizeof(alt[0])) {
+				stop = true;
+				break;
+			}
+			alt[k][alen[k]++] = c;
+		}
+		if (stop) {
+			break;
+		}
+		i = next;
+	}
+	size_t o = 0, shortest_len = SIZE_MAX;
+	for (unsigned k = 0; k < n; k++) {
+		if (alen[k] == 0 || alen[k] > 255) {
+			return 0;
+		}
+		out[o++] = (char)alen[k];
+		for (size_t b = 0; b < alen[k]; b++) {
+			char c = alt[k][b];
+			out[o++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+		}
+		shortest_len = alen[k] < shortest_len ? alen[k] : shortest_len;
+	}
+	*nalt = n;
+	*shortest = shortest_len;
+	return o;
 }
 
 /* ---- regex compile ---- */

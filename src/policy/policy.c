@@ -143,6 +143,7 @@ static void lists_qctx(const struct nx_policy_query *q, struct nx_filter_qctx *f
 	    .tags = q->tags,
 	    .ntags = q->ntags,
 	    .eligible = q->eligible,
+	    .groups = q->groups,
 	};
 }
 
@@ -257,8 +258,15 @@ static bool target_blocked(const struct nx_policy *p, const struct nx_policy_que
 		return false;
 	}
 	*out = r;
-	memcpy(matched_wire, target + r.matched_off, r.matched_len);
-	*matched_len = r.matched_len;
+	if (r.rewrite != NX_FILTER_RW_NONE) {
+		/* the whole target: the rewrite answer is decided on it (nx_policy_rewrite_answer) */
+		memcpy(matched_wire, target, tl);
+		*matched_len = tl;
+		out->matched_len = (uint16_t)tl;
+	} else {
+		memcpy(matched_wire, target + r.matched_off, r.matched_len);
+		*matched_len = r.matched_len;
+	}
 	out->matched_off = 0;
 	return true;
 }
@@ -425,8 +433,10 @@ int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **o
 		unsigned origin = list ? NX_FILTER_ORIGIN_USER_DENY : NX_FILTER_ORIGIN_USER_ALLOW;
 		for (size_t i = 0; rc >= 0 && i < nr; i++) {
 			if (nx_conf_rule_needs_side(rules[i])) {
-				rc = nx_filter_side_add_line(b, rules[i], strlen(rules[i]), origin, err,
-							     sizeof(err));
+				rc = nx_filter_side_add_line_groups(b, rules[i], strlen(rules[i]),
+								    origin,
+								    nx_conf_rule_groups(c, list, i),
+								    err, sizeof(err));
 			}
 		}
 	}

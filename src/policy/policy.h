@@ -83,7 +83,10 @@ enum nx_filter_action nx_policy_decide(const struct nx_policy *p, const struct n
  * every CNAME target and every HTTPS/SVCB TargetName of the answer section goes through the
  * ladder as a query of the same client would (a local target answers locally: not blocked; a
  * user allow rule or a list exception lets it through). When one is
- * blocked: fill out, copy that target (the matched part) into matched_wire, return true.
+ * blocked: fill out, copy that target (the matched part) into matched_wire, return true. When
+ * the verdict carries a rewrite ($dnsrewrite, a hosts answer: out->rewrite), matched_wire is
+ * the whole target: the caller answers nx_policy_rewrite_answer for a query of that name, as
+ * AdGuard Home answers a rewritten CNAME target with the rewrite, not a block.
  */
 bool nx_policy_check_answer(const struct nx_policy *p, const struct nx_policy_query *q,
 			    const uint8_t *buf, const struct nx_dns_msg *m,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import dns.name
 import dns.rcode
 import dns.rdatatype
 
@@ -270,3 +271,51 @@ def test_api_rules_in_the_adguard_language(make_upstream, make_nxdns, tmp_path):
                                                     "rule": "||x.test^$third-party"}),
                      400, "invalid_setting", "rule")
     assert "unknown modifier 'third-party'" in j["message"], j
+
+
+def test_a_cname_target_with_a_rewrite_answers_the_rewrite(make_upstream_cls, make_nxdns,
+                                                          tmp_path):
+    """An upstream answer whose CNAME target a $dnsrewrite rule decides answers with the
+    rewrite, as AdGuard Home does (not with the block answer); a plain rule on the target
+    still blocks (CNAME cloaking)."""
+    from filterkit import XRule, XUpstream
+    up = make_upstream_cls(XUpstream)
+    up.script["cloak-rw.example"] = XRule(records=[("CNAME", "edge.rw-a.test.")],
+                                          chain=[("edge.rw-a.test.", "A", "192.0.2.60")])
+    up.script["cloak-nx.example"] = XRule(records=[("CNAME", "rw-nx.test.")],
+                                          chain=[("rw-nx.test.", "A", "192.0.2.61")])
+    up.script["cloak-re.example"] = XRule(records=[("CNAME", "re5.rx.test.")],
+                                          chain=[("re5.rx.test.", "A", "192.0.2.62")])
+    nx = start_nx(make_nxdns, [up], config(tmp_path))
+    before = nx.counter("nxdns_filter_rewrite_answers_total")
+    r = ask(nx, "cloak-rw.example")
+    assert r.rcode() == dns.rcode.NOERROR and answers(r) == ["192.0.2.44"], r
+    assert r.answer[0].name == dns.name.from_text("cloak-rw.example")
+    assert ask(nx, "cloak-nx.example").rcode() == dns.rcode.NXDOMAIN
+    assert answers(ask(nx, "cloak-re.example")) == ["0.0.0.0"], "a plain rule still blocks"
+    assert nx.counter("nxdns_filter_rewrite_answers_total") - before == 2
+
+
+def test_adguard_user_rules_limited_to_groups(make_upstream, make_nxdns, tmp_path):
+    """An AdGuard-language user rule written {rule: ..., groups: [...]} applies only to the
+    clients of those groups (as a plain name rule does), over DNS and in `nxdns lookup`."""
+    cfg = config(tmp_path)
+    cfg["groups"] = {"kids": {}}
+    cfg["clients"][0]["groups"] = ["kids"]  # the kid (127.0.0.3)
+    cfg["filter"]["deny"] = [{"rule": "||grp.test^$dnstype=A", "groups": ["kids"]},
+                             {"rule": "/^grx[0-9]\\.test$/", "groups": ["kids"]}]
+    cfg["filter"]["allow"] = [{"rule": "@@||rw-a.test^", "groups": ["kids"]}]
+    up = make_upstream()
+    nx = start_nx(make_nxdns, [up], cfg)
+    cases = [
+        ("x.grp.test", KID, "block"),
+        ("x.grp.test", "127.0.0.2", "allow"),
+        ("grx1.test", KID, "block"),
+        ("grx1.test", "127.0.0.2", "allow"),
+        ("rw-a.test", KID, "allow"),  # the kids' exception beats the list's $dnsrewrite
+    ]
+    for name, src, want in cases:
+        assert verdict(ask(nx, name, src)) == want, (name, src)
+        (row,) = lookup_cli(nx.config_path, [name], client=src)
+        assert row["action"] == want, (name, src, row)
+    assert answers(ask(nx, "rw-a.test", "127.0.0.2")) == ["192.0.2.44"], "others: the rewrite"

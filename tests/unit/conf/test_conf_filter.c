@@ -332,11 +332,19 @@ static void test_rule_errors(void **state)
 		snprintf(yaml, sizeof(yaml), "filter:\n  allow: [\"%s\"]\n", bad[i]);
 		load_bad(yaml, want);
 	}
-	/* such a rule cannot be limited to groups: the side structure has none */
-	load_bad("groups:\n  kids: {}\nfilter:\n  deny:\n    - {rule: '||x.example^$important', "
-		 "groups: [kids]}\n",
-		 "t.yaml:5:48: filter.deny[0]: a rule with modifiers or a regex cannot be limited to "
-		 "groups (use $client or $ctag)");
+	/* an AdGuard-language rule may be limited to groups too (the user side structure keeps
+	 * the mask with the rule) */
+	struct nx_conf *gc = load_ok("groups:\n  kids: {}\nfilter:\n  deny:\n    - {rule: "
+				     "'||x.example^$important', groups: [kids]}\n");
+	uint64_t kids = 0;
+	for (size_t g = 0; g < gc->n_groups; g++) {
+		if (strcmp(gc->groups[g].name, "kids") == 0) {
+			kids = 1ull << g;
+		}
+	}
+	assert_true(kids != 0);
+	assert_int_equal(nx_conf_rule_groups(gc, 1, 0), kids);
+	nx_conf_free(gc);
 	load_bad("filter:\n  deny: [a..b]\n",
 		 "t.yaml:2:10: filter.deny[0]: 'a..b': not a name, *.name or /regex/ (empty label, "
 		 "label longer than 63 bytes or name longer than 255)");

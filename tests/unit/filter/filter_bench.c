@@ -9,6 +9,11 @@
  *       --side: decide through nx_filter_lists_decide (snapshot + the side structure
  *       loaded from DIR/NAME.side, NAME in snapshot source order) instead of the bare
  *       snapshot matcher, and print the side structure's figures.
+ *   filter_bench compare SNAPSHOT QUERIES ROUNDS --side DIR NAME...
+ *       The cost of the side structure in one process: each round runs the whole workload
+ *       through the snapshot's text matcher, its wire matcher and nx_filter_lists_decide
+ *       (snapshot + side), and prints ns per query in thread CPU time (what a loaded, shared
+ *       machine distorts least: preemption is not counted) with the ratios; then the medians.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -80,54 +85,46 @@ static long vm_kib(const char *key)
 	return v;
 }
 
-static int lookups(int argc, char **argv)
+/* --side DIR NAME... at argv[i]: load the side structure and print its figures. */
+static int load_side(int argc, char **argv, int i, struct nx_filter_side **out)
 {
-	if (argc < 3) {
-		fprintf(stderr, "usage: filter_bench lookups SNAPSHOT QUERIES [LABELS]\n");
-		return 2;
+	static struct nx_filter_snap_source src[NX_FILTER_SOURCES_MAX];
+	unsigned ns = 0;
+	for (int j = i + 2; j < argc && ns < NX_FILTER_SOURCES_MAX; j++) {
+		src[ns++] = (struct nx_filter_snap_source){argv[j], argv[i + 1]};
 	}
-	struct nx_filter_snap *s = NULL;
-	if (nx_filter_snap_open(argv[1], &s) != 0) {
-		fprintf(stderr, "cannot open %s\n", argv[1]);
+	struct nx_ledger_row rows[NX_OWNER__COUNT];
+	double t0 = now();
+	if (nx_filter_side_open(src, ns, out) != 0) {
+		fprintf(stderr, "cannot load the side structure\n");
 		return 1;
 	}
-	struct nx_filter_side *side = NULL;
-	for (int i = 3; i < argc; i++) {
-		if (strcmp(argv[i], "--side") != 0 || i + 1 >= argc) {
-			continue;
-		}
-		static struct nx_filter_snap_source src[NX_FILTER_SOURCES_MAX];
-		unsigned ns = 0;
-		for (int j = i + 2; j < argc && ns < NX_FILTER_SOURCES_MAX; j++) {
-			src[ns++] = (struct nx_filter_snap_source){argv[j], argv[i + 1]};
-		}
-		struct nx_ledger_row rows[NX_OWNER__COUNT];
-		double t0 = now();
-		if (nx_filter_side_open(src, ns, &side) != 0) {
-			fprintf(stderr, "cannot load the side structure\n");
-			return 1;
-		}
-		double ms = (now() - t0) * 1e3;
-		nx_ledger_read(rows);
-		struct nx_filter_side_stats st;
-		nx_filter_side_stats(side, &st);
-		printf(
-		    "side structure: %llu rules (%llu by name, %llu regex/pattern of which %llu "
-		    "without a prefilter literal, %llu rewrites/hosts answers), %llu badfilter "
-		    "cancelled %llu, refused %llu; %llu B counted, %lld B on NX_OWNER_filter_side; "
-		    "loaded in %.1f ms\n",
-		    (unsigned long long)st.rules, (unsigned long long)st.named,
-		    (unsigned long long)st.regexes, (unsigned long long)st.unfiltered,
-		    (unsigned long long)st.rewrites, (unsigned long long)st.badfilter,
-		    (unsigned long long)st.cancelled, (unsigned long long)st.refused,
-		    (unsigned long long)st.bytes, (long long)rows[NX_OWNER_filter_side].bytes, ms);
-		g_side = side;
-		argc = i; /* LABELS, if any, come before --side */
-		break;
-	}
-	FILE *f = fopen(argv[2], "r");
+	double ms = (now() - t0) * 1e3;
+	nx_ledger_read(rows);
+	struct nx_filter_side_stats st;
+	nx_filter_side_stats(*out, &st);
+	printf("side structure: %llu rules (%llu by name, %llu regex/pattern of which %llu "
+	       "without a prefilter literal and %llu with one no DNS name holds, %llu "
+	       "rewrites/hosts answers), %llu badfilter cancelled %llu, refused %llu; %llu B "
+	       "counted, %lld B on NX_OWNER_filter_side; loaded in %.1f ms\n",
+	       (unsigned long long)st.rules, (unsigned long long)st.named,
+	       (unsigned long long)st.regexes, (unsigned long long)st.unfiltered,
+	       (unsigned long long)st.never, (unsigned long long)st.rewrites,
+	       (unsigned long long)st.badfilter, (unsigned long long)st.cancelled,
+	       (unsigned long long)st.refused, (unsigned long long)st.bytes,
+	       (long long)rows[NX_OWNER_filter_side].bytes, ms);
+	printf("prefilter automaton: %llu states (%llu with a full row), %llu B of the side's\n",
+	       (unsigned long long)st.ac_states, (unsigned long long)st.ac_dense,
+	       (unsigned long long)st.ac_bytes);
+	return 0;
+}
+
+/* QUERIES (dnsperf input) -> lower-case text and wire names; *n gets the count. */
+static struct query *load_queries(const char *path, size_t *n_out)
+{
+	FILE *f = fopen(path, "r");
 	if (!f) {
-		return 1;
+		return NULL;
 	}
 	size_t n = 0, cap = 1 << 16;
 	struct query *q = malloc(cap * sizeof(*q));
@@ -160,6 +157,134 @@ static int lookups(int argc, char **argv)
 		n++;
 	}
 	fclose(f);
+	*n_out = n;
+	return q;
+}
+
+static void free_queries(struct query *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(q[i].name);
+	}
+	free(q);
+}
+
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int compare(int argc, char **argv)
+{
+	if (argc < 6 || strcmp(argv[4], "--side") != 0) {
+		fprintf(stderr, "usage: filter_bench compare SNAPSHOT QUERIES ROUNDS --side DIR "
+				"NAME...\n");
+		return 2;
+	}
+	struct nx_filter_snap *s = NULL;
+	if (nx_filter_snap_open(argv[1], &s) != 0) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	struct nx_filter_side *side = NULL;
+	if (load_side(argc, argv, 4, &side) != 0) {
+		return 1;
+	}
+	size_t n = 0;
+	struct query *q = load_queries(argv[2], &n);
+	int rounds = atoi(argv[3]);
+	if (!q || n == 0 || rounds < 1 || rounds > 64) {
+		return 1;
+	}
+	static const char *const what[3] = {"snapshot text matcher", "snapshot wire matcher",
+					    "nx_filter_lists_decide (snapshot + side)"};
+	double ns[3][64];
+	unsigned long blocked[3] = {0};
+	struct nx_filter_result r;
+	for (int round = 0; round < rounds; round++) {
+		for (int v = 0; v < 3; v++) {
+			/* whole passes for at least 1 s of CPU time */
+			unsigned long done = 0;
+			double t0 = cpu_now(), t;
+			do {
+				for (size_t i = 0; i < n; i++) {
+					enum nx_filter_action a;
+					if (v == 0) {
+						a = nx_filter_snap_match(s, q[i].name, q[i].len,
+									 ~0ull, &r);
+					} else if (v == 1) {
+						a = nx_filter_snap_match_wire(s, q[i].wire,
+									      q[i].wlen, ~0ull, &r);
+					} else {
+						struct nx_filter_qctx c = {.wire = q[i].wire,
+									   .wlen = q[i].wlen,
+									   .qtype = q[i].qtype,
+									   .eligible = ~0ull};
+						a = nx_filter_lists_decide(s, side, &c, &r);
+					}
+					blocked[v] += a == NX_FILTER_ACT_BLOCK;
+				}
+				done += n;
+				t = cpu_now() - t0;
+			} while (t < 1.0);
+			ns[v][round] = t * 1e9 / (double)done;
+		}
+		printf("round %d: text %.0f ns, wire %.0f ns, decide %.0f ns per query (CPU time); "
+		       "decide / text %.2f, decide / wire %.2f\n",
+		       round + 1, ns[0][round], ns[1][round], ns[2][round],
+		       ns[2][round] / ns[0][round], ns[2][round] / ns[1][round]);
+	}
+	for (int v = 0; v < 3; v++) {
+		qsort(ns[v], (size_t)rounds, sizeof(double), cmp_double);
+		printf("median of %d rounds: %.0f ns per query [%s] (min %.0f, max %.0f)\n", rounds,
+		       ns[v][rounds / 2], what[v], ns[v][0], ns[v][rounds - 1]);
+	}
+	(void)blocked;
+	free_queries(q, n);
+	nx_filter_side_free(side);
+	nx_filter_snap_free(s);
+	nx_filter_lists_thread_done();
+	return 0;
+}
+
+static int lookups(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: filter_bench lookups SNAPSHOT QUERIES [LABELS]\n");
+		return 2;
+	}
+	struct nx_filter_snap *s = NULL;
+	if (nx_filter_snap_open(argv[1], &s) != 0) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	struct nx_filter_side *side = NULL;
+	for (int i = 3; i < argc; i++) {
+		if (strcmp(argv[i], "--side") != 0 || i + 1 >= argc) {
+			continue;
+		}
+		if (load_side(argc, argv, i, &side) != 0) {
+			return 1;
+		}
+		g_side = side;
+		argc = i; /* LABELS, if any, come before --side */
+		break;
+	}
+	size_t n = 0;
+	struct query *q = load_queries(argv[2], &n);
+	if (!q) {
+		return 1;
+	}
+	char line[1100];
+	FILE *f;
 	if (argc > 3 && (f = fopen(argv[3], "r"))) {
 		size_t i = 0;
 		while (fgets(line, sizeof(line), f) && i < n) {
@@ -236,10 +361,7 @@ static int lookups(int argc, char **argv)
 	       (unsigned long long)nx_filter_snap_names(s),
 	       (unsigned long long)nx_filter_snap_combos(s), vm_kib("VmRSS"),
 	       vm_kib("VmHWM"), n);
-	for (size_t i = 0; i < n; i++) {
-		free(q[i].name);
-	}
-	free(q);
+	free_queries(q, n);
 	nx_filter_side_free(side);
 	nx_filter_snap_free(s);
 	return 0;
@@ -248,9 +370,10 @@ static int lookups(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr,
-			"usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups "
-			"...\n");
+		fprintf(
+		    stderr,
+		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare "
+		    "...\n");
 		return 2;
 	}
 	const char *cmd = argv[1];
@@ -265,6 +388,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "lookups") == 0) {
 		return lookups(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "compare") == 0) {
+		return compare(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "unknown command %s\n", cmd);
 	return 2;

@@ -420,6 +420,144 @@ static void test_regex(void **state)
 	lists_free(&l);
 }
 
+/* The prefilter automaton: a rule runs only where its literal is, and never misses a match
+ * because of it: literals longer than the automaton's keys, literals every match begins with
+ * (^lit, ^(a|b)), a second literal of a URL pattern, literals inside "http://", one no DNS
+ * name holds; one automaton for many rules whatever their count. */
+static void test_prefilter(void **state)
+{
+	struct lists l;
+	lists_of(&l,
+		 "/averyveryverylongliteral\\.example/\n"
+		 "/^(mon|tue|wed)\\d\\.pre$/\n"
+		 "/^ads?\\.start/\n"
+		 "||ad-*.amazon.test^\n"
+		 "/http/\n"
+		 "://only-url.\n"
+		 "@@/\\.(gif|png)#(ad)/\n"
+		 "/62.76.25.2(7|8)/\n",
+		 false, false);
+	struct nx_filter_side_stats st;
+	nx_filter_side_stats(l.side, &st);
+	assert_int_equal(st.regexes, 8);
+	assert_int_equal(st.never, 1);	    /* the '#' rule: no name holds '#' */
+	assert_int_equal(st.unfiltered, 0); /* every other rule has a literal */
+	assert_true(st.ac_states > 10 && st.ac_dense >= 1 && st.ac_bytes > 0);
+	static const char *const hit[] = {"averyveryverylongliteral.example",
+					  "x.averyveryverylongliteral.example.org",
+					  "mon1.pre",
+					  "TUE2.pre",
+					  "wed3.pre",
+					  "ad.start.x",
+					  "ads.start",
+					  "ad-1.amazon.test",
+					  "x.ad-y.amazon.test",
+					  "http.example",
+					  "a.xhttpx.b",
+					  "only-url.example",
+					  "a.62x76x25x27.b",
+					  "62.76.25.28"};
+	for (size_t i = 0; i < sizeof(hit) / sizeof(hit[0]); i++) {
+		if (ACT(&l, hit[i]) != NX_FILTER_ACT_BLOCK) {
+			print_error("%s not matched\n", hit[i]);
+			fail();
+		}
+	}
+	static const char *const miss[] = {
+	    /* the automaton holds the first 8 bytes: the rest is compared at the hit */
+	    "averyveryverylongliteraX.example", "averyver.example",
+	    /* at the start only */
+	    "xmon1.pre", "a.mon1.pre", "thu1.pre", "mon12.pre", "x.ads.start", "bads.start",
+	    /* both literals of the pattern */
+	    "x.amazon.test", "ad-x.amazon.testx", "bad-1.amazon.test",
+	    /* "http" of "http://name/" is not in the name */
+	    "example", "htt.ptx",
+	    /* the URL rule needs "://only-url." at the name's start */
+	    "x.only-url.example", "a.gif", "62.76.25.26"};
+	for (size_t i = 0; i < sizeof(miss) / sizeof(miss[0]); i++) {
+		if (ACT(&l, miss[i]) != NX_FILTER_ACT_NONE) {
+			print_error("%s matched\n", miss[i]);
+			fail();
+		}
+	}
+	lists_free(&l);
+	/* many rules, one walk: 2000 regexes of distinct literals, each found only in its own
+	 * name (a hit per literal; the automaton's size grows with the literals, not its walk) */
+	struct nx_filter_side_builder *b;
+	assert_int_equal(nx_filter_side_builder_new(&b), 0);
+	char line[64], err[256];
+	for (unsigned i = 0; i < 2000; i++) {
+		int n = snprintf(line, sizeof(line), "/k%ux\\.lit/", i * 7919u);
+		assert_int_equal(nx_filter_side_add_line(b, line, (size_t)n,
+							 NX_FILTER_ORIGIN_USER_DENY, err,
+							 sizeof(err)),
+				 0);
+	}
+	struct nx_filter_side *side;
+	assert_int_equal(nx_filter_side_build(b, &side), 0);
+	nx_filter_side_stats(side, &st);
+	print_message("2000 regexes: automaton %llu states (%llu dense), %llu B\n",
+		      (unsigned long long)st.ac_states, (unsigned long long)st.ac_dense,
+		      (unsigned long long)st.ac_bytes);
+	for (unsigned i = 0; i < 2000; i += 97) {
+		char name[64];
+		uint8_t w[NX_DNS_NAME_MAX];
+		snprintf(name, sizeof(name), "a.k%ux.lit", i * 7919u);
+		int wl = nx_dns_name_from_text(name, w);
+		struct nx_filter_qctx q = {
+		    .wire = w, .wlen = (size_t)wl, .qtype = 1, .eligible = ~0ull};
+		struct nx_filter_result r;
+		assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_BLOCK);
+		size_t tl;
+		const char *t = nx_filter_side_rule_text(side, r.side_rule, &tl);
+		char want[64];
+		int wn = snprintf(want, sizeof(want), "/k%ux\\.lit/", i * 7919u);
+		assert_int_equal(tl, (size_t)wn);
+		assert_memory_equal(t, want, tl);
+		snprintf(name, sizeof(name), "a.k%uy.lit", i * 7919u);
+		wl = nx_dns_name_from_text(name, w);
+		q.wlen = (size_t)wl;
+		assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_NONE);
+	}
+	nx_filter_side_free(side);
+	nx_filter_lists_thread_done();
+}
+
+/* User rules of the AdGuard language limited to config groups: the rule applies only to a
+ * client in one of them; the same rule without groups applies to everyone. */
+static void test_user_groups(void **state)
+{
+	struct nx_filter_side_builder *b;
+	assert_int_equal(nx_filter_side_builder_new(&b), 0);
+	char err[256];
+	const char *kids = "||games.test^$dnstype=A", *all = "/^ads[0-9]\\./";
+	assert_int_equal(nx_filter_side_add_line_groups(b, kids, strlen(kids),
+							NX_FILTER_ORIGIN_USER_DENY, 1ull << 2, err,
+							sizeof(err)),
+			 0);
+	assert_int_equal(nx_filter_side_add_line_groups(
+			     b, all, strlen(all), NX_FILTER_ORIGIN_USER_DENY, 0, err, sizeof(err)),
+			 0);
+	struct nx_filter_side *side;
+	assert_int_equal(nx_filter_side_build(b, &side), 0);
+	uint8_t w[NX_DNS_NAME_MAX];
+	struct nx_filter_result r;
+	int wl = nx_dns_name_from_text("x.games.test", w);
+	struct nx_filter_qctx q = {.wire = w, .wlen = (size_t)wl, .qtype = 1, .groups = 1ull << 2};
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(r.reason, NX_FILTER_R_user_deny);
+	q.groups = 1ull << 0 | 1ull << 3; /* other groups */
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_NONE);
+	q.groups = 1ull << 2 | 1ull << 5;
+	q.qtype = 28; /* the rule's own modifiers still apply */
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_NONE);
+	wl = nx_dns_name_from_text("ads1.test", w);
+	q = (struct nx_filter_qctx){.wire = w, .wlen = (size_t)wl, .qtype = 1, .groups = 0};
+	assert_int_equal(nx_filter_lists_decide(NULL, side, &q, &r), NX_FILTER_ACT_BLOCK);
+	nx_filter_side_free(side);
+	nx_filter_lists_thread_done();
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -706,6 +844,8 @@ int main(void)
 	    cmocka_unit_test(test_dnsrewrite),
 	    cmocka_unit_test(test_regex),
 	    cmocka_unit_test(test_regex_bound),
+	    cmocka_unit_test(test_prefilter),
+	    cmocka_unit_test(test_user_groups),
 	    cmocka_unit_test(test_hosts_answers),
 	    cmocka_unit_test(test_subdomains),
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
