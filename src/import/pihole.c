@@ -329,13 +329,6 @@ static int read_domainlist(struct ctx *x)
 			nx_import_add_rule_for(x->imp, allow, dom, everyone ? NULL : &gs, what);
 			continue;
 		}
-		if (!everyone) {
-			/* nxdns limits names and *.x rules to groups, not regexes ($client does) */
-			size_t n = strlen(what);
-			snprintf(what + n, sizeof(what) - n,
-				 " [nxdns cannot limit a regex rule to groups: it applies to every "
-				 "client]");
-		}
 		/* FTL reads everything after the first ';' as its options (src/regex.c) */
 		const char *opt = strchr(dom, ';');
 		if (opt) {
@@ -352,7 +345,7 @@ static int read_domainlist(struct ctx *x)
 		rule[0] = '/';
 		memcpy(rule + 1, dom, n);
 		rule[n + 1] = '/';
-		nx_import_add_rule(x->imp, allow, rule, what);
+		nx_import_add_rule_for(x->imp, allow, rule, everyone ? NULL : &gs, what);
 	}
 	sqlite3_finalize(st);
 	return 0;

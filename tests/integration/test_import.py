@@ -255,27 +255,25 @@ def test_pihole_teleporter(tmp_path):
 
     # domainlist: exact and regex, allow and deny, each exact rule for the groups Pi-hole
     # links it to (the kids tablet is out of Default, so Default is not everyone here: its
-    # rules are for group default); regexes cannot be limited to groups and apply to every
-    # client, said in the report; FTL's ;options, disabled entries, entries in no group and
-    # what the loader refuses are reported
+    # rules are for group default), regexes too; FTL's ;options, disabled entries, entries in
+    # no group and what the loader refuses are reported
     f = cfg["filter"]
     assert f["allow"] == [{"rule": "allowed.example.com", "groups": ["default"]},
-                          r"/(\.|^)good\.example$/",
+                          {"rule": r"/(\.|^)good\.example$/", "groups": ["default"]},
                           {"rule": "kids-allowed.example.com", "groups": ["kids-devices"]}]
     assert f["deny"] == [{"rule": "ads.example.com", "groups": ["default"]},
-                         r"/^track[0-9]+\.example\.org$/",
+                         {"rule": r"/^track[0-9]+\.example\.org$/", "groups": ["default"]},
                          {"rule": "kids-only.example.com", "groups": ["kids-devices"]},
                          {"rule": "kids-and-default.example.com",
                           "groups": ["default", "kids-devices"]},
-                         r"/^kidsre[0-9]+\.example$/"]
+                         {"rule": r"/^kidsre[0-9]+\.example$/", "groups": ["kids-devices"]}]
     assert has(lines, "imported", "kids-only.example.com", '"Kids devices"',
                'filter.deny "kids-only.example.com" for groups "kids-devices"')
     assert has(lines, "imported", "kids-and-default.example.com",
                'for groups "default", "kids-devices"')
     assert has(lines, "imported", "kids-allowed.example.com",
                'filter.allow "kids-allowed.example.com" for groups "kids-devices"')
-    assert has(lines, "imported", "^kidsre", "cannot limit a regex rule to groups",
-               "every client")
+    assert has(lines, "imported", "^kidsre", 'for groups "kids-devices"')
     assert has(lines, "not imported", "paused-only.example.com", "disabled groups only")
     assert has(lines, "not imported", ";querytype=AAAA", "no nxdns equivalent")
     assert has(lines, "not imported", "disabled.example.com", "disabled in Pi-hole")

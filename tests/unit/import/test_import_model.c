@@ -155,16 +155,17 @@ static void items_checked_by_the_loader(void **state)
 	assert_false(nx_import_add_record(imp, "nas.lan", "A", "192.0.2.1", 0, "dup"));
 	assert_false(nx_import_add_upstream(imp, "not an address", "up"));
 	assert_true(nx_import_add_upstream(imp, "192.0.2.53:53", "up"));
-	/* a rule for some groups: the groups must exist, and only names and *.x take them */
+	/* a rule for some groups: the groups must exist; names, *.x and AdGuard-syntax rules
+	 * (regexes too) take them */
 	struct nx_import_strv kids = {0};
 	nx_import_strv_push(imp, &kids, "kids");
 	assert_false(nx_import_add_rule_for(imp, false, "social.example", &kids, "no such group"));
 	nx_import_add_group(imp, "kids", true);
 	assert_true(nx_import_add_rule_for(imp, false, "social.example", &kids, "kids rule"));
-	assert_false(nx_import_add_rule_for(imp, false, "/^re/", &kids, "grouped regex"));
-	assert_int_equal(nx_import_count(imp, NX_IMPORT_IMPORTED), 4);
-	assert_int_equal(nx_import_count(imp, NX_IMPORT_NOT_IMPORTED), 8);
-	assert_int_equal(imp->deny.n, 2);
+	assert_true(nx_import_add_rule_for(imp, false, "/^re/", &kids, "grouped regex"));
+	assert_int_equal(nx_import_count(imp, NX_IMPORT_IMPORTED), 5);
+	assert_int_equal(nx_import_count(imp, NX_IMPORT_NOT_IMPORTED), 7);
+	assert_int_equal(imp->deny.n, 3);
 	assert_int_equal(imp->allow.n, 0);
 
 	/* the config text loads, with what was added */
@@ -177,10 +178,12 @@ static void items_checked_by_the_loader(void **state)
 	struct nx_conf *c = NULL;
 	assert_int_equal(nx_conf_load_string("out", buf, len, &c, err, sizeof(err)), 0);
 	assert_int_equal(c->n_locals, 1);
-	assert_int_equal(c->n_deny_rules, 2);
+	assert_int_equal(c->n_deny_rules, 3);
 	assert_non_null(c->deny_scopes);
 	assert_int_equal(c->deny_scopes[1].n_groups, 1);
 	assert_string_equal(c->deny_scopes[1].groups[0], "kids");
+	assert_int_equal(c->deny_scopes[2].n_groups, 1); /* the regex keeps its group */
+	assert_string_equal(c->deny_scopes[2].groups[0], "kids");
 	nx_conf_free(c);
 	assert_non_null(strstr(buf, "# nxdns configuration imported from test (mem)"));
 	free(buf);
@@ -192,7 +195,7 @@ static void items_checked_by_the_loader(void **state)
 	fclose(fp);
 	assert_non_null(strstr(buf, "not imported: bad regex: '/([/': regex: missing terminating ]"));
 	assert_non_null(strstr(buf, "not imported: rule 1 again: a duplicate"));
-	assert_non_null(strstr(buf, "summary: 4 imported, 8 not imported, 0 without"));
+	assert_non_null(strstr(buf, "summary: 5 imported, 7 not imported, 0 without"));
 	free(buf);
 	nx_import_free(imp);
 	assert_int_equal(owner_bytes(), 0);
