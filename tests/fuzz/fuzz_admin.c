@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -342,7 +343,20 @@ static size_t exchange(const char *r, size_t n)
 	 * connect() fails with EADDRNOTAVAIL, a property of the harness, not of the server. */
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	if (connect(fd, (struct sockaddr *)&s, sizeof(s)) != 0) {
+	int rc = connect(fd, (struct sockaddr *)&s, sizeof(s));
+	if (rc != 0 && errno == EINTR) {
+		/* libFuzzer's timer signal interrupted it: the connection goes on in the
+		 * background (connect(2)); wait for it and read its outcome */
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int err = ETIMEDOUT;
+		socklen_t len = sizeof(err);
+		if (poll(&p, 1, CLIENT_TIMEOUT_S * 1000) == 1) {
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		}
+		errno = err;
+		rc = err ? -1 : 0;
+	}
+	if (rc != 0) {
 		fprintf(stderr, "fuzz_admin: connect: %s\n", strerror(errno));
 		CHECK(!"the admin server accepts a connection");
 	}
