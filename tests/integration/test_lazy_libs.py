@@ -88,7 +88,8 @@ def test_url_refresh_loads_libcurl_only_while_it_runs(make_upstream, make_nxdns)
         up = make_upstream()
         nx = start_nx(make_nxdns, [up], {"filter": {"sources": [
             {"name": "remote", "url": srv.url("/l.txt")}]}, "upstream": {"timeout_ms": 1000}})
-        assert curl_libs(nx.pid) == [], "libcurl mapped before any download"
+        # the source has no list on disk: first boot downloads it before DNS starts, so the
+        # first round is over by now (a daemon without URL sources maps none: the test above)
         got = nx.wait_counter("nxdns_filter_downloads_total", 1, timeout=15, result="ok")
         assert got >= 1
         assert wait_until(lambda: blocked(nx, "u7.lazy.test"), timeout=10)
