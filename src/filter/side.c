@@ -810,7 +810,7 @@ static int build_ac(struct nx_filter_side *s)
 	uint32_t nsp = 0;
 	for (uint32_t i = 0; !rc && i < nst; i++) {
 		uint32_t x = order[i];
-		bool dense = info[x * 3] <= 1 || info[x * 3 + 1] >= 2;
+		bool dense = info[x * 3] <= 2 || info[x * 3 + 1] >= 2;
 		val[x] = dense ? ndense++ * nc : SIDE_AC_SPARSE | nsp++;
 		if (own[x] || dict[x]) {
 			val[x] |= SIDE_AC_OUT;

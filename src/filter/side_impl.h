@@ -119,7 +119,7 @@ struct side_lit {
  * start for a literal every match begins with).
  *
  * Layout: byte classes (the bytes some key has, upper case folded; class 0 for every other
- * byte). A state at depth <= 1 or with two or more children is dense: its row in `ac_rows`
+ * byte). A state at depth <= 2 or with two or more children is dense: its row in `ac_rows`
  * holds the next state for every class (the full DFA transition). Any other state is sparse:
  * at most one child and its failure link; a byte other than the child's follows the link to
  * a shallower state, so one byte costs at most SIDE_AC_KEY_MAX lookups and, amortised, two.
