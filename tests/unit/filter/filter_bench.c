@@ -417,7 +417,7 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(
 		    stderr,
-		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare "
+		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare|decisions "
 		    "...\n");
 		return 2;
 	}
