@@ -394,38 +394,6 @@ static void ac_hits(const struct nx_filter_side *side, const struct nx_filter_qc
 	}
 }
 
-/* The scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name: those
- * without a literal, the URL rules whose literal "http://" holds, then one automaton walk over
- * the name and the closing '/' from the state after "http://". */
-static void scan_rules(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
-		       struct scan_state *st)
-{
-	for (uint32_t j = 0; j < side->nalways; j++) {
-		try_scan(side, q, st, side->always[j], false);
-	}
-	for (uint32_t j = 0; j < side->npre; j++) {
-		try_scan(side, q, st, side->pre[j], true);
-	}
-	if (!side->ac_rows) {
-		return;
-	}
-	const uint32_t *rows = side->ac_rows;
-	const uint8_t *cls = side->ac_cls;
-	const char *t = st->text;
-	uint32_t v = side->ac_start;
-	for (size_t i = 0; i < st->tlen; i++) {
-		unsigned c = cls[(unsigned char)t[i]];
-		v = v & SIDE_AC_SPARSE ? side_ac_step(side, v, c) : rows[(v & SIDE_AC_ID) + c];
-		if (v & SIDE_AC_OUT) {
-			ac_hits(side, q, st, v, 7 + i);
-		}
-	}
-	v = side_ac_step(side, v, cls['/']);
-	if (v & SIDE_AC_OUT) {
-		ac_hits(side, q, st, v, 7 + st->tlen);
-	}
-}
-
 /* Per byte: the lower-case byte, and 0x100 when it is no list-name byte ([a-z0-9_-]). */
 #define FOLD_(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
 #define LISTB_(c)                                                                                  \
@@ -442,42 +410,123 @@ static const uint16_t fold_tab[256] = {T64_(0), T64_(64), T64_(128), T64_(192)};
 #undef LISTB_
 #undef FOLD_
 
+/* The prefilter automaton's walk, done while the name is lower-cased (one pass over the
+ * bytes): the state after each byte of "http://name/" and the hits, replayed once the whole
+ * name is known. At most one hit per byte of the name and the closing '/'. */
+struct walk {
+	uint32_t v;
+	unsigned nhit;
+	uint32_t hv[NX_DNS_NAME_MAX + 2]; /* state values with SIDE_AC_OUT */
+	uint16_t he[NX_DNS_NAME_MAX + 2]; /* offsets in "http://name/" of their last byte */
+};
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
  * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
- * and SIDE_HASH_PAD zero bytes after the name. */
-static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
-		      size_t *clean, size_t *wend)
+ * and SIDE_HASH_PAD zero bytes after the name. With side: *named says some label may begin an
+ * indexed rule's name (label_bits), and with an automaton wk gets its walk over the bytes
+ * (upper case has the classes of lower case). Inlined twice, with and without the side. */
+static inline __attribute__((always_inline)) size_t
+to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl, size_t *clean,
+	 size_t *wend, const struct nx_filter_side *side, bool *named, struct walk *wk)
 {
-	size_t o = 0, i = 0;
-	*nl = 0;
-	*clean = 0;
+	size_t o = 0, i = 0, cl = 0; /* locals: the byte stores below may alias *nl, *clean */
+	unsigned n = 0;
+	const uint32_t *rows = wk ? side->ac_rows : NULL;
+	const uint8_t *cls = wk ? side->ac_cls : NULL;
+	const uint32_t *fold = wk ? side->ac_fold : NULL;
+	uint32_t v = wk ? side->ac_start : 0;
+	unsigned nhit = 0;
+	bool nm = false;
 	while (i < wlen && w[i] != 0) {
 		unsigned l = w[i];
-		if (l > 63 || i + 1 + l > wlen || *nl >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
-			*clean = wlen;
+		if (l > 63 || i + 1 + l > wlen || n >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
+			cl = wlen;
 			break;
 		}
-		starts[(*nl)++] = (uint16_t)i;
+		starts[n++] = (uint16_t)i;
 		if (o) {
+			if (wk) {
+				v = side_ac_step(side, v, cls['.']);
+				if (v & SIDE_AC_OUT) {
+					wk->hv[nhit] = v;
+					wk->he[nhit++] = (uint16_t)(7 + o);
+				}
+			}
 			out[o++] = '.';
 		}
 		unsigned bad = 0;
 		const uint8_t *p = w + i + 1;
-		for (unsigned k = 0; k < l; k++) {
-			unsigned v = fold_tab[p[k]];
-			bad |= v;
-			out[o + k] = (char)v;
+		if (wk) {
+			/* a dense state without keys (v < SIDE_AC_SPARSE) steps by one load */
+			for (unsigned k = 0; k < l; k++) {
+				uint32_t t = fold[p[k]];
+				bad |= t;
+				out[o + k] = (char)t;
+				v = v < SIDE_AC_SPARSE ? rows[v + (t >> 16)]
+						       : side_ac_step(side, v, t >> 16);
+				if (v & SIDE_AC_OUT) {
+					wk->hv[nhit] = v;
+					wk->he[nhit++] = (uint16_t)(7 + o + k);
+				}
+			}
+		} else {
+			for (unsigned k = 0; k < l; k++) {
+				unsigned f = fold_tab[p[k]];
+				bad |= f;
+				out[o + k] = (char)f;
+			}
+		}
+		if (named && l) {
+			unsigned key = side_label_key(l, (unsigned char)out[o],
+						      (unsigned char)out[o + l - 1]);
+			nm |= side->label_bits[key / 64] >> (key % 64) & 1u;
 		}
 		o += l;
 		i += 1 + l;
 		if (bad & 0x100) {
-			*clean = i; /* only labels after this one */
+			cl = i; /* only labels after this one */
 		}
 	}
+	if (wk) {
+		v = side_ac_step(side, v, cls['/']);
+		if (v & SIDE_AC_OUT) {
+			wk->hv[nhit] = v;
+			wk->he[nhit++] = (uint16_t)(7 + o);
+		}
+		wk->nhit = nhit;
+	}
+	if (named) {
+		*named = nm;
+	}
+	*nl = n;
+	*clean = cl;
 	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
 	memset(out + o, 0, 1 + SIDE_HASH_PAD); /* the NUL and side_label_hash's padding */
 	return o;
+}
+
+static size_t to_text(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl,
+		      size_t *clean, size_t *wend)
+{
+	return to_text_(w, wlen, out, starts, nl, clean, wend, NULL, NULL, NULL);
+}
+
+/* The scanned rules (regexes, URL patterns, restricted catch-alls) over a clean name: those
+ * without a literal, the URL rules whose literal "http://" holds, then the automaton's hits
+ * over the name and the closing '/' (walked by to_text_ from the state after "http://"). */
+static void scan_rules(const struct nx_filter_side *side, const struct nx_filter_qctx *q,
+		       struct scan_state *st, const struct walk *wk)
+{
+	for (uint32_t j = 0; j < side->nalways; j++) {
+		try_scan(side, q, st, side->always[j], false);
+	}
+	for (uint32_t j = 0; j < side->npre; j++) {
+		try_scan(side, q, st, side->pre[j], true);
+	}
+	for (unsigned x = 0; wk && x < wk->nhit; x++) {
+		ac_hits(side, q, st, wk->hv[x], wk->he[x]);
+	}
 }
 
 enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
@@ -488,13 +537,23 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean, wend;
-	size_t tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+	size_t clean, wend, tlen;
+	bool named = false;
+	struct walk wk;
+	bool walked = side && side->nrules && side->ac_rows;
+	bool *np = side && side->nidx ? &named : NULL;
+	if (walked) {
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, &wk);
+	} else if (np) {
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, NULL);
+	} else {
+		tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+	}
 	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
 	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
 	 * which knows which parents an odd label leaves, for the rest */
 	if (clean == 0 && tlen > 0) {
-		nx_filter_snap_match(snap, text, tlen, q->eligible, out);
+		nx_filter_snap_match_labels(snap, text, tlen, starts, nl, q->eligible, out);
 		if (out->action != NX_FILTER_ACT_NONE) {
 			out->matched_len = (uint16_t)(wend - out->matched_off);
 		}
@@ -508,7 +567,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	/* the index hash of the name and of every parent, in one pass over the labels from the
 	 * last (text has SIDE_HASH_PAD zero bytes past its end) */
 	uint64_t hs[128];
-	if (side->nidx) {
+	if (named) {
 		uint64_t h = SIDE_HASH_BASIS;
 		size_t end = tlen;
 		for (unsigned k = nl; k-- > 0;) {
@@ -518,7 +577,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 		}
 	}
 	/* indexed rules: the name, then its parents nearest first */
-	for (unsigned k = 0; side->nidx && k < nl; k++) {
+	for (unsigned k = 0; named && k < nl; k++) {
 		if (starts[k] < clean) {
 			continue;
 		}
@@ -560,7 +619,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 		st.ulen = 0;
 		st.runs = 0;
 		st.seen_init = false;
-		scan_rules(side, q, &st);
+		scan_rules(side, q, &st, walked ? &wk : NULL);
 	}
 	if (b.rule < 0) {
 		return (enum nx_filter_action)out->action;

@@ -810,7 +810,7 @@ static int build_ac(struct nx_filter_side *s)
 	uint32_t nsp = 0;
 	for (uint32_t i = 0; !rc && i < nst; i++) {
 		uint32_t x = order[i];
-		bool dense = info[x * 3] <= 1 || info[x * 3 + 1] >= 2;
+		bool dense = info[x * 3] <= 2 || info[x * 3 + 1] >= 2;
 		val[x] = dense ? ndense++ * nc : SIDE_AC_SPARSE | nsp++;
 		if (own[x] || dict[x]) {
 			val[x] |= SIDE_AC_OUT;
@@ -852,6 +852,13 @@ static int build_ac(struct nx_filter_side *s)
 	}
 	if (!rc) {
 		memcpy(s->ac_cls, cls, sizeof(cls));
+		/* the query's one table per byte: lower case, not-a-list-byte flag, class */
+		for (unsigned c = 0; c < 256; c++) {
+			unsigned f = c >= 'A' && c <= 'Z' ? c + 32 : c;
+			bool listb = (f >= 'a' && f <= 'z') || (f >= '0' && f <= '9') || f == '-' ||
+				     f == '_';
+			s->ac_fold[c] = f | (listb ? 0u : 0x100u) | (uint32_t)cls[c] << 16;
+		}
 		for (uint32_t i = 0; i < nst; i++) {
 			uint32_t x = order[i];
 			uint32_t v = val[x];
@@ -997,6 +1004,14 @@ int nx_filter_side_build(struct nx_filter_side_builder *b, struct nx_filter_side
 			uint64_t h = side_hash(s->pool + r->name_off, r->name_len);
 			s->idx[s->nidx++] = (struct side_idx){h, i, 0};
 			s->name_bits[(h & 4095) / 64] |= 1ull << (h % 64);
+			const char *nm = s->pool + r->name_off;
+			const char *dot = r->name_len ? memchr(nm, '.', r->name_len) : NULL;
+			size_t l1 = dot ? (size_t)(dot - nm) : r->name_len;
+			if (l1) {
+				unsigned key = side_label_key(l1, (unsigned char)nm[0],
+							      (unsigned char)nm[l1 - 1]);
+				s->label_bits[key / 64] |= 1ull << (key % 64);
+			}
 			s->st.named++;
 		} else {
 			s->scan[s->nscan++] = i;

@@ -119,7 +119,7 @@ struct side_lit {
  * start for a literal every match begins with).
  *
  * Layout: byte classes (the bytes some key has, upper case folded; class 0 for every other
- * byte). A state at depth <= 1 or with two or more children is dense: its row in `ac_rows`
+ * byte). A state at depth <= 2 or with two or more children is dense: its row in `ac_rows`
  * holds the next state for every class (the full DFA transition). Any other state is sparse:
  * at most one child and its failure link; a byte other than the child's follows the link to
  * a shallower state, so one byte costs at most SIDE_AC_KEY_MAX lookups and, amortised, two.
@@ -184,6 +184,9 @@ struct nx_filter_side {
 	uint32_t ac_start; /* the state after "http://" */
 	uint8_t ac_nc;	   /* byte classes */
 	uint8_t ac_cls[256];
+	/* per byte: its lower case | 0x100 when no list-name byte | its class << 16 (one load a
+	 * byte for the lower-case copy and the walk together) */
+	uint32_t ac_fold[256];
 	uint32_t *pre; /* owned, npre scan[] positions: URL rules whose literal is in "http://" */
 	uint32_t npre;
 	uint32_t *always; /* owned, nalways scan[] positions without a literal: every clean name */
@@ -191,6 +194,9 @@ struct nx_filter_side {
 	/* One bit per bucket: most of a query's names hit nothing, and these 512 B stay in cache
 	 * where the index would miss. */
 	uint64_t name_bits[64]; /* bit (h & 4095): some indexed rule's name hashes there */
+	/* bit side_label_key(first label): an indexed rule's name begins with such a label. A
+	 * query whose labels all miss here has no indexed rule to find: no hash is computed. */
+	uint64_t label_bits[64];
 	char *pool;		/* owned, pool_len bytes */
 	size_t pool_len;
 	pcre2_match_context *mctx; /* owned: the limits, read-only once built */
@@ -248,6 +254,12 @@ static inline uint64_t side_label_hash(const char *p, size_t len)
 		h ^= h >> 32;
 	}
 	return h;
+}
+
+/* The key of a (lower-case) label in label_bits: its length, first and last byte. */
+static inline unsigned side_label_key(size_t len, unsigned char first, unsigned char last)
+{
+	return (unsigned)(((unsigned)first << 4) ^ last ^ (len << 7)) & 4095u;
 }
 
 /* The hash of label + "." + suffix from the suffix's hash (SIDE_HASH_BASIS for none). */

@@ -321,10 +321,11 @@ static inline int lowest(uint64_t m)
  * when no eligible source has exceptions, the first level that blocks decides (the name itself
  * is visited first, then the nearest parent): one lookup instead of one per label.
  */
-static enum nx_filter_action match_from(const struct nx_filter_snap *s, const char *name,
-					size_t len, size_t first, uint64_t eligible,
-					struct nx_filter_result *out)
+static inline __attribute__((always_inline)) enum nx_filter_action
+match_from_(const struct nx_filter_snap *s, const char *name, size_t len, size_t first,
+	    const uint16_t *starts, unsigned nl, uint64_t eligible, struct nx_filter_result *out)
 {
+	unsigned lab = 0; /* with starts: the label at pos (first is 0 then) */
 	nx_filter_result_clear(out);
 	if (!s || s->nrec == 0 || eligible == 0 || first >= len) {
 		return NX_FILTER_ACT_NONE;
@@ -370,6 +371,13 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 		if (!may_except && (exact_src >= 0 || wild_src >= 0)) {
 			break;
 		}
+		if (starts) {
+			if (++lab >= nl) {
+				break;
+			}
+			pos = starts[lab];
+			continue;
+		}
 		const char *dot = memchr(name + pos, '.', len - pos);
 		if (!dot) {
 			break;
@@ -393,6 +401,25 @@ static enum nx_filter_action match_from(const struct nx_filter_snap *s, const ch
 		out->matched_len = (uint16_t)(len - wild_off);
 	}
 	return (enum nx_filter_action)out->action;
+}
+
+static enum nx_filter_action match_from(const struct nx_filter_snap *s, const char *name,
+					size_t len, size_t first, uint64_t eligible,
+					struct nx_filter_result *out)
+{
+	return match_from_(s, name, len, first, NULL, 0, eligible, out);
+}
+
+enum nx_filter_action nx_filter_snap_match_labels(const struct nx_filter_snap *s,
+						  const char *name, size_t len,
+						  const uint16_t *starts, unsigned nl,
+						  uint64_t eligible, struct nx_filter_result *out)
+{
+	if (len > NX_FILTER_NAME_MAX || nl == 0) {
+		nx_filter_result_clear(out);
+		return NX_FILTER_ACT_NONE;
+	}
+	return match_from_(s, name, len, 0, starts, nl, eligible, out);
 }
 
 enum nx_filter_action nx_filter_snap_match(const struct nx_filter_snap *s, const char *name,

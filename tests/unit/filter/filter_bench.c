@@ -14,6 +14,10 @@
  *       through the snapshot's text matcher, its wire matcher and nx_filter_lists_decide
  *       (snapshot + side), and prints ns per query in thread CPU time (what a loaded, shared
  *       machine distorts least: preemption is not counted) with the ratios; then the medians.
+ *   filter_bench decisions SNAPSHOT QUERIES --side DIR NAME...
+ *       The differential: one line per decision with every field of the result, for each
+ *       query as written, in a mixed-case copy (wire bytes upper-cased alternately) and as
+ *       AAAA; diff the output of two builds to show a change keeps every decision.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -249,6 +253,53 @@ static int compare(int argc, char **argv)
 	return 0;
 }
 
+static int decisions(int argc, char **argv)
+{
+	if (argc < 5 || strcmp(argv[3], "--side") != 0) {
+		fprintf(stderr, "usage: filter_bench decisions SNAPSHOT QUERIES --side DIR NAME...\n");
+		return 2;
+	}
+	struct nx_filter_snap *s = NULL;
+	if (nx_filter_snap_open(argv[1], &s) != 0) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	struct nx_filter_side *side = NULL;
+	if (load_side(argc, argv, 3, &side) != 0) {
+		return 1;
+	}
+	size_t n = 0;
+	struct query *q = load_queries(argv[2], &n);
+	if (!q) {
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint8_t mixed[256];
+		memcpy(mixed, q[i].wire, q[i].wlen);
+		for (size_t k = 0; k < q[i].wlen; k += 2) {
+			if (mixed[k] >= 'a' && mixed[k] <= 'z') {
+				mixed[k] = (uint8_t)(mixed[k] - 32);
+			}
+		}
+		for (int v = 0; v < 3; v++) {
+			struct nx_filter_qctx c = {.wire = v == 1 ? mixed : q[i].wire,
+						   .wlen = q[i].wlen,
+						   .qtype = v == 2 ? 28 : q[i].qtype,
+						   .eligible = ~0ull};
+			struct nx_filter_result r;
+			enum nx_filter_action a = nx_filter_lists_decide(s, side, &c, &r);
+			printf("%zu.%d %d %d %d %d %d %u %u %u %d\n", i, v, (int)a, r.action, r.reason,
+			       r.source, r.rule, r.matched_off, r.matched_len, r.rewrite,
+			       r.side_rule);
+		}
+	}
+	free_queries(q, n);
+	nx_filter_side_free(side);
+	nx_filter_snap_free(s);
+	nx_filter_lists_thread_done();
+	return 0;
+}
+
 static int lookups(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -366,7 +417,7 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(
 		    stderr,
-		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare "
+		    "usage: filter_bench compile|snapshot-build|lookup-snapshot|lookups|compare|decisions "
 		    "...\n");
 		return 2;
 	}
@@ -385,6 +436,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "compare") == 0) {
 		return compare(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "decisions") == 0) {
+		return decisions(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "unknown command %s\n", cmd);
 	return 2;

@@ -643,6 +643,64 @@ static void test_subdomains(void **state)
 	lists_free(&l);
 }
 
+/* Indexed rules are looked up only when some label of the query has the (length, first byte,
+ * last byte) key of an indexed name's first label: the name and each parent, any case, the
+ * key's false positives (same key, other label) still refused by the index. The snapshot probe
+ * over the copy's label offsets decides as the text matcher. */
+static void test_label_prefilter(void **state)
+{
+	struct lists l;
+	lists_of(&l,
+		 "||ads.example^$dnstype=A\n|exact-only.test^$dnstype=A\n"
+		 "||averyverylonglabel.example.org^$dnstype=A\n*.wild.example$dnstype=A\n"
+		 "||plain.example^\n@@||ok.plain.example^\n*.w.example\n",
+		 false, false);
+	struct nx_filter_result r;
+	static const char *const hit[] = {"ads.example",	 "ADS.Example", "x.y.AdS.example",
+					  "exact-only.test",	 "EXACT-ONLY.TEST",
+					  "averyverylonglabel.example.org",
+					  "a.AveryVeryLongLabel.example.org", "x.wild.example"};
+	for (size_t i = 0; i < sizeof(hit) / sizeof(hit[0]); i++) {
+		assert_int_equal(decide(&l, &(struct q){hit[i]}, &r), NX_FILTER_ACT_BLOCK);
+		assert_int_equal(r.reason, NX_FILTER_R_blocklist_rule);
+		assert_int_equal(ACT(&l, hit[i], .qtype = 28), NX_FILTER_ACT_NONE);
+	}
+	/* same first-label key (a?s, e?y), other names; the apex of a *.x rule; a parent only */
+	static const char *const miss[] = {"axs.example", "ads.examplf", "x.exact-only.test",
+					   "exaaa-only.test", "wild.example", "example",
+					   "averyverylonglabel.example.orf"};
+	for (size_t i = 0; i < sizeof(miss) / sizeof(miss[0]); i++) {
+		assert_int_equal(decide(&l, &(struct q){miss[i]}, &r), NX_FILTER_ACT_NONE);
+	}
+	static const char *const snap[] = {"plain.example", "a.b.plain.example", "ok.plain.example",
+					   "x.ok.plain.example", "w.example", "a.w.example",
+					   "example", "nothing.test", "a.b.c.d.e.f.g"};
+	for (size_t i = 0; i < sizeof(snap) / sizeof(snap[0]); i++) {
+		struct nx_filter_result a, b;
+		uint16_t starts[128];
+		unsigned nl = 0;
+		size_t len = strlen(snap[i]);
+		starts[nl++] = 0;
+		for (size_t k = 0; k < len; k++) {
+			if (snap[i][k] == '.') {
+				starts[nl++] = (uint16_t)(k + 1);
+			}
+		}
+		nx_filter_snap_match(l.snap, snap[i], len, ~0ull, &a);
+		nx_filter_snap_match_labels(l.snap, snap[i], len, starts, nl, ~0ull, &b);
+		assert_int_equal(a.action, b.action);
+		assert_int_equal(a.reason, b.reason);
+		assert_int_equal(a.source, b.source);
+		assert_int_equal(a.matched_off, b.matched_off);
+		assert_int_equal(a.matched_len, b.matched_len);
+		assert_int_equal(decide(&l, &(struct q){snap[i]}, &r), a.action);
+		assert_int_equal(r.reason, a.reason);
+	}
+	assert_int_equal(ACT(&l, "ok.plain.example"), NX_FILTER_ACT_ALLOW);
+	assert_int_equal(ACT(&l, "w.example"), NX_FILTER_ACT_NONE);
+	lists_free(&l);
+}
+
 static void test_eligible_and_snapshot_size(void **state)
 {
 	struct lists l;
@@ -848,6 +906,7 @@ int main(void)
 	    cmocka_unit_test(test_user_groups),
 	    cmocka_unit_test(test_hosts_answers),
 	    cmocka_unit_test(test_subdomains),
+	    cmocka_unit_test(test_label_prefilter),
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
 	    cmocka_unit_test(test_add_line_errors),
 	    cmocka_unit_test(test_caps_and_memory),
