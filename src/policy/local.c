@@ -291,6 +291,67 @@ static const uint8_t *splice_rdata(const uint8_t *buf, const struct nx_dns_msg *
 	return s->rdata;
 }
 
+/* SOA records taken from upstream's authority section: one is what a negative answer has. */
+#define SPLICE_SOA_MAX 2
+
+struct splice_soa {
+	uint8_t owner[NX_DNS_NAME_MAX];
+	uint8_t rdata[2 * NX_DNS_NAME_MAX + 20]; /* MNAME, RNAME, five 32-bit fields */
+};
+
+/*
+ * The SOA records of the authority section of up/um (validated by the engine), decompressed
+ * into soa[] and described in auth[]; TTL per RFC 2308 5: min(the record's TTL, MINIMUM).
+ * Other authority records (NS of a referral-shaped answer) are not a stub's business. Returns
+ * how many.
+ */
+static size_t splice_soas(const uint8_t *up, const struct nx_dns_msg *um,
+			  struct splice_soa soa[SPLICE_SOA_MAX],
+			  struct nx_dns_rr_spec auth[SPLICE_SOA_MAX])
+{
+	struct nx_dns_rd rd;
+	nx_dns_rd_init(&rd, up, um->len);
+	rd.pos = um->answer_end;
+	size_t n = 0;
+	for (unsigned i = 0; i < um->nscount && n < SPLICE_SOA_MAX; i++) {
+		struct splice_soa *s = &soa[n];
+		size_t ol = nx_dns_rd_name(&rd, s->owner);
+		uint16_t type = nx_dns_rd_u16(&rd);
+		nx_dns_rd_u16(&rd); /* class */
+		uint32_t ttl = nx_dns_rd_u32(&rd);
+		uint16_t rdlen = nx_dns_rd_u16(&rd);
+		if (rd.err || ol == 0 || nx_dns_rd_left(&rd) < rdlen) {
+			return n;
+		}
+		size_t end = rd.pos + rdlen;
+		if (type != NX_DNS_T_SOA) {
+			rd.pos = end;
+			continue;
+		}
+		size_t ml = nx_dns_rd_name(&rd, s->rdata);
+		size_t rl = ml ? nx_dns_rd_name(&rd, s->rdata + ml) : 0;
+		if (rd.err || ml == 0 || rl == 0 || rd.pos + 20 != end) {
+			return n; /* the engine validated it: cannot happen */
+		}
+		memcpy(s->rdata + ml + rl, up + rd.pos, 20);
+		rd.pos = end;
+		const uint8_t *mf = s->rdata + ml + rl + 16;
+		uint32_t minimum =
+		    (uint32_t)mf[0] << 24 | (uint32_t)mf[1] << 16 | (uint32_t)mf[2] << 8 | mf[3];
+		/* names compressed against the question carry the engine's 0x20 scrambling */
+		nx_dns_name_lower(s->owner, ol);
+		nx_dns_name_lower(s->rdata, ml);
+		nx_dns_name_lower(s->rdata + ml, rl);
+		auth[n++] = (struct nx_dns_rr_spec){.owner = s->owner,
+						    .owner_len = ol,
+						    .type = NX_DNS_T_SOA,
+						    .ttl = NX_MIN(ttl, minimum),
+						    .rdata = s->rdata,
+						    .rdlen = (uint16_t)(ml + rl + 20)};
+	}
+	return n;
+}
+
 int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx, const uint8_t *up,
 			   const struct nx_dns_msg *um)
@@ -334,8 +395,17 @@ int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
 						   .rdlen = dl};
 		taken++;
 	}
+	/* A negative answer for the target (NXDOMAIN, or NODATA) carries the SOA that lets the
+	 * stub cache it (RFC 2308 3 and 5): copied from upstream's authority section, names
+	 * decompressed, with the negative TTL min(SOA TTL, SOA MINIMUM) a recursive sends. */
+	struct nx_dns_rr_spec auth[SPLICE_SOA_MAX];
+	struct splice_soa soa[SPLICE_SOA_MAX];
+	size_t nauth = 0;
+	if (tl) {
+		nauth = splice_soas(up, um, soa, auth);
+	}
 	/* The rcode is the chain's last name's (RFC 6604 2.1): NXDOMAIN when the target has none.
 	 * Not authoritative: the tail is upstream's data, not ours. */
 	int rcode = um->flags & 0xf;
-	return nx_dns_build_answer(out, cap, ctx, rcode, false, rrs, n, NULL, 0, -1, NULL);
+	return nx_dns_build_answer(out, cap, ctx, rcode, false, rrs, n, auth, nauth, -1, NULL);
 }

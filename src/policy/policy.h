@@ -131,7 +131,9 @@ int nx_policy_local_answer(const struct nx_policy *p, uint8_t *out, size_t cap,
  * The answer to the question of ctx (a local name whose CNAME chain leaves the local records)
  * from the local chain followed by the answer section of `up`/`um`, the validated upstream
  * answer for the chain's first non-local target; the rcode is upstream's (NXDOMAIN stays
- * NXDOMAIN), AA is clear. Returns the length or a negative code.
+ * NXDOMAIN), AA is clear, and a negative answer's SOA (upstream's authority section) follows
+ * in the authority section with TTL min(its TTL, MINIMUM) (RFC 2308 5). Returns the length or
+ * a negative code.
  */
 int nx_policy_local_splice(const struct nx_policy *p, uint8_t *out, size_t cap,
 			   const struct nx_dns_reply_ctx *ctx, const uint8_t *up,

@@ -26,7 +26,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from filterkit import FastUpstream, XRule, XUpstream, query_from, run_cli, start_nx
+from filterkit import FastUpstream, XRule, XUpstream, query_from, run_cli, soa, start_nx
 from harness import answers, make_query
 
 
@@ -193,6 +193,7 @@ LOCALS = [
     {"name": "chain.lan", "type": "CNAME", "value": "alias.lan"},
     {"name": "ext.lan", "type": "CNAME", "value": "www.example.net"},
     {"name": "gone.lan", "type": "CNAME", "value": "missing.example.net"},
+    {"name": "neg.lan", "type": "CNAME", "value": "nosuch.example.org"},
     {"name": "lan", "type": "MX", "value": "10 mail.lan"},
     {"name": "lan", "type": "MX", "value": "20 backup.lan"},
     {"name": "_sip._udp.lan", "type": "SRV", "value": "10 5 5060 sip.lan"},
@@ -208,6 +209,10 @@ def _local_nx(make_nxdns, make_upstream_cls):
     up.script["www.example.net"] = XRule(records=[("CNAME", "edge.example.net.")],
                                          chain=[("edge.example.net.", "A", "192.0.2.80")])
     up.script["missing.example.net"] = XRule(rcode="NXDOMAIN", records=[])
+    # a compressed SOA, TTL 300 above its MINIMUM 60: the negative TTL is 60 (RFC 2308 5)
+    up.script["nosuch.example.org"] = XRule(rcode="NXDOMAIN", records=[],
+                                            authority=[soa("example.org.", minimum=60)],
+                                            auth_ttl=300)
     zone = make_upstream_cls(XUpstream, default_a="198.51.100.7")
     cfg = {"local_records": LOCALS,
            "upstream": {"forward_zones": {"corp.example": [zone.addr]}},
@@ -248,6 +253,23 @@ def test_local_cname_chains(make_nxdns, make_upstream_cls):
     assert r.rcode() == dns.rcode.NXDOMAIN
     assert _records(r) == [("gone.lan.", "CNAME", "missing.example.net.")]
     assert nx.metrics().get("nxdns_answers_total", result="local") == 4
+
+
+def test_local_cname_to_an_nxdomain_target_carries_the_soa(make_nxdns, make_upstream_cls):
+    """A stub gets what a recursive would send for the chain: NXDOMAIN, the local CNAME in the
+    answer, and upstream's SOA in the authority section with the negative TTL (RFC 2308)."""
+    nx, up, _ = _local_nx(make_nxdns, make_upstream_cls)
+    for attempt in range(2):  # the second through the cache
+        r = _ask(nx, "neg.lan", "A")
+        assert r.rcode() == dns.rcode.NXDOMAIN, dns.rcode.to_text(r.rcode())
+        assert _records(r) == [("neg.lan.", "CNAME", "nosuch.example.org.")]
+        assert len(r.authority) == 1, r.authority
+        rs = r.authority[0]
+        assert rs.rdtype == dns.rdatatype.SOA and rs.name.to_text() == "example.org."
+        assert rs[0].mname.to_text() == "ns.example.org." and rs[0].minimum == 60
+        assert 0 < rs.ttl <= 60, rs.ttl
+        assert not r.flags & dns.flags.AA
+    assert len(up.queries("nosuch.example.org")) == 1
 
 
 def test_local_mx_srv_caa_ptr_nodata(make_nxdns, make_upstream_cls):

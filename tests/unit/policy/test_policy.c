@@ -764,6 +764,109 @@ static void test_local_answers(void **state)
 	}
 }
 
+/*
+ * A local CNAME whose target upstream answers NXDOMAIN: the splice keeps the rcode, the local
+ * CNAME, and upstream's SOA in the authority section, its names decompressed (the upstream
+ * message compresses them against the question) and its TTL min(TTL, MINIMUM) (RFC 2308 5).
+ * Table: (SOA TTL, MINIMUM, expected TTL); a NODATA answer (NOERROR, no records) too.
+ */
+static void test_local_splice_soa(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		uint8_t rcode;
+		uint32_t ttl, minimum, want_ttl;
+	} t[] = {
+	    {NX_DNS_NXDOMAIN, 300, 60, 60},  /* MINIMUM below the TTL: the negative TTL */
+	    {NX_DNS_NXDOMAIN, 30, 60, 30},   /* a recursive's decremented TTL */
+	    {NX_DNS_NOERROR, 300, 120, 120}, /* NODATA for the target */
+	};
+	for (size_t i = 0; i < NX_ARRAY_LEN(t); i++) {
+		/* upstream: www.example.net A, no answer, SOA example.net with pointers */
+		uint8_t up[512];
+		size_t n = 0;
+		static const uint8_t hdr[12] = {0x12, 0x34, 0x81, 0x80, 0, 1, 0, 0, 0, 1, 0, 0};
+		memcpy(up, hdr, 12);
+		up[3] = (uint8_t)(0x80 | t[i].rcode);
+		n = 12;
+		static const uint8_t qname[] = "\3www\7example\3net";
+		memcpy(up + n, qname, sizeof(qname)); /* with the root byte */
+		n += sizeof(qname);
+		static const uint8_t qtc[4] = {0, 1, 0, 1};
+		memcpy(up + n, qtc, 4);
+		n += 4;
+		const uint8_t zone_ptr[2] = {0xc0, 16}; /* "example.net" in the question */
+		memcpy(up + n, zone_ptr, 2);
+		n += 2;
+		const uint8_t fixed[4] = {0, 6, 0, 1};
+		memcpy(up + n, fixed, 4);
+		n += 4;
+		for (int b = 3; b >= 0; b--) {
+			up[n++] = (uint8_t)(t[i].ttl >> (8 * b));
+		}
+		size_t rdlen_at = n;
+		n += 2;
+		static const uint8_t mname[] = "\2ns", rname[] = "\12hostmaster";
+		memcpy(up + n, mname, 3);
+		n += 3;
+		memcpy(up + n, zone_ptr, 2);
+		n += 2;
+		memcpy(up + n, rname, 11);
+		n += 11;
+		memcpy(up + n, zone_ptr, 2);
+		n += 2;
+		const uint32_t fields[5] = {1, 3600, 600, 86400, t[i].minimum};
+		for (int k = 0; k < 5; k++) {
+			for (int b = 3; b >= 0; b--) {
+				up[n++] = (uint8_t)(fields[k] >> (8 * b));
+			}
+		}
+		up[rdlen_at] = 0;
+		up[rdlen_at + 1] = (uint8_t)(n - rdlen_at - 2);
+		struct nx_dns_msg um;
+		assert_int_equal(nx_dns_msg_parse(up, n, &um), 0);
+
+		struct nx_dns_question qq = {.qtype = NX_DNS_T_A, .qclass = 1};
+		int wl = nx_dns_name_from_text("ext.lan", qq.name);
+		assert_true(wl > 0);
+		qq.name_len = (uint8_t)wl;
+		struct nx_dns_reply_ctx ctx = {.id = 7, .q = &qq, .max_size = 4096};
+		uint8_t out[4096];
+		int len = nx_policy_local_splice(&f->p, out, sizeof(out), &ctx, up, &um);
+		assert_true(len > 0);
+		struct nx_dns_msg m;
+		assert_int_equal(nx_dns_msg_parse(out, (size_t)len, &m), 0);
+		assert_int_equal(m.flags & 0xf, t[i].rcode);
+		assert_false(m.flags & 0x0400); /* not authoritative: upstream's data */
+		int rcode;
+		bool aa;
+		struct rr_seen rrs[4];
+		assert_int_equal(answer_rrs(out, (size_t)len, &rcode, &aa, rrs, 4), 1);
+		assert_string_equal(rrs[0].owner, "ext.lan");
+		assert_string_equal(rrs[0].data, "www.example.net");
+		assert_int_equal(m.nscount, 1);
+		/* the authority record, read from our reply alone */
+		struct nx_dns_rd rd;
+		nx_dns_rd_init(&rd, out, (size_t)len);
+		rd.pos = m.answer_end;
+		uint8_t nm[NX_DNS_NAME_MAX];
+		char text[NX_DNS_TEXT_MAX];
+		nx_dns_name_to_text(nm, nx_dns_rd_name(&rd, nm), text, sizeof(text));
+		assert_string_equal(text, "example.net");
+		assert_int_equal(nx_dns_rd_u16(&rd), NX_DNS_T_SOA);
+		nx_dns_rd_u16(&rd);
+		assert_int_equal(nx_dns_rd_u32(&rd), t[i].want_ttl);
+		nx_dns_rd_u16(&rd);
+		nx_dns_name_to_text(nm, nx_dns_rd_name(&rd, nm), text, sizeof(text));
+		assert_string_equal(text, "ns.example.net");
+		nx_dns_name_to_text(nm, nx_dns_rd_name(&rd, nm), text, sizeof(text));
+		assert_string_equal(text, "hostmaster.example.net");
+		nx_dns_rd_skip(&rd, 16);
+		assert_int_equal(nx_dns_rd_u32(&rd), t[i].minimum);
+		assert_false(rd.err);
+	}
+}
+
 /* ---- special-use names (special.c) ---- */
 
 /* Three configurations: the defaults with forward zones and rules that try to interfere; every
@@ -1198,6 +1301,7 @@ int main(void)
 	    cmocka_unit_test(test_rules_groups_from_config),
 	    cmocka_unit_test(test_answer_targets),
 	    cmocka_unit_test(test_local_answers),
+	    cmocka_unit_test(test_local_splice_soa),
 	    cmocka_unit_test(test_filter_disabled),
 	    cmocka_unit_test(test_special_names),
 	    cmocka_unit_test(test_special_answers),
