@@ -162,6 +162,45 @@ for name, e0 in rows:
 print()
 
 
+def ledger(name):
+    """nxdns_memory_owner_bytes by owner from NAME.metrics (scraped just before the smaps)."""
+    p = os.path.join(D, name + ".metrics")
+    if not os.path.exists(p):
+        return None
+    out = {}
+    for line in open(p):
+        if line.startswith("nxdns_memory_owner_bytes{owner=\""):
+            owner = line.split('"')[1]
+            out[owner] = float(line.rsplit(None, 1)[-1])
+    return out
+
+
+brk = []
+for name, _ in rows:
+    doc, led = load(name + ".json"), ledger(name)
+    if doc and led is not None:
+        brk.append((name, doc, led))
+if brk:
+    print("Where the steady VmRSS goes (the ledger scraped from /metrics just before the smaps; "
+          "heap owners are every owner but the mapped snapshot (`snapshot_map`, counted in "
+          "RssFile), charged bytes whether touched or not; anonymous memory not in the ledger is "
+          "RssAnon − heap owners):")
+    print()
+    print("| lists | VmRSS MiB | snapshot resident | code and other files (RssFile − snapshot) | "
+          "heap owners | anonymous not in the ledger | largest heap owners (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, doc, led in brk:
+        st = doc["status"]
+        snap = sum(v["Rss"] for k, v in doc["files"].items() if k.endswith(".nxs"))
+        heap = {k: v for k, v in led.items() if k != "snapshot_map"}
+        tot = sum(heap.values())
+        top = ", ".join(f"{k} {v / MiB:.2f}" for k, v in
+                        sorted(heap.items(), key=lambda kv: -kv[1])[:5] if v > 0)
+        print(f"| {label.get(name, name)} | {mib(st['VmRSS'])} | {mib(snap)} | "
+              f"{mib(st['RssFile'] - snap)} | {mib(tot)} | {mib(st['RssAnon'] - tot)} | {top} |")
+    print()
+
+
 def fit(points):
     n = len(points)
     sx = sum(p[1] for p in points)

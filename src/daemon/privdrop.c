@@ -74,6 +74,12 @@ int nx_privdrop_plan(const struct nx_conf *c, struct nx_privdrop *p, char *err, 
 	p->uid = geteuid();
 	p->gid = getegid();
 	const char *want = c->run_as_user && *c->run_as_user ? c->run_as_user : NULL;
+	if (!p->root && !want) {
+		/* Not root and no user named: there is nothing to switch to, and looking the
+		 * default user up would make glibc load an NSS module (libnss_systemd, 320 KiB
+		 * resident) that it never unloads, for an answer we would not use. */
+		return 0;
+	}
 	const char *user = want ? want : NX_PRIVDROP_DEFAULT_USER;
 	uid_t uid;
 	gid_t gid;

@@ -120,3 +120,44 @@ def test_ledger_sum_within_rss(make_upstream, make_nxdns):
             assert val >= 0, (labels, val)
     print(f"VmRSS {rss / MiB:.2f} MiB, ledger {led / MiB:.2f} MiB, "
           f"unexplained {(rss - led) / MiB:.2f} MiB ({100 * (rss - led) / rss:.0f}%)")
+
+
+FLOOR_NAMES = 300_000
+
+
+@pytest.mark.nx_timeout(120)
+@pytest.mark.skipif(sanitized_binary(), reason="ASan's allocator: RSS is not glibc's heap")
+def test_floor_and_slope(make_upstream, make_nxdns, tmp_path):
+    """Issue 16's floor and slope, with margin (measured 12:3xZ 2026-12-02: idle with no lists
+    and no load 10.6 MiB VmRSS as root; the v2 snapshot 5.17 B per synthetic entry, resident
+    whole; heap owners do not grow with entries). The bench (scripts/bench memory-floor) has
+    the figures under load; this guards the shape: a fixed cost under 13 MiB, under 6 B of
+    snapshot and under 7 B of VmRSS per entry."""
+    up = make_upstream()
+    bare = start_nx(make_nxdns, [up], {"listener": {"workers": 2}}, name="bare")
+    time.sleep(1.0)
+    s0, m0 = proc_status(bare.pid), bare.metrics()
+    bare.stop()
+    lst = tmp_path / "synth.txt"
+    with open(lst, "w") as f:
+        for i in range(FLOOR_NAMES):
+            f.write(f"s{i:08d}.syn{i % 997:03d}.example\n")
+    nx = start_nx(make_nxdns, [up], {"listener": {"workers": 2}, "filter": {"sources": [
+        {"name": "synth", "path": str(lst), "format": "domains"}]}}, name="lists")
+    time.sleep(1.0)
+    s1, m1 = proc_status(nx.pid), nx.metrics()
+    entries = m1.get("nxdns_filter_snapshot_entries")
+    snap = m1.get("nxdns_memory_owner_bytes", owner="snapshot_map")
+    heap0 = ledger_sum(m0) - m0.get("nxdns_memory_owner_bytes", owner="snapshot_map")
+    heap1 = ledger_sum(m1) - snap
+    per = (s1["VmRSS"] - s0["VmRSS"]) / entries if entries else 0
+    msg = (f"no lists: VmRSS {s0['VmRSS'] / MiB:.2f} MiB; {entries:.0f} entries: VmRSS "
+           f"{s1['VmRSS'] / MiB:.2f} MiB, snapshot {snap / entries:.2f} B/entry, VmRSS "
+           f"{per:.2f} B/entry, heap owners {heap0 / MiB:.2f} -> {heap1 / MiB:.2f} MiB")
+    print(msg)
+    assert entries >= FLOOR_NAMES, msg
+    assert s0["VmRSS"] <= 13 * MiB, msg
+    assert snap / entries <= 6.0, msg
+    assert per <= 7.0, msg
+    # what grows with entries is the snapshot, not the heap (build leftovers would show here)
+    assert heap1 - heap0 <= 1 * MiB, msg

@@ -289,6 +289,11 @@ def test_non_root_start_drops_the_bind_capability(open_dir, upstream):
         for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
             assert int(st[cap], 16) == 0, f"{cap} = {st[cap]}"
         assert nx.udp(make_query("user.example")).rcode() == 0
+        # issue 16: no user to switch to, so no user lookup, so glibc loads no NSS module
+        # (libnss_systemd is 320 KiB resident, never unloaded)
+        with open(f"/proc/{nx.pid}/maps") as f:
+            nss = sorted({ln.split()[-1] for ln in f if "/libnss_" in ln})
+        assert nss == [], f"NSS modules mapped without a user lookup: {nss}"
     finally:
         nx.stop()
 
