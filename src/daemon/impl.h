@@ -81,6 +81,11 @@ struct nx_worker {
 	uv_loop_t loop;
 	uv_async_t wake;            /* config swap or stop */
 	uv_prepare_t flush;         /* end of each loop turn: send the queued UDP replies */
+	/* The loop turn's clock, read by the first query of a turn (nx_pipeline_query), marked
+	 * stale by on_flush before the next poll: arrival times cost no clock read per query. */
+	bool clk_fresh;
+	uint64_t clk_mono_us;       /* nx_now_mono_us() at the turn's first query */
+	int64_t clk_wall_ms;        /* nx_now_wall_ms() at the same moment */
 	struct nx_confref *cref;    /* held reference: the worker's current config */
 	struct nx_snapref *snap;    /* held reference: the worker's current blocklist snapshot */
 	struct nx_udp_batch *batch; /* owned */

@@ -206,26 +206,56 @@ static int cname_block(const struct nx_policy *pol, const struct nx_policy_query
 
 /* ---- query log ---- */
 
-static void lower_text(const uint8_t *wire, size_t len, char *out, size_t cap)
-{
-	char tmp[NX_DNS_TEXT_MAX];
-	out[0] = 0;
-	if (len == 0 || nx_dns_name_to_text(wire, len, tmp, sizeof(tmp)) < 0) {
-		return;
-	}
-	size_t i = 0;
-	for (; tmp[i] && i + 1 < cap; i++) {
-		out[i] = (tmp[i] >= 'A' && tmp[i] <= 'Z') ? (char)(tmp[i] + 32) : tmp[i];
-	}
-	out[i] = 0;
-}
-
 /* Bounded copy (snprintf "%s" costs a format parse per logged query). */
 static void copy_text(char *out, size_t cap, const char *src)
 {
 	size_t n = strnlen(src, cap - 1);
 	memcpy(out, src, n);
 	out[n] = 0;
+}
+
+/* Lower-case presentation text of a wire name, cut to cap. Converts straight into out (one pass
+ * over the name, one over the text); only a name whose text does not fit out goes through a
+ * full-size scratch buffer first, to keep the cut the same. */
+static void lower_text(const uint8_t *wire, size_t len, char *out, size_t cap)
+{
+	out[0] = 0;
+	if (len == 0) {
+		return;
+	}
+	int rc = nx_dns_name_to_text(wire, len, out, cap);
+	if (rc == NX_ETRUNC) {
+		char tmp[NX_DNS_TEXT_MAX];
+		if (nx_dns_name_to_text(wire, len, tmp, sizeof(tmp)) < 0) {
+			return;
+		}
+		copy_text(out, cap, tmp);
+	} else if (rc < 0) {
+		out[0] = 0;
+		return;
+	}
+	for (char *c = out; *c; c++) {
+		if (*c >= 'A' && *c <= 'Z') {
+			*c = (char)(*c + 32);
+		}
+	}
+}
+
+/* "192.0.2.1" without inet_ntop (its sprintf costs a format parse per logged query). */
+static void ipv4_text(const uint8_t a[4], char *out)
+{
+	size_t o = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned v = a[i];
+		if (v >= 100) {
+			out[o++] = (char)('0' + v / 100);
+		}
+		if (v >= 10) {
+			out[o++] = (char)('0' + v / 10 % 10);
+		}
+		out[o++] = (char)('0' + v % 10);
+		out[o++] = i < 3 ? '.' : 0;
+	}
 }
 
 /* "A 192.0.2.1", "AAAA 2001:db8::1", "CNAME x.example", "TXT", or "" from a reply we built. */
@@ -251,9 +281,10 @@ static void answer_summary(const uint8_t *buf, size_t len, char *out, size_t cap
 	}
 	char tbuf[16];
 	const char *tn = nx_dns_type_name(type, tbuf);
-	char val[NX_DNS_TEXT_MAX] = "";
+	char val[NX_DNS_TEXT_MAX];
+	val[0] = 0;
 	if (type == NX_DNS_T_A && rdlen == 4) {
-		inet_ntop(AF_INET, buf + rd.pos, val, sizeof(val));
+		ipv4_text(buf + rd.pos, val);
 	} else if (type == NX_DNS_T_AAAA && rdlen == 16) {
 		inet_ntop(AF_INET6, buf + rd.pos, val, sizeof(val));
 	} else if (type == NX_DNS_T_CNAME || type == NX_DNS_T_PTR) {
@@ -305,8 +336,16 @@ static void log_answer(struct nx_worker *w, const struct nx_reply *to, enum nx_p
 	if (mlen > 0) {
 		lower_text(matched, mlen, rec.matched, sizeof(rec.matched));
 	} else if (fr->matched_len > 0 && (size_t)fr->matched_off + fr->matched_len <= qlen) {
-		lower_text(qname + fr->matched_off, fr->matched_len, rec.matched,
-			   sizeof(rec.matched));
+		/* A suffix of the query name: when the name's text has no escapes (text length =
+		 * wire length - 2), the suffix's text starts at the same offset in it. */
+		size_t tl = strlen(rec.name);
+		if (qlen > 1 && fr->matched_off + fr->matched_len == qlen && tl == qlen - 2 &&
+		    fr->matched_off < tl) {
+			copy_text(rec.matched, sizeof(rec.matched), rec.name + fr->matched_off);
+		} else {
+			lower_text(qname + fr->matched_off, fr->matched_len, rec.matched,
+				   sizeof(rec.matched));
+		}
 	} else {
 		rec.matched[0] = 0;
 	}
@@ -938,8 +977,14 @@ int nx_pipeline_query(void *ud, const struct nx_reply *r, const uint8_t *msg, si
 	};
 	nx_filter_result_clear(&o.fr);
 	if (w->qlog || w->dnstap || w->pgsink) {
-		o.t0_us = nx_now_mono_us();
-		o.ts_ms = nx_now_wall_ms();
+		/* arrival: the batch's clock (every datagram of it was queued before recvmmsg) */
+		if (!w->clk_fresh) {
+			w->clk_mono_us = nx_now_mono_us();
+			w->clk_wall_ms = nx_now_wall_ms();
+			w->clk_fresh = true;
+		}
+		o.t0_us = w->clk_mono_us;
+		o.ts_ms = w->clk_wall_ms;
 	}
 	int n = handle(w, msg, len, truncated, &o, out, cap);
 	if (n > 0 && (w->qlog || w->dnstap || w->pgsink)) {

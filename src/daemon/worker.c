@@ -63,6 +63,7 @@ static void on_flush(uv_prepare_t *p)
 {
 	struct nx_worker *w = p->data;
 	nx_udp_flush_later(w->batch);
+	w->clk_fresh = false; /* the next poll brings a new batch: read the clock again */
 }
 
 static void on_wake(uv_async_t *a)
