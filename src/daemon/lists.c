@@ -118,8 +118,10 @@ static int file_sha256_hex(const char *path, char out[65])
 
 /* Read what the last compile recorded: input sha, counts, fetch validators. */
 static bool read_meta(const char *dir, const char *name, const struct nx_conf_source *s,
-		      char input_sha[65], struct nx_source_status *st)
+		      char input_sha[65], struct nx_source_status *st, const char *input,
+		      bool *same_stat)
 {
+	*same_stat = false;
 	char path[700];
 	snprintf(path, sizeof(path), "%s/%s.meta", dir, name);
 	json_error_t err;
@@ -129,6 +131,9 @@ static bool read_meta(const char *dir, const char *name, const struct nx_conf_so
 	}
 	const char *sha = json_string_value(json_object_get(j, "input_sha256"));
 	snprintf(input_sha, 65, "%s", sha ? sha : "");
+	/* the input's size, inode, mtime and ctime as the compile saw them: unchanged means
+	 * the same bytes without hashing them (boot reads no list file) */
+	*same_stat = input && input_sha[0] && nx_filter_meta_input_unchanged(j, input) == 1;
 	/* bodies compiled with other options than the source's now (or before the side
 	 * structure existed): as if the input changed */
 	json_t *o = json_object_get(j, "options");
@@ -205,9 +210,26 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 			       bool force)
 {
 	char have[65] = "", now[65];
-	bool meta = read_meta(dir, s->name, s, have, st);
+	bool same_stat = false;
+	bool meta = read_meta(dir, s->name, s, have, st, input, &same_stat);
 	st->have_bodies = meta;
-	int rc = file_sha256_hex(input, now);
+	if (meta && same_stat && have[0] && !force) {
+		return;
+	}
+	/* Without a meta (or after an options change, or forced) the input is compiled whatever
+	 * its hash, and the compile hashes it while reading: only check that it can be read. */
+	bool need_hash = meta && have[0] && !force;
+	struct stat in_st;
+	int rc = stat(input, &in_st) == 0 ? 0 : -errno;
+	if (rc == 0 && need_hash) {
+		rc = file_sha256_hex(input, now);
+	} else if (rc == 0) {
+		int fd = open(input, O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : 0;
+		if (fd >= 0) {
+			close(fd);
+		}
+	}
 	if (rc < 0) {
 		if (s->path || meta) {
 			/* a URL source never downloaded yet has no input: not an error */
@@ -217,7 +239,10 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 		}
 		return;
 	}
-	if (meta && strcmp(have, now) == 0 && !force) {
+	if (need_hash && strcmp(have, now) == 0) {
+		/* unchanged; a fresh file's stat is recorded once it has settled, so the next
+		 * boot does not hash it again */
+		(void)nx_filter_meta_note_input_stat(dir, s->name, input, &in_st, have);
 		return;
 	}
 	enum nx_filter_format fmt = NX_FILTER_FMT_AUTO;
@@ -327,7 +352,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 				char input[700];
 				if (s->url) {
 					char dummy[65];
-					read_meta(dirs[i], s->name, s, dummy, st);
+					bool same;
+					read_meta(dirs[i], s->name, s, dummy, st, NULL, &same);
 					if (flags & NX_LISTS_FETCH) {
 						fetch_sync(l, s, st);
 					}

@@ -222,6 +222,13 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static int meta_commit(const char *path, json_t *j);
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
 static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o,
 		      const struct nx_filter_compile_report *rep)
 {
@@ -249,13 +256,20 @@ static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o
 		}
 		json_object_set_new(j, "fetch", f);
 	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.meta", outdir, rep->name);
+	return meta_commit(path, j);
+}
+
+/* Write j (reference taken) to path: temp, fsync, rename. */
+static int meta_commit(const char *path, json_t *j)
+{
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(j);
 	if (!text) {
 		return -ENOMEM;
 	}
-	char path[4200], tmp[4300];
-	snprintf(path, sizeof(path), "%s/%s.meta", outdir, rep->name);
+	char tmp[4300];
 	int fd = nx_tmp_open(path, tmp, sizeof(tmp));
 	int rc = fd < 0 ? fd : 0;
 	if (rc == 0) {
@@ -294,6 +308,24 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 		struct nx_ledger_row rows[NX_OWNER__COUNT];
 		nx_ledger_read(rows);
 		c.base_bytes = rows[NX_OWNER_filter_build].bytes;
+	}
+	{
+		struct stat sb;
+		struct timespec now;
+		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    clock_gettime(CLOCK_REALTIME, &now) == 0) {
+			int64_t now_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+			rep->input_size = (uint64_t)sb.st_size;
+			rep->input_ino = (uint64_t)sb.st_ino;
+			rep->input_mtime_ns =
+				(int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+			rep->input_ctime_ns =
+				(int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+			rep->input_stat_ok =
+				NX_MAX(rep->input_mtime_ns, rep->input_ctime_ns) +
+					NX_FILTER_STAT_SETTLE_NS <=
+				now_ns;
+		}
 	}
 	crypto_hash_sha256_state in_sha;
 	crypto_hash_sha256_init(&in_sha);
@@ -525,12 +557,68 @@ json_t *nx_filter_compile_report_json(const struct nx_filter_compile_report *r)
 	json_object_set_new(bad, "cancelled", json_integer((json_int_t)r->badfilter_cancelled));
 	json_object_set_new(j, "badfilter", bad);
 	json_object_set_new(j, "sort_runs", json_integer(r->sort_runs));
+	if (r->input_stat_ok) {
+		json_object_set_new(
+			j, "input_stat",
+			json_pack("{s:I, s:I, s:I, s:I}", "size", (json_int_t)r->input_size, "ino",
+				  (json_int_t)r->input_ino, "mtime_ns", (json_int_t)r->input_mtime_ns,
+				  "ctime_ns", (json_int_t)r->input_ctime_ns));
+	}
 	json_object_set_new(j, "compile_ms", json_integer((json_int_t)r->compile_ms));
 	json_object_set_new(j, "peak_build_bytes", json_integer((json_int_t)r->peak_build_bytes));
 	if (r->kept_previous) {
 		json_object_set_new(j, "kept_previous", json_true());
 	}
 	return j;
+}
+
+int nx_filter_meta_note_input_stat(const char *dir, const char *name, const char *input,
+				   const struct stat *before, const char input_sha256[65])
+{
+	struct stat sb;
+	struct timespec now;
+	if (stat(input, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != before->st_size ||
+	    sb.st_ino != before->st_ino || ts_ns(&sb.st_mtim) != ts_ns(&before->st_mtim) ||
+	    ts_ns(&sb.st_ctim) != ts_ns(&before->st_ctim) ||
+	    clock_gettime(CLOCK_REALTIME, &now) != 0 ||
+	    NX_MAX(ts_ns(&sb.st_mtim), ts_ns(&sb.st_ctim)) + NX_FILTER_STAT_SETTLE_NS >
+		    ts_ns(&now)) {
+		return 0; /* changed while hashed, or not settled yet: next time */
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.meta", dir, name);
+	json_error_t jerr;
+	json_t *j = json_load_file(path, 0, &jerr);
+	if (!j) {
+		return -ENOENT;
+	}
+	const char *sha = json_string_value(json_object_get(j, "input_sha256"));
+	if (!sha || strcmp(sha, input_sha256) != 0) {
+		json_decref(j);
+		return 0;
+	}
+	json_object_set_new(j, "input_stat",
+			    json_pack("{s:I, s:I, s:I, s:I}", "size", (json_int_t)sb.st_size, "ino",
+				      (json_int_t)sb.st_ino, "mtime_ns",
+				      (json_int_t)ts_ns(&sb.st_mtim), "ctime_ns",
+				      (json_int_t)ts_ns(&sb.st_ctim)));
+	int rc = meta_commit(path, j);
+	return rc < 0 ? rc : 1;
+}
+
+int nx_filter_meta_input_unchanged(const json_t *meta, const char *path)
+{
+	const json_t *is = json_object_get(meta, "input_stat");
+	struct stat sb;
+	if (!json_is_object(is) || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		return 0;
+	}
+	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	int64_t c = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+	return json_integer_value(json_object_get(is, "size")) == (json_int_t)sb.st_size &&
+	       json_integer_value(json_object_get(is, "ino")) == (json_int_t)sb.st_ino &&
+	       json_integer_value(json_object_get(is, "mtime_ns")) == (json_int_t)m &&
+	       json_integer_value(json_object_get(is, "ctime_ns")) == (json_int_t)c;
 }
 
 static int sha_file(const char *path, uint8_t out[32])

@@ -85,7 +85,26 @@ struct nx_filter_compile_report {
 	uint64_t compile_ms;
 	bool kept_previous; /* refuse_below triggered */
 	uint64_t n_side;    /* lines written to <name>.side (0: no such file) */
+	/* The input's stat before reading (regular files only): the meta's "input_stat", which
+	 * lets a later check skip re-hashing an input whose size, inode, mtime and ctime are
+	 * unchanged. Recorded only when mtime and ctime are NX_FILTER_STAT_SETTLE_NS older than
+	 * the read (a file written again within one timestamp tick must not pass as unchanged). */
+	bool input_stat_ok;
+	uint64_t input_size, input_ino;
+	int64_t input_mtime_ns, input_ctime_ns;
 };
+/* 2 s: covers the coarsest timestamp granularity of a Linux filesystem (FAT's 2 s). */
+#define NX_FILTER_STAT_SETTLE_NS 2000000000LL
+
+/* 1 when `meta` (a parsed .meta) recorded an input_stat equal to the file at `path` now:
+ * the input is the one compiled, without reading it; 0 otherwise (hash it). */
+int nx_filter_meta_input_unchanged(const json_t *meta, const char *path);
+/* After the input at `input` hashed to the meta's input_sha256 with no usable input_stat
+ * (compiled while the file was fresh, e.g. just downloaded): record its stat now, when it
+ * still equals `before` (taken before hashing) and has settled. 1 recorded, 0 not, -errno. */
+struct stat;
+int nx_filter_meta_note_input_stat(const char *dir, const char *name, const char *input,
+				   const struct stat *before, const char input_sha256[65]);
 
 /* Compile the file at `path` (or fd) into outdir. Returns 0, -errno, NX_EFORMAT (bad name /
  * options), NX_ELIMIT (refuse_below). The report is filled in every case where reading began. */

@@ -36,6 +36,9 @@ struct head {
 	struct nx_lr lr;
 	bool open; /* file exists */
 	bool have; /* name/flags valid */
+	/* the source's bodies had no invalid name in pass 1 and their sha256 must match it at
+	 * the end of this pass (else -EAGAIN): the names need not be checked again */
+	bool nocheck;
 	char name[NX_FILTER_NAME_MAX + 1];
 	size_t len;
 	unsigned flags;
@@ -58,6 +61,7 @@ struct builder {
 	int64_t cur, peak; /* bytes this build holds (filter_build) */
 	const struct nx_filter_snap_build_opts *opts;
 	uint64_t walked; /* names over all passes, for on_step */
+	uint64_t clean; /* after pass 1: bit i = source i had no invalid body line */
 	uint64_t seed;
 	unsigned kbits, low_bits, combo_bits;
 	/* source sets: chunks of COMBO_CHUNK (owned), hash index of (index + 1) (owned) */
@@ -152,7 +156,7 @@ static int head_next(struct head *h, int body, struct nx_filter_snap_source_stat
 				}
 			}
 		}
-		if (!nx_filter_name_valid(line, nlen)) {
+		if (!h->nocheck && !nx_filter_name_valid(line, nlen)) {
 			st->bad_lines++;
 			continue;
 		}
@@ -379,6 +383,9 @@ static int pass(struct builder *b, const struct nx_filter_snap_source *src, unsi
 	}
 	b->nheap = 0;
 	for (unsigned i = 0; i < n; i++) {
+		for (int j = 0; j < BL__COUNT; j++) {
+			b->ss[i].hs[j].nocheck = (b->clean >> i) & 1;
+		}
 		rc = stream_open(b, &b->ss[i], &src[i]);
 		if (rc != 0) {
 			goto out;
@@ -785,6 +792,9 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	rc = pass(&b, src, n, count_fn, sha, rep->src);
 	if (rc != 0) {
 		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		b.clean |= (uint64_t)(rep->src[i].bad_lines == 0) << i;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(srcs[i].name, sizeof(srcs[i].name), "%s", src[i].name);

@@ -5,6 +5,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "filter/compile.h"
@@ -311,6 +314,65 @@ static void test_refuse_below(void **state)
 }
 
 /* The skip reasons as the list status reads them back from the meta. */
+/* The input_stat fast path: a fresh input is not trusted by its stat (a rewrite within one
+ * timestamp tick keeps mtime); a settled one is, until any of size, inode, mtime, ctime moves. */
+static void test_input_stat(void **state)
+{
+	const char *dir = *state;
+	char in[4300], meta[4300];
+	struct nx_filter_compile_report rep;
+	assert_int_equal(compile_text(dir, "st", "a.example\n", NX_FILTER_FMT_AUTO, 0, &rep), 0);
+	snprintf(in, sizeof(in), "%s/st.in", dir);
+	snprintf(meta, sizeof(meta), "%s/st.meta", dir);
+	assert_false(rep.input_stat_ok); /* written just now */
+	json_error_t je;
+	json_t *m = json_load_file(meta, 0, &je);
+	assert_non_null(m);
+	assert_null(json_object_get(m, "input_stat"));
+	assert_int_equal(nx_filter_meta_input_unchanged(m, in), 0);
+	json_decref(m);
+	struct stat before;
+	assert_int_equal(stat(in, &before), 0);
+	/* a second input with an old mtime, compiled after the sleep below (its ctime settles) */
+	char in2[4300];
+	snprintf(in2, sizeof(in2), "%s/st2.in", dir);
+	th_write(in2, "c.example\n", 10);
+	struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+	assert_int_equal(utimensat(AT_FDCWD, in2, old, 0), 0);
+	/* not settled: nothing recorded */
+	assert_int_equal(nx_filter_meta_note_input_stat(dir, "st", in, &before, rep.input_sha256),
+			 0);
+	/* settled: sleep past the window (ctime cannot be set back) */
+	sleep((unsigned)(NX_FILTER_STAT_SETTLE_NS / 1000000000LL) + 1);
+	char wrong[65];
+	memset(wrong, 'f', 64);
+	wrong[64] = 0;
+	assert_int_equal(nx_filter_meta_note_input_stat(dir, "st", in, &before, wrong), 0);
+	struct stat moved = before;
+	moved.st_size++;
+	assert_int_equal(nx_filter_meta_note_input_stat(dir, "st", in, &moved, rep.input_sha256),
+			 0);
+	assert_int_equal(nx_filter_meta_note_input_stat(dir, "st", in, &before, rep.input_sha256),
+			 1);
+	m = json_load_file(meta, 0, &je);
+	assert_non_null(m);
+	assert_int_equal(nx_filter_meta_input_unchanged(m, in), 1);
+	/* the same size rewritten: mtime/ctime move (and a compile of a settled file records) */
+	th_write(in, "b.example\n", 10);
+	assert_int_equal(nx_filter_meta_input_unchanged(m, in), 0);
+	json_decref(m);
+	/* a settled input compiled: recorded by the compile itself */
+	struct nx_filter_compile_opts o = {.name = "st2"};
+	assert_int_equal(nx_filter_compile_file(in2, dir, &o, &rep), 0);
+	assert_true(rep.input_stat_ok);
+	snprintf(meta, sizeof(meta), "%s/st2.meta", dir);
+	m = json_load_file(meta, 0, &je);
+	assert_non_null(m);
+	assert_int_equal(nx_filter_meta_input_unchanged(m, in2), 1);
+	assert_int_equal(nx_filter_meta_input_unchanged(m, in), 0); /* another file */
+	json_decref(m);
+}
+
 static void test_meta_skips(void **state)
 {
 	const char *dir = *state;
@@ -382,6 +444,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_refuse_below, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_meta_skips, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_input_stat, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
