@@ -180,6 +180,37 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The snapshot, the side rules named after argv[side_at] ("--side DIR NAME...") and the
+ * queries in argv[2]: what compare and decisions both start from. */
+struct inputs {
+	struct nx_filter_snap *snap;
+	struct nx_filter_side *side;
+	struct query *q;
+	size_t n;
+};
+
+static int open_inputs(int argc, char **argv, int side_at, struct inputs *in)
+{
+	*in = (struct inputs){0};
+	if (nx_filter_snap_open(argv[1], &in->snap) != 0) {
+		fprintf(stderr, "cannot open %s\n", argv[1]);
+		return 1;
+	}
+	if (load_side(argc, argv, side_at, &in->side) != 0) {
+		return 1;
+	}
+	in->q = load_queries(argv[2], &in->n);
+	return in->q ? 0 : 1;
+}
+
+static void close_inputs(struct inputs *in)
+{
+	free_queries(in->q, in->n);
+	nx_filter_side_free(in->side);
+	nx_filter_snap_free(in->snap);
+	nx_filter_lists_thread_done();
+}
+
 static int compare(int argc, char **argv)
 {
 	if (argc < 6 || strcmp(argv[4], "--side") != 0) {
@@ -187,21 +218,15 @@ static int compare(int argc, char **argv)
 				"NAME...\n");
 		return 2;
 	}
-	struct nx_filter_snap *s = NULL;
-	if (nx_filter_snap_open(argv[1], &s) != 0) {
-		fprintf(stderr, "cannot open %s\n", argv[1]);
-		return 1;
-	}
-	struct nx_filter_side *side = NULL;
-	if (load_side(argc, argv, 4, &side) != 0) {
-		return 1;
-	}
-	size_t n = 0;
-	struct query *q = load_queries(argv[2], &n);
+	struct inputs in;
 	int rounds = atoi(argv[3]);
-	if (!q || n == 0 || rounds < 1 || rounds > 64) {
+	if (open_inputs(argc, argv, 4, &in) != 0 || in.n == 0 || rounds < 1 || rounds > 64) {
 		return 1;
 	}
+	struct nx_filter_snap *s = in.snap;
+	struct nx_filter_side *side = in.side;
+	struct query *q = in.q;
+	size_t n = in.n;
 	static const char *const what[3] = {"snapshot text matcher", "snapshot wire matcher",
 					    "nx_filter_lists_decide (snapshot + side)"};
 	double ns[3][64];
@@ -246,10 +271,7 @@ static int compare(int argc, char **argv)
 		       ns[v][rounds / 2], what[v], ns[v][0], ns[v][rounds - 1]);
 	}
 	(void)blocked;
-	free_queries(q, n);
-	nx_filter_side_free(side);
-	nx_filter_snap_free(s);
-	nx_filter_lists_thread_done();
+	close_inputs(&in);
 	return 0;
 }
 
@@ -259,20 +281,14 @@ static int decisions(int argc, char **argv)
 		fprintf(stderr, "usage: filter_bench decisions SNAPSHOT QUERIES --side DIR NAME...\n");
 		return 2;
 	}
-	struct nx_filter_snap *s = NULL;
-	if (nx_filter_snap_open(argv[1], &s) != 0) {
-		fprintf(stderr, "cannot open %s\n", argv[1]);
+	struct inputs in;
+	if (open_inputs(argc, argv, 3, &in) != 0) {
 		return 1;
 	}
-	struct nx_filter_side *side = NULL;
-	if (load_side(argc, argv, 3, &side) != 0) {
-		return 1;
-	}
-	size_t n = 0;
-	struct query *q = load_queries(argv[2], &n);
-	if (!q) {
-		return 1;
-	}
+	struct nx_filter_snap *s = in.snap;
+	struct nx_filter_side *side = in.side;
+	struct query *q = in.q;
+	size_t n = in.n;
 	for (size_t i = 0; i < n; i++) {
 		uint8_t mixed[256];
 		memcpy(mixed, q[i].wire, q[i].wlen);
@@ -293,10 +309,7 @@ static int decisions(int argc, char **argv)
 			       r.side_rule);
 		}
 	}
-	free_queries(q, n);
-	nx_filter_side_free(side);
-	nx_filter_snap_free(s);
-	nx_filter_lists_thread_done();
+	close_inputs(&in);
 	return 0;
 }
 
