@@ -334,10 +334,9 @@ static size_t splice_soas(const uint8_t *up, const struct nx_dns_msg *um,
 			return n; /* the engine validated it: cannot happen */
 		}
 		memcpy(s->rdata + ml + rl, up + rd.pos, 20);
+		rd.pos += 16; /* SERIAL, REFRESH, RETRY, EXPIRE */
+		uint32_t minimum = nx_dns_rd_u32(&rd);
 		rd.pos = end;
-		const uint8_t *mf = s->rdata + ml + rl + 16;
-		uint32_t minimum =
-		    (uint32_t)mf[0] << 24 | (uint32_t)mf[1] << 16 | (uint32_t)mf[2] << 8 | mf[3];
 		/* names compressed against the question carry the engine's 0x20 scrambling */
 		nx_dns_name_lower(s->owner, ol);
 		nx_dns_name_lower(s->rdata, ml);
