@@ -229,6 +229,22 @@ static int64_t ts_ns(const struct timespec *t)
 	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
 }
 
+/* Old enough that a rewrite within one timestamp tick cannot pass as the same file. */
+static bool stat_settled(const struct stat *sb)
+{
+	struct timespec now;
+	return clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+	       NX_MAX(ts_ns(&sb->st_mtim), ts_ns(&sb->st_ctim)) + NX_FILTER_STAT_SETTLE_NS <=
+		       ts_ns(&now);
+}
+
+/* The meta's "input_stat" object. */
+static json_t *stat_json(uint64_t size, uint64_t ino, int64_t mtime_ns, int64_t ctime_ns)
+{
+	return json_pack("{s:I, s:I, s:I, s:I}", "size", (json_int_t)size, "ino", (json_int_t)ino,
+			 "mtime_ns", (json_int_t)mtime_ns, "ctime_ns", (json_int_t)ctime_ns);
+}
+
 static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o,
 		      const struct nx_filter_compile_report *rep)
 {
@@ -311,20 +327,12 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 	}
 	{
 		struct stat sb;
-		struct timespec now;
-		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    clock_gettime(CLOCK_REALTIME, &now) == 0) {
-			int64_t now_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
 			rep->input_size = (uint64_t)sb.st_size;
 			rep->input_ino = (uint64_t)sb.st_ino;
-			rep->input_mtime_ns =
-				(int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
-			rep->input_ctime_ns =
-				(int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
-			rep->input_stat_ok =
-				NX_MAX(rep->input_mtime_ns, rep->input_ctime_ns) +
-					NX_FILTER_STAT_SETTLE_NS <=
-				now_ns;
+			rep->input_mtime_ns = ts_ns(&sb.st_mtim);
+			rep->input_ctime_ns = ts_ns(&sb.st_ctim);
+			rep->input_stat_ok = stat_settled(&sb);
 		}
 	}
 	crypto_hash_sha256_state in_sha;
@@ -558,11 +566,9 @@ json_t *nx_filter_compile_report_json(const struct nx_filter_compile_report *r)
 	json_object_set_new(j, "badfilter", bad);
 	json_object_set_new(j, "sort_runs", json_integer(r->sort_runs));
 	if (r->input_stat_ok) {
-		json_object_set_new(
-			j, "input_stat",
-			json_pack("{s:I, s:I, s:I, s:I}", "size", (json_int_t)r->input_size, "ino",
-				  (json_int_t)r->input_ino, "mtime_ns", (json_int_t)r->input_mtime_ns,
-				  "ctime_ns", (json_int_t)r->input_ctime_ns));
+		json_object_set_new(j, "input_stat",
+				    stat_json(r->input_size, r->input_ino, r->input_mtime_ns,
+					      r->input_ctime_ns));
 	}
 	json_object_set_new(j, "compile_ms", json_integer((json_int_t)r->compile_ms));
 	json_object_set_new(j, "peak_build_bytes", json_integer((json_int_t)r->peak_build_bytes));
@@ -576,13 +582,9 @@ int nx_filter_meta_note_input_stat(const char *dir, const char *name, const char
 				   const struct stat *before, const char input_sha256[65])
 {
 	struct stat sb;
-	struct timespec now;
 	if (stat(input, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != before->st_size ||
 	    sb.st_ino != before->st_ino || ts_ns(&sb.st_mtim) != ts_ns(&before->st_mtim) ||
-	    ts_ns(&sb.st_ctim) != ts_ns(&before->st_ctim) ||
-	    clock_gettime(CLOCK_REALTIME, &now) != 0 ||
-	    NX_MAX(ts_ns(&sb.st_mtim), ts_ns(&sb.st_ctim)) + NX_FILTER_STAT_SETTLE_NS >
-		    ts_ns(&now)) {
+	    ts_ns(&sb.st_ctim) != ts_ns(&before->st_ctim) || !stat_settled(&sb)) {
 		return 0; /* changed while hashed, or not settled yet: next time */
 	}
 	char path[4200];
@@ -598,10 +600,8 @@ int nx_filter_meta_note_input_stat(const char *dir, const char *name, const char
 		return 0;
 	}
 	json_object_set_new(j, "input_stat",
-			    json_pack("{s:I, s:I, s:I, s:I}", "size", (json_int_t)sb.st_size, "ino",
-				      (json_int_t)sb.st_ino, "mtime_ns",
-				      (json_int_t)ts_ns(&sb.st_mtim), "ctime_ns",
-				      (json_int_t)ts_ns(&sb.st_ctim)));
+			    stat_json((uint64_t)sb.st_size, (uint64_t)sb.st_ino, ts_ns(&sb.st_mtim),
+				      ts_ns(&sb.st_ctim)));
 	int rc = meta_commit(path, j);
 	return rc < 0 ? rc : 1;
 }
@@ -613,12 +613,10 @@ int nx_filter_meta_input_unchanged(const json_t *meta, const char *path)
 	if (!json_is_object(is) || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		return 0;
 	}
-	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
-	int64_t c = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
 	return json_integer_value(json_object_get(is, "size")) == (json_int_t)sb.st_size &&
 	       json_integer_value(json_object_get(is, "ino")) == (json_int_t)sb.st_ino &&
-	       json_integer_value(json_object_get(is, "mtime_ns")) == (json_int_t)m &&
-	       json_integer_value(json_object_get(is, "ctime_ns")) == (json_int_t)c;
+	       json_integer_value(json_object_get(is, "mtime_ns")) == ts_ns(&sb.st_mtim) &&
+	       json_integer_value(json_object_get(is, "ctime_ns")) == ts_ns(&sb.st_ctim);
 }
 
 static int sha_file(const char *path, uint8_t out[32])
