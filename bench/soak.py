@@ -144,10 +144,11 @@ def proc_status(pid):
     return rss, threads
 
 
-def dnsperf(port, qfile, rate, secs, src="127.0.0.1"):
-    """(sent, lost) of one dnsperf run."""
+def dnsperf(port, qfile, rate, secs, src="127.0.0.1", outstanding=100):
+    """(sent, lost) of one dnsperf run. `outstanding` (-q) must exceed rate x the 3 s timeout
+    when most queries go unanswered (the over-limit client), or dnsperf, not the rate, caps it."""
     cmd = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(qfile), "-Q", str(rate),
-           "-l", str(secs), "-c", "4", "-t", "3", "-a", src]
+           "-l", str(secs), "-c", "4", "-t", "3", "-q", str(outstanding), "-a", src]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 30)
     sent = re.search(r"Queries sent:\s+(\d+)", r.stdout)
     lost = re.search(r"Queries lost:\s+(\d+)", r.stdout)
@@ -266,7 +267,8 @@ def main():
         if rate_limit:
             def over_limit():
                 while not stop.is_set():
-                    s, l_ = dnsperf(nx_port, qfile, 200, 60, src="127.0.0.2")
+                    s, l_ = dnsperf(nx_port, qfile, 200, 60, src="127.0.0.2",
+                                    outstanding=1000)
                     limited["sent"] += s
                     limited["lost"] += l_
             threading.Thread(target=over_limit, daemon=True).start()
