@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "dns/wire.h"
 #include "filter/lists.h"
+#include "policy/badfilter.h"
 
 /* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
 #define T_SVCB 64
@@ -198,7 +199,14 @@ static bool level_lists(const struct nx_policy *p, const struct nx_policy_query 
 {
 	struct nx_filter_qctx fq;
 	lists_qctx(q, &fq);
-	return nx_filter_lists_decide(p->snap, p->side, &fq, out) != NX_FILTER_ACT_NONE;
+	if (nx_filter_lists_decide(p->snap, p->side, &fq, out) == NX_FILTER_ACT_NONE) {
+		return false;
+	}
+	/* a user $badfilter turns a snapshot entry off in every list (badfilter.c) */
+	if (p->badfilter && out->side_rule < 0) {
+		nx_policy_badfilter_apply(p->badfilter, p->snap, p->side, &fq, out);
+	}
+	return out->action != NX_FILTER_ACT_NONE;
 }
 
 int nx_policy_rewrite_answer(const struct nx_policy *p, const struct nx_policy_query *q,
