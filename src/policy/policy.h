@@ -159,7 +159,8 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 /*
  * Compile the filter.allow / filter.deny rules of c that need the side structure
  * (nx_conf_rule_needs_side: modifiers, regexes, ||x^, @@) with origins
- * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none, else the caller's
+ * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none (or only $badfilter
+ * lines, which nx_policy_badfilter_build takes, and no rule is left), else the caller's
  * (nx_filter_side_free). 0 or a negative code, logged. Control thread, at load.
  */
 int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **out);

@@ -773,6 +773,17 @@ static void test_user_badfilter(void **state)
 	assert_int_equal(nx_policy_badfilter_build(c2, &bf), 0);
 	assert_null(bf);
 	nx_conf_free(c2);
+	/* only $badfilter user rules: the set, and no user side structure to walk per query */
+	const char *only = "filter: {deny: ['||a.test^$badfilter'], allow: ['@@|b.test^$badfilter']}\n";
+	assert_int_equal(nx_conf_load_string("t.yaml", only, strlen(only), &c2, err, sizeof(err)),
+			 0);
+	user_side = (struct nx_filter_side *)1;
+	assert_int_equal(nx_policy_user_side_build(c2, &user_side), 0);
+	assert_null(user_side);
+	assert_int_equal(nx_policy_badfilter_build(c2, &bf), 0);
+	assert_int_equal(nx_policy_badfilter_count(bf), 2);
+	nx_policy_badfilter_free(bf);
+	nx_conf_free(c2);
 	nx_filter_side_free(side);
 	nx_filter_snap_free(snap);
 	nx_conf_free(c);
