@@ -30,8 +30,8 @@ enum {
 };
 
 struct bf_entry {
-	uint64_t groups;   /* config groups the rule is limited to; 0: every client */
-	const char *name;  /* into the pool: normalised (lower case, no trailing dot) */
+	uint64_t groups;  /* config groups the rule is limited to; 0: every client */
+	const char *name; /* into the pool: normalised (lower case, no trailing dot) */
 	uint16_t name_len;
 	uint8_t kinds; /* BF_* */
 };
@@ -220,7 +220,7 @@ static uint8_t cancel(uint8_t f, unsigned kinds)
 		f &= (uint8_t)~NX_FILTER_F_EXACT;
 	}
 	if ((kinds & BF_ALLOW_SUB) && (f & NX_FILTER_F_ALLOW_SUB)) {
-		f &= (uint8_t)~(NX_FILTER_F_ALLOW_SUB | NX_FILTER_F_ALLOW_EXACT);
+		f &= (uint8_t) ~(NX_FILTER_F_ALLOW_SUB | NX_FILTER_F_ALLOW_EXACT);
 	}
 	if ((kinds & BF_ALLOW_EXACT) &&
 	    (f & (NX_FILTER_F_ALLOW_SUB | NX_FILTER_F_ALLOW_EXACT)) == NX_FILTER_F_ALLOW_EXACT) {
@@ -254,7 +254,8 @@ static bool name_of(const uint8_t *wire, size_t wlen, struct bf_name *n)
 	n->first = 0;
 	while (w < wlen && wire[w] != 0) {
 		unsigned l = wire[w];
-		if (l > 63 || w + 1 + l > wlen || n->nl == 128 || t + l + 1 > NX_FILTER_NAME_MAX + 1) {
+		if (l > 63 || w + 1 + l > wlen || n->nl == 128 ||
+		    t + l + 1 > NX_FILTER_NAME_MAX + 1) {
 			return false;
 		}
 		if (n->nl > 0) {

@@ -543,26 +543,27 @@ static void test_rules_groups_from_config(void **state)
 /* ---- a user $badfilter against the lists' snapshot entries (badfilter.c) ---- */
 
 /* b0 and b1: both in the default group. The user rules that cancel them are in BF_YAML. */
-static const char B0[] = "||x.test^\n"		 /* ||x.test^$badfilter: gone, and below */
-			 "||k.test^\n"		 /* |k.test^$badfilter: kinds differ, stays */
-			 "|e.test^\n"		 /* |e.test^$badfilter: gone */
-			 "e2.test\n"		 /* a plain entry is the same exact-only form */
-			 "||two.test^\n"	 /* cancelled here, b1 lists it exact */
-			 "||multi.test^\n"	 /* in both lists: cancelled in both */
-			 "||example.test^\n"	 /* a parent still blocks ads.example.test */
-			 "||ads.example.test^\n" /* cancelled */
-			 "||exc.test^\n"
-			 "@@||exc.test^\n" /* @@||exc.test^$badfilter: blocked again */
-			 "||aex.test^\n"
-			 "@@|aex.test^\n" /* @@|aex.test^$badfilter: blocked again */
-			 "||aex2.test^\n"
-			 "@@||aex2.test^\n" /* @@|aex2.test^$badfilter: kinds differ, stays */
-			 "||g.test^\n"	    /* cancelled for the kids group only */
-			 "||sd.test^\n"	    /* cancelled: b1's regex, which tied, decides */
-			 "||se.test^\n"
-			 "@@||se.test^\n" /* cancelled: b1's modifier block, which lost, decides */
-			 "||sr.test^\n"
-			 "@@||sr.test^\n"; /* cancelled: b1's plain regex ties the block: the snapshot */
+static const char B0[] =
+    "||x.test^\n"	    /* ||x.test^$badfilter: gone, and below */
+    "||k.test^\n"	    /* |k.test^$badfilter: kinds differ, stays */
+    "|e.test^\n"	    /* |e.test^$badfilter: gone */
+    "e2.test\n"		    /* a plain entry is the same exact-only form */
+    "||two.test^\n"	    /* cancelled here, b1 lists it exact */
+    "||multi.test^\n"	    /* in both lists: cancelled in both */
+    "||example.test^\n"	    /* a parent still blocks ads.example.test */
+    "||ads.example.test^\n" /* cancelled */
+    "||exc.test^\n"
+    "@@||exc.test^\n" /* @@||exc.test^$badfilter: blocked again */
+    "||aex.test^\n"
+    "@@|aex.test^\n" /* @@|aex.test^$badfilter: blocked again */
+    "||aex2.test^\n"
+    "@@||aex2.test^\n" /* @@|aex2.test^$badfilter: kinds differ, stays */
+    "||g.test^\n"      /* cancelled for the kids group only */
+    "||sd.test^\n"     /* cancelled: b1's regex, which tied, decides */
+    "||se.test^\n"
+    "@@||se.test^\n" /* cancelled: b1's modifier block, which lost, decides */
+    "||sr.test^\n"
+    "@@||sr.test^\n"; /* cancelled: b1's plain regex ties the block: the snapshot */
 static const char B1[] = "two.test\n"
 			 "||multi.test^\n"
 			 "/^sd[.]test$/\n"
@@ -605,14 +606,14 @@ static const struct bf_case bf_cases[] = {
     {"a.x.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_wildcard), "and for sub.x"},
     {"k.test", NULL, BLOCK, R(blocklist_domain), "b0", "k.test", BLOCK, R(blocklist_domain),
      "|x^$badfilter does not cancel ||x^ (kinds differ)"},
-    {"a.k.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "k.test", BLOCK,
-     R(blocklist_wildcard), "nor its subdomains"},
+    {"a.k.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "k.test", BLOCK, R(blocklist_wildcard),
+     "nor its subdomains"},
     {"e.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
      "|x^$badfilter cancels an exact entry"},
     {"e2.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
      "a plain entry too (the same snapshot form), from filter.allow as well"},
-    {"two.test", NULL, BLOCK, R(blocklist_domain), "b1", "two.test", BLOCK,
-     R(blocklist_domain), "a second list listing the name otherwise still blocks"},
+    {"two.test", NULL, BLOCK, R(blocklist_domain), "b1", "two.test", BLOCK, R(blocklist_domain),
+     "a second list listing the name otherwise still blocks"},
     {"a.two.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_wildcard),
      "but not below it: only b0 had ||two.test^"},
     {"multi.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
@@ -621,12 +622,12 @@ static const struct bf_case bf_cases[] = {
      R(blocklist_domain), "a parent's entry still blocks the cancelled name"},
     {"a.ads.example.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "example.test", BLOCK,
      R(blocklist_wildcard), "and the names below it, from the parent"},
-    {"exc.test", NULL, BLOCK, R(blocklist_domain), "b0", "exc.test", ALLOW,
-     R(blocklist_exception), "@@||x^$badfilter cancels a list exception: x is blocked again"},
+    {"exc.test", NULL, BLOCK, R(blocklist_domain), "b0", "exc.test", ALLOW, R(blocklist_exception),
+     "@@||x^$badfilter cancels a list exception: x is blocked again"},
     {"a.exc.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "exc.test", ALLOW,
      R(blocklist_exception), "and sub.x"},
-    {"aex.test", NULL, BLOCK, R(blocklist_domain), "b0", "aex.test", ALLOW,
-     R(blocklist_exception), "@@|x^$badfilter cancels an exact-only exception"},
+    {"aex.test", NULL, BLOCK, R(blocklist_domain), "b0", "aex.test", ALLOW, R(blocklist_exception),
+     "@@|x^$badfilter cancels an exact-only exception"},
     {"aex2.test", NULL, ALLOW, R(blocklist_exception), "b0", "aex2.test", ALLOW,
      R(blocklist_exception), "but not an @@||x^ one"},
     {"g.test", NULL, BLOCK, R(blocklist_domain), "b0", "g.test", BLOCK, R(blocklist_domain),
@@ -637,8 +638,8 @@ static const struct bf_case bf_cases[] = {
      "a side rule that tied the cancelled entry (the snapshot wins ties) decides now"},
     {"se.test", NULL, BLOCK, R(blocklist_rule), "b1", "se.test", ALLOW, R(blocklist_exception),
      "the exception cancelled: a side block with a modifier beats the snapshot's block"},
-    {"sr.test", NULL, BLOCK, R(blocklist_domain), "b0", "sr.test", ALLOW,
-     R(blocklist_exception), "the exception cancelled: a plain side block ties the snapshot's"},
+    {"sr.test", NULL, BLOCK, R(blocklist_domain), "b0", "sr.test", ALLOW, R(blocklist_exception),
+     "the exception cancelled: a plain side block ties the snapshot's"},
     {"nothing.test", NULL, NONE, R(none), "", "", NONE, R(none), "no list entry: nothing"},
 };
 
@@ -718,10 +719,11 @@ static void test_user_badfilter(void **state)
 					     strcmp(matched, v->matched) == 0
 				       : a == v->action0 && r.reason == v->reason0;
 			if (!ok) {
-				fail_msg("%s from %s, %s the badfilter set: got %s/%s/'%s'/'%s' -- %s",
-					 v->name, v->client ? v->client : "-",
-					 with ? "with" : "without", nx_filter_action_name(a),
-					 nx_filter_reason_name(r.reason), s, matched, v->why);
+				fail_msg(
+				    "%s from %s, %s the badfilter set: got %s/%s/'%s'/'%s' -- %s",
+				    v->name, v->client ? v->client : "-", with ? "with" : "without",
+				    nx_filter_action_name(a), nx_filter_reason_name(r.reason), s,
+				    matched, v->why);
 			}
 		}
 	}
@@ -736,8 +738,10 @@ static void test_user_badfilter(void **state)
 		for (size_t i = 0; i < NX_ARRAY_LEN(tg); i++) {
 			uint8_t target[NX_DNS_NAME_MAX];
 			int tl = nx_dns_name_from_text(tg[i].target, target);
-			struct nx_dns_rr_spec rr = {
-			    .type = NX_DNS_T_CNAME, .ttl = 60, .rdata = target, .rdlen = (uint16_t)tl};
+			struct nx_dns_rr_spec rr = {.type = NX_DNS_T_CNAME,
+						    .ttl = 60,
+						    .rdata = target,
+						    .rdlen = (uint16_t)tl};
 			uint8_t buf[1024];
 			struct nx_dns_msg m;
 			struct nx_dns_question qq;
@@ -752,8 +756,8 @@ static void test_user_badfilter(void **state)
 			size_t ml = 0;
 			bool b = nx_policy_check_answer(&p, &q, buf, &m, &r, mw, &ml);
 			if (b != (with ? tg[i].blocked : tg[i].blocked0)) {
-				fail_msg("CNAME to %s %s the badfilter set: blocked %d", tg[i].target,
-					 with ? "with" : "without", b);
+				fail_msg("CNAME to %s %s the badfilter set: blocked %d",
+					 tg[i].target, with ? "with" : "without", b);
 			}
 		}
 	}
@@ -774,7 +778,8 @@ static void test_user_badfilter(void **state)
 	assert_null(bf);
 	nx_conf_free(c2);
 	/* only $badfilter user rules: the set, and no user side structure to walk per query */
-	const char *only = "filter: {deny: ['||a.test^$badfilter'], allow: ['@@|b.test^$badfilter']}\n";
+	const char *only =
+	    "filter: {deny: ['||a.test^$badfilter'], allow: ['@@|b.test^$badfilter']}\n";
 	assert_int_equal(nx_conf_load_string("t.yaml", only, strlen(only), &c2, err, sizeof(err)),
 			 0);
 	user_side = (struct nx_filter_side *)1;
