@@ -236,10 +236,12 @@ int nx_cli_lookup(int argc, char **argv)
 	struct nx_filter_rules *rules = NULL;
 	struct nx_filter_snap *snap = NULL;
 	struct nx_filter_side *side = NULL, *user_side = NULL;
+	struct nx_policy_badfilter *badfilter = NULL;
 	bool paused = false;
 	if (read_pause(c, &paused) != 0 || open_snapshot(c, &snap) != 0 ||
 	    open_side(c, &side) != 0 || nx_policy_rules_build(c, &rules) < 0 ||
-	    nx_policy_user_side_build(c, &user_side) < 0) {
+	    nx_policy_user_side_build(c, &user_side) < 0 ||
+	    nx_policy_badfilter_build(c, &badfilter) < 0) {
 		goto out;
 	}
 	struct nx_policy p = {
@@ -248,6 +250,7 @@ int nx_cli_lookup(int argc, char **argv)
 	    .snap = snap,
 	    .side = side,
 	    .user_side = user_side,
+	    .badfilter = badfilter,
 	    .paused = paused};
 	const struct sockaddr *sa = (const struct sockaddr *)&ss;
 	rc = 0;
@@ -267,6 +270,7 @@ int nx_cli_lookup(int argc, char **argv)
 out:
 	nx_filter_rules_free(rules);
 	nx_filter_side_free(user_side);
+	nx_policy_badfilter_free(badfilter);
 	nx_filter_side_free(side);
 	nx_filter_snap_free(snap);
 	nx_conf_free(c);

@@ -308,6 +308,7 @@ static json_t *lookup_hook(void *ud, const char *name, uint16_t qtype, const cha
 		.c = d->cur->c,
 		.rules = d->cur->rules,
 		.user_side = d->cur->user_side,
+		.badfilter = d->cur->badfilter,
 		.snap = d->lists.cur ? d->lists.cur->snap : NULL,
 		.side = d->lists.cur ? d->lists.cur->side : NULL,
 		.paused = paused_until(d) != 0,

@@ -148,6 +148,7 @@ static void confref_free(struct nx_confref *r)
 		    r->servers ? NX_MAX(1, r->c->n_upstreams) * sizeof(*r->servers) : 0);
 	nx_filter_rules_free(r->rules);
 	nx_filter_side_free(r->user_side);
+	nx_policy_badfilter_free(r->badfilter);
 	nx_tls_creds_unref(r->creds);
 	nx_conf_free(r->c);
 	nx_mem_free(NX_OWNER_config, r, sizeof(*r));
@@ -180,7 +181,8 @@ static struct nx_confref *confref_new(struct nx_conf *c, uint64_t gen,
 		return NULL;
 	}
 	if (nx_policy_rules_build(c, &r->rules) < 0 ||
-	    nx_policy_user_side_build(c, &r->user_side) < 0) {
+	    nx_policy_user_side_build(c, &r->user_side) < 0 ||
+	    nx_policy_badfilter_build(c, &r->badfilter) < 0) {
 		confref_free(r);
 		return NULL;
 	}

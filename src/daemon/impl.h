@@ -63,6 +63,8 @@ struct nx_confref {
 	size_t *zone_n;             /* owned */
 	struct nx_filter_rules *rules; /* owned: filter.allow / filter.deny, compiled */
 	struct nx_filter_side *user_side; /* owned: those of them in the AdGuard language */
+	struct nx_policy_badfilter *badfilter; /* owned: their `||x^$badfilter` and kin, which
+						* cancel snapshot entries (NULL: none) */
 	struct nx_tls_creds *creds; /* referenced: the DoT/DoH certificate, NULL without those */
 };
 

@@ -156,6 +156,7 @@ static void policy_of(struct nx_worker *w, struct nx_policy *p)
 	p->c = w->cref->c;
 	p->rules = w->cref->rules;
 	p->user_side = w->cref->user_side;
+	p->badfilter = w->cref->badfilter;
 	p->snap = w->snap ? w->snap->snap : NULL;
 	p->side = w->snap ? w->snap->side : NULL;
 	int64_t until = atomic_load_explicit(&w->d->pause_until_ms, memory_order_relaxed);
@@ -349,8 +350,10 @@ static void log_answer(struct nx_worker *w, const struct nx_reply *to, enum nx_p
 	} else {
 		rec.matched[0] = 0;
 	}
-	struct nx_policy pol = {
-	    .c = w->cref->c, .rules = w->cref->rules, .user_side = w->cref->user_side};
+	struct nx_policy pol = {.c = w->cref->c,
+				.rules = w->cref->rules,
+				.user_side = w->cref->user_side,
+				.badfilter = w->cref->badfilter};
 	copy_text(rec.source, sizeof(rec.source), nx_policy_source_name(&pol, fr));
 	answer_summary(reply, rlen, rec.answer, sizeof(rec.answer));
 	static_assert(NX_QLOG_CLIENT_ID_MAX == NX_CLIENT_ID_MAX + 1, "a client id fits the log");

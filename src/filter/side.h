@@ -138,6 +138,10 @@ void nx_filter_side_stats(const struct nx_filter_side *s, struct nx_filter_side_
 const char *nx_filter_side_rule_text(const struct nx_filter_side *s, int32_t idx, size_t *len);
 /* Origin of rule idx (source index or NX_FILTER_ORIGIN_USER_*), or -1. */
 int nx_filter_side_rule_origin(const struct nx_filter_side *s, int32_t idx);
+/* Restricting modifiers of rule idx as the ranking counts them ($client, $ctag, $dnstype,
+ * $denyallow, $dnsrewrite, a hosts answer: one each), or -1 (side_info.c). Within a class the
+ * rule with more wins, and a side rule beats a snapshot verdict of its class only with one. */
+int nx_filter_side_rule_mods(const struct nx_filter_side *s, int32_t idx);
 
 /*
  * Check one line as the compiler's parser does before writing it to <name>.side: returns

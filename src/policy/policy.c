@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "dns/wire.h"
 #include "filter/lists.h"
+#include "policy/badfilter.h"
 
 /* RFC 9460: SVCB's type code (HTTPS, 65, is in dns/msg.h). */
 #define T_SVCB 64
@@ -189,6 +190,23 @@ static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_qu
 	       user_side(p, q, NX_FILTER_ACT_BLOCK, out);
 }
 
+/* level_lists with user $badfilter rules: a snapshot verdict may name a cancelled entry,
+ * then the lists decide again without it (badfilter.c). */
+static __attribute__((noinline)) bool level_lists_badfilter(const struct nx_policy *p,
+							    const struct nx_policy_query *q,
+							    struct nx_filter_result *out)
+{
+	struct nx_filter_qctx fq;
+	lists_qctx(q, &fq);
+	if (nx_filter_lists_decide(p->snap, p->side, &fq, out) == NX_FILTER_ACT_NONE) {
+		return false;
+	}
+	if (out->side_rule < 0) {
+		nx_policy_badfilter_apply(p->badfilter, p->snap, p->side, &fq, out);
+	}
+	return out->action != NX_FILTER_ACT_NONE;
+}
+
 /*
  * The list levels (exceptions, exact, parents, and the side rules with their modifiers and
  * regexes) are ONE call into filter/: AdGuard's ranking lives there, with the lists.
@@ -196,6 +214,11 @@ static bool level_user_deny(const struct nx_policy *p, const struct nx_policy_qu
 static bool level_lists(const struct nx_policy *p, const struct nx_policy_query *q,
 			struct nx_filter_result *out)
 {
+	if (p->badfilter) {
+		return level_lists_badfilter(p, q, out);
+	}
+	/* the usual case: the set costs the one test above (its own function keeps this one's
+	 * frame and tail call as they were: callgrind, docs/benchmarks.md) */
 	struct nx_filter_qctx fq;
 	lists_qctx(q, &fq);
 	return nx_filter_lists_decide(p->snap, p->side, &fq, out) != NX_FILTER_ACT_NONE;
@@ -446,5 +469,16 @@ int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **o
 		nx_filter_side_builder_free(b);
 		return rc;
 	}
-	return nx_filter_side_build(b, out);
+	rc = nx_filter_side_build(b, out);
+	if (rc == 0) {
+		/* only $badfilter lines (nx_policy_badfilter_build's): no rule is left to match, so
+		 * no structure, and levels 3/4 stay one NULL test instead of a walk over the name */
+		struct nx_filter_side_stats st;
+		nx_filter_side_stats(*out, &st);
+		if (st.rules == 0) {
+			nx_filter_side_free(*out);
+			*out = NULL;
+		}
+	}
+	return rc;
 }

@@ -27,6 +27,8 @@
 #include "filter/side.h"
 #include "filter/snapshot.h"
 
+struct nx_policy_badfilter;
+
 /* What a decision is made against: one generation of the configuration and lists. */
 struct nx_policy {
 	const struct nx_conf *c;	     /* borrowed */
@@ -37,6 +39,11 @@ struct nx_policy {
 	const struct nx_filter_side *user_side; /* borrowed, may be NULL: the user rules written
 						 * in the AdGuard language (same generation as
 						 * rules, nx_policy_user_side_build) */
+	const struct nx_policy_badfilter *badfilter; /* borrowed, may be NULL: the user rules
+						      * `||x^$badfilter` and kin, which cancel
+						      * list entries of the snapshot (same
+						      * generation as rules,
+						      * nx_policy_badfilter_build) */
 	bool paused;			     /* filtering paused now (API / control socket) */
 };
 
@@ -152,10 +159,24 @@ int nx_policy_rules_build(const struct nx_conf *c, struct nx_filter_rules **out)
 /*
  * Compile the filter.allow / filter.deny rules of c that need the side structure
  * (nx_conf_rule_needs_side: modifiers, regexes, ||x^, @@) with origins
- * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none, else the caller's
+ * NX_FILTER_ORIGIN_USER_ALLOW / _DENY. *out is NULL when there are none (or only $badfilter
+ * lines, which nx_policy_badfilter_build takes, and no rule is left), else the caller's
  * (nx_filter_side_free). 0 or a negative code, logged. Control thread, at load.
  */
 int nx_policy_user_side_build(const struct nx_conf *c, struct nx_filter_side **out);
+
+/*
+ * The set of user rules (filter.allow and filter.deny) that cancel a list's snapshot entry in
+ * every source, as a user `$badfilter` does in AdGuard Home: `||x^$badfilter` (the `||x^`
+ * entry of x), `|x^$badfilter` (an exact-only entry), `@@||x^$badfilter`, `@@|x^$badfilter`
+ * (the exceptions alike), each with its rule's groups. *out is NULL when there are none (the
+ * usual case), else the caller's (nx_policy_badfilter_free). Charged to NX_OWNER_filter_rules.
+ * 0 or -ENOMEM, logged. Control thread, at load; the set is immutable after.
+ */
+int nx_policy_badfilter_build(const struct nx_conf *c, struct nx_policy_badfilter **out);
+void nx_policy_badfilter_free(struct nx_policy_badfilter *b);
+/* Entries of the set (0 for NULL). */
+size_t nx_policy_badfilter_count(const struct nx_policy_badfilter *b);
 
 /*
  * The verdict for one name as `nxdns lookup` and /api/lookup print it: {name, action, reason,

@@ -319,3 +319,76 @@ def test_adguard_user_rules_limited_to_groups(make_upstream, make_nxdns, tmp_pat
         (row,) = lookup_cli(nx.config_path, [name], client=src)
         assert row["action"] == want, (name, src, row)
     assert answers(ask(nx, "rw-a.test", "127.0.0.2")) == ["192.0.2.44"], "others: the rewrite"
+
+
+BF_LIST = """||bfgone.test^
+||bfkind.test^
+||bfparent.test^
+||ads.bfparent.test^
+||bfexc.test^
+@@||bfexc.test^
+||bfboth.test^
+||bfkept.test^
+||bflater.test^
+||bfgrp.test^
+"""
+BF_LIST2 = "||bfboth.test^\nbfkept.test\n"
+
+
+def test_a_user_badfilter_cancels_a_list_entry(make_upstream, make_nxdns, tmp_path):
+    """A user `||x^$badfilter` (and `|x^`, `@@||x^`) turns the same rule off in every list's
+    snapshot entries, as in AdGuard Home: the name is answered normally, while another list's
+    entry of another form or a parent's entry still blocks; over DNS, in `nxdns lookup` and
+    in /api/lookup alike, and for a rule added through the API (a new config generation)."""
+    import adminkit
+    from adminkit import logged_in
+    from harness import wait_until
+    cfg = config(tmp_path)
+    (tmp_path / "bf.txt").write_text(BF_LIST)
+    (tmp_path / "bf2.txt").write_text(BF_LIST2)
+    cfg["filter"]["sources"] += [{"name": "bf", "path": str(tmp_path / "bf.txt")},
+                                 {"name": "bf2", "path": str(tmp_path / "bf2.txt")}]
+    cfg["groups"] = {"kids": {}}
+    cfg["clients"][0]["groups"] = ["default", "kids"]  # the kid (127.0.0.3)
+    cfg["filter"]["deny"] = ["||bfgone.test^$badfilter", "|bfkind.test^$badfilter",
+                             "||ads.bfparent.test^$badfilter", "@@||bfexc.test^$badfilter",
+                             "||bfboth.test^$badfilter", "||bfkept.test^$badfilter",
+                             {"rule": "||bfgrp.test^$badfilter", "groups": ["kids"]}]
+    up = make_upstream()
+    nx = adminkit.start_nx(make_nxdns, [up], config=cfg)
+    # (name, client, verdict, reason, source) -- the reason and source as `nxdns lookup` says
+    cases = [
+        ("bfgone.test", None, "allow", "none", ""),
+        ("a.bfgone.test", None, "allow", "none", ""),
+        ("bfkind.test", None, "block", "blocklist_domain", "bf"),  # |x^ does not cancel ||x^
+        ("ads.bfparent.test", None, "block", "blocklist_wildcard", "bf"),  # the parent's
+        ("bfexc.test", None, "block", "blocklist_domain", "bf"),  # the exception is gone
+        ("bfboth.test", None, "allow", "none", ""),  # in both lists: cancelled in both
+        ("bfkept.test", None, "block", "blocklist_domain", "bf2"),  # bf2's exact entry
+        ("a.bfkept.test", None, "allow", "none", ""),
+        ("bfgrp.test", KID, "allow", "none", ""),  # the kids' badfilter
+        ("bfgrp.test", "127.0.0.2", "block", "blocklist_domain", "bf"),
+        ("bad.test", None, "allow", "none", ""),  # the list's own $badfilter still works
+    ]
+    for name, src, want, _, _ in cases:
+        assert verdict(ask(nx, name, src)) == want, (name, src)
+    for name, src, want, reason, source in cases:
+        (row,) = lookup_cli(nx.config_path, [name], client=src or "127.0.0.1")
+        assert (row["action"], row["reason"], row["source"]) == (want, reason, source), \
+            (name, src, row)
+    assert up.queries("bfgone.test") and up.queries("bfexc.test") == [], \
+        "a cancelled entry's name went upstream, a blocked one did not"
+    api = logged_in(nx)
+    lk = api.ok("GET", "/api/lookup?name=ads.bfparent.test&client=127.0.0.1")
+    assert (lk["action"], lk["reason"], lk["matched"]) == \
+        ("block", "blocklist_wildcard", "bfparent.test"), lk
+    # a rule added at run time: blocked before, answered normally after
+    assert verdict(ask(nx, "bflater.test")) == "block"
+    r = api.post("/api/filter/rules", {"list": "deny", "rule": "||bflater.test^$badfilter"})
+    assert r.status == 201, r
+    assert wait_until(lambda: verdict(ask(nx, "bflater.test")) == "allow", 10, 0.1)
+    assert answers(ask(nx, "sub.bflater.test")) == ["192.0.2.1"]
+    lk = api.ok("GET", "/api/lookup?name=bflater.test&client=127.0.0.1")
+    assert (lk["action"], lk["reason"]) == ("allow", "none"), lk
+    (row,) = lookup_cli(nx.config_path, ["bflater.test"])
+    assert row["action"] == "allow", row

@@ -66,6 +66,21 @@ def _workload(shared: Path) -> Tuple[List[Tuple[str, str]], Dict[str, Tuple[str,
     return pairs, label
 
 
+def _badfilter_picks(label: Dict[str, Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """User rules `||x^$badfilter` for names the gambling list (adblock) blocks, `|x^$badfilter`
+    for names 1hosts (domains, exact entries) blocks, `@@||x^$badfilter` for names the
+    allowlist excepts: (rule, name), eight of each, in workload order."""
+    picks = [("||{}^$badfilter", "blocked_exact_popular", "lists/adblock/hagezi_gambling_2023.txt"),
+             ("|{}^$badfilter", "blocked_exact_popular", "lists/domains/1hosts_pro_2021.txt"),
+             ("@@||{}^$badfilter", "allowlisted_exception",
+              "allow:lists/adblock/hagezi_allowlist_2023.txt block:lists/domains/1hosts_pro_2021.txt")]
+    out = []
+    for form, cat, ev in picks:
+        names = [n for n, (c, e) in label.items() if c == cat and e == ev][:8]
+        out += [(form.format(n), n) for n in names]
+    return out
+
+
 def _query_bytes(qid: int, name: str, qtype: int) -> bytes:
     wire = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".") if p) + b"\0"
     return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + wire + struct.pack("!HH", qtype, 1)
@@ -117,6 +132,8 @@ def test_workload_daemon_and_lookup_agree(make_nxdns, tmp_path):
     shared = _shared()
     if not (shared / "data/workload/queries-mixed.labels.tsv").exists():
         pytest.skip(f"NX_SHARED_DIR {shared} absent: the shared workload is not available")
+    pairs, label = _workload(shared)
+    cancelled = _badfilter_picks(label)
     up = FastUpstream().start()
     try:
         cfg = {
@@ -124,7 +141,8 @@ def test_workload_daemon_and_lookup_agree(make_nxdns, tmp_path):
                 "sources": [{"name": n, "path": str(shared / "data" / p)} for n, p in LISTS],
                 # refused: a blocked answer is told by its rcode alone, parsed from the raw bytes
                 "block_mode": "refused",
-                "deny": ["*.doubleclick.net", "/^ads?[0-9]*[.]/"],
+                # and user $badfilter rules that turn list entries off (badfilter.c)
+                "deny": ["*.doubleclick.net", "/^ads?[0-9]*[.]/"] + [r for r, _ in cancelled],
                 "allow": ["*.facebook.com"],
             },
             "local_records": [{"name": "nas.lan", "type": "A", "value": "192.168.1.10"}],
@@ -134,7 +152,6 @@ def test_workload_daemon_and_lookup_agree(make_nxdns, tmp_path):
             "query_budget": {"permits": 256},
         }
         nx = start_nx(make_nxdns, [up.addr], cfg)
-        pairs, label = _workload(shared)
         pairs.append(("nas.lan", "A"))
         t0 = time.monotonic()
         rcodes = _ask_all(nx.port, pairs)
@@ -174,12 +191,19 @@ def test_workload_daemon_and_lookup_agree(make_nxdns, tmp_path):
         assert {"blocklist_domain", "blocklist_wildcard", "blocklist_exception", "user_allow",
                 "user_deny", "local_record", "none"} <= reasons, reasons
         ours = {"lists/" + p.split("lists/", 1)[1] for _, p in LISTS}
+        off = {n for _, n in cancelled}
         for (name, qtype), row in verdict.items():
             cat, ev = label.get(name, ("", ""))
-            if cat.startswith("blocked") and ev in ours and row["reason"] not in (
-                    "user_allow", "blocklist_exception"):
+            if cat.startswith("blocked") and ev in ours and name not in off and \
+                    row["reason"] not in ("user_allow", "blocklist_exception"):
                 assert row["action"] == "block", (name, cat, ev, row)
-        print(f"\n{len(pairs)} (name, type) pairs: {counts}; over DNS in {t_dns:.1f} s")
+        # the $badfilter rules turned some listed names off (answered normally), both ways
+        seen = {n: row for (n, _), row in verdict.items()}
+        gone = [n for r, n in cancelled if not r.startswith("@@") and n in seen
+                and seen[n]["reason"] == "none"]
+        assert gone, [(r, seen.get(n)) for r, n in cancelled]
+        print(f"\n{len(pairs)} (name, type) pairs: {counts}; over DNS in {t_dns:.1f} s; "
+              f"{len(gone)} of {len(cancelled)} $badfilter picks answered normally")
     finally:
         up.stop()
 

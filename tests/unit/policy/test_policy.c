@@ -540,6 +540,263 @@ static void test_rules_groups_from_config(void **state)
 	}
 }
 
+/* ---- a user $badfilter against the lists' snapshot entries (badfilter.c) ---- */
+
+/* b0 and b1: both in the default group. The user rules that cancel them are in BF_YAML. */
+static const char B0[] =
+    "||x.test^\n"	    /* ||x.test^$badfilter: gone, and below */
+    "||k.test^\n"	    /* |k.test^$badfilter: kinds differ, stays */
+    "|e.test^\n"	    /* |e.test^$badfilter: gone */
+    "e2.test\n"		    /* a plain entry is the same exact-only form */
+    "||two.test^\n"	    /* cancelled here, b1 lists it exact */
+    "||multi.test^\n"	    /* in both lists: cancelled in both */
+    "||example.test^\n"	    /* a parent still blocks ads.example.test */
+    "||ads.example.test^\n" /* cancelled */
+    "||exc.test^\n"
+    "@@||exc.test^\n" /* @@||exc.test^$badfilter: blocked again */
+    "||aex.test^\n"
+    "@@|aex.test^\n" /* @@|aex.test^$badfilter: blocked again */
+    "||aex2.test^\n"
+    "@@||aex2.test^\n" /* @@|aex2.test^$badfilter: kinds differ, stays */
+    "||g.test^\n"      /* cancelled for the kids group only */
+    "||sd.test^\n"     /* cancelled: b1's regex, which tied, decides */
+    "||se.test^\n"
+    "@@||se.test^\n" /* cancelled: b1's modifier block, which lost, decides */
+    "||sr.test^\n"
+    "@@||sr.test^\n"; /* cancelled: b1's plain regex ties the block: the snapshot */
+static const char B1[] = "two.test\n"
+			 "||multi.test^\n"
+			 "/^sd[.]test$/\n"
+			 "||se.test^$dnstype=A\n"
+			 "/^sr[.]test$/\n";
+
+static const char BF_YAML[] =
+    "filter:\n"
+    "  sources:\n"
+    "    - {name: b0, path: %s/b0.txt}\n"
+    "    - {name: b1, path: %s/b1.txt}\n"
+    "  deny: ['||x.test^$badfilter', '|k.test^$badfilter', '|e.test^$badfilter',\n"
+    "         '||two.test^$badfilter', '||multi.test^$badfilter',\n"
+    "         '||ads.example.test^$badfilter', '@@||exc.test^$badfilter',\n"
+    "         '@@|aex.test^$badfilter', '@@|aex2.test^$badfilter',\n"
+    "         {rule: '||g.test^$badfilter', groups: [kids]}, '||sd.test^$badfilter',\n"
+    "         '@@||se.test^$badfilter', '@@||sr.test^$badfilter']\n"
+    "  allow: ['|e2.test^$badfilter', '||not.badfilter.test^$dnstype=A']\n"
+    "groups:\n"
+    "  kids: {}\n"
+    "clients:\n"
+    "  - {name: kid, ids: [127.0.0.2], groups: [default, kids]}\n";
+
+struct bf_case {
+	const char *name;
+	const char *client; /* NULL: 192.168.1.50, the default group */
+	/* with the user $badfilter rules */
+	enum nx_filter_action action;
+	enum nx_filter_reason reason;
+	const char *source, *matched;
+	/* without them (p.badfilter NULL): what the lists alone say */
+	enum nx_filter_action action0;
+	enum nx_filter_reason reason0;
+	const char *why;
+};
+
+static const struct bf_case bf_cases[] = {
+    {"x.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
+     "||x^$badfilter cancels a list's ||x^ for x"},
+    {"a.x.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_wildcard), "and for sub.x"},
+    {"k.test", NULL, BLOCK, R(blocklist_domain), "b0", "k.test", BLOCK, R(blocklist_domain),
+     "|x^$badfilter does not cancel ||x^ (kinds differ)"},
+    {"a.k.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "k.test", BLOCK, R(blocklist_wildcard),
+     "nor its subdomains"},
+    {"e.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
+     "|x^$badfilter cancels an exact entry"},
+    {"e2.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
+     "a plain entry too (the same snapshot form), from filter.allow as well"},
+    {"two.test", NULL, BLOCK, R(blocklist_domain), "b1", "two.test", BLOCK, R(blocklist_domain),
+     "a second list listing the name otherwise still blocks"},
+    {"a.two.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_wildcard),
+     "but not below it: only b0 had ||two.test^"},
+    {"multi.test", NULL, NONE, R(none), "", "", BLOCK, R(blocklist_domain),
+     "the same rule in two lists: cancelled in every list"},
+    {"ads.example.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "example.test", BLOCK,
+     R(blocklist_domain), "a parent's entry still blocks the cancelled name"},
+    {"a.ads.example.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "example.test", BLOCK,
+     R(blocklist_wildcard), "and the names below it, from the parent"},
+    {"exc.test", NULL, BLOCK, R(blocklist_domain), "b0", "exc.test", ALLOW, R(blocklist_exception),
+     "@@||x^$badfilter cancels a list exception: x is blocked again"},
+    {"a.exc.test", NULL, BLOCK, R(blocklist_wildcard), "b0", "exc.test", ALLOW,
+     R(blocklist_exception), "and sub.x"},
+    {"aex.test", NULL, BLOCK, R(blocklist_domain), "b0", "aex.test", ALLOW, R(blocklist_exception),
+     "@@|x^$badfilter cancels an exact-only exception"},
+    {"aex2.test", NULL, ALLOW, R(blocklist_exception), "b0", "aex2.test", ALLOW,
+     R(blocklist_exception), "but not an @@||x^ one"},
+    {"g.test", NULL, BLOCK, R(blocklist_domain), "b0", "g.test", BLOCK, R(blocklist_domain),
+     "a badfilter limited to a group does not apply to other clients"},
+    {"g.test", "127.0.0.2", NONE, R(none), "", "", BLOCK, R(blocklist_domain),
+     "it applies to the group's clients"},
+    {"sd.test", NULL, BLOCK, R(blocklist_rule), "b1", "", BLOCK, R(blocklist_domain),
+     "a side rule that tied the cancelled entry (the snapshot wins ties) decides now"},
+    {"se.test", NULL, BLOCK, R(blocklist_rule), "b1", "se.test", ALLOW, R(blocklist_exception),
+     "the exception cancelled: a side block with a modifier beats the snapshot's block"},
+    {"sr.test", NULL, BLOCK, R(blocklist_domain), "b0", "sr.test", ALLOW, R(blocklist_exception),
+     "the exception cancelled: a plain side block ties the snapshot's"},
+    {"nothing.test", NULL, NONE, R(none), "", "", NONE, R(none), "no list entry: nothing"},
+};
+
+static size_t make_answer(uint8_t *buf, size_t cap, const char *qname, uint16_t qtype,
+			  const struct nx_dns_rr_spec *rrs, size_t n, struct nx_dns_msg *m,
+			  struct nx_dns_question *qq);
+
+static void test_user_badfilter(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	th_writef(dir, "b0.txt", B0);
+	th_writef(dir, "b1.txt", B1);
+	const char *names[] = {"b0", "b1"};
+	struct nx_filter_snap_source src[2];
+	for (int i = 0; i < 2; i++) {
+		char in[4300];
+		snprintf(in, sizeof(in), "%s/%s.txt", dir, names[i]);
+		struct nx_filter_compile_opts o = {.name = names[i], .side = true};
+		struct nx_filter_compile_report rep;
+		assert_int_equal(nx_filter_compile_file(in, dir, &o, &rep), 0);
+		src[i] = (struct nx_filter_snap_source){names[i], dir};
+	}
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/l.nxs", dir);
+	struct nx_filter_snap *snap = NULL;
+	struct nx_filter_side *side = NULL;
+	assert_int_equal(nx_filter_snap_build(path, src, 2, NULL, NULL), 0);
+	assert_int_equal(nx_filter_snap_open(path, &snap), 0);
+	assert_int_equal(nx_filter_side_open(src, 2, &side), 0);
+	char yaml[sizeof(BF_YAML) + 9000];
+	snprintf(yaml, sizeof(yaml), BF_YAML, dir, dir);
+	struct nx_conf *c = NULL;
+	char err[NX_CONF_ERR_MAX] = "";
+	if (nx_conf_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)) != 0) {
+		fail_msg("config: %s", err);
+	}
+	struct nx_ledger_row rows[NX_OWNER__COUNT];
+	nx_ledger_read(rows);
+	int64_t before = rows[NX_OWNER_filter_rules].bytes;
+	struct nx_filter_rules *rules = NULL;
+	struct nx_filter_side *user_side = NULL;
+	struct nx_policy_badfilter *bf = NULL;
+	assert_int_equal(nx_policy_rules_build(c, &rules), 0);
+	assert_int_equal(nx_policy_user_side_build(c, &user_side), 0);
+	nx_ledger_read(rows);
+	int64_t rules_bytes = rows[NX_OWNER_filter_rules].bytes;
+	assert_int_equal(nx_policy_badfilter_build(c, &bf), 0);
+	/* 14 rules: every $badfilter line, not the one with another modifier */
+	assert_int_equal(nx_policy_badfilter_count(bf), 14);
+	nx_ledger_read(rows);
+	assert_true(rows[NX_OWNER_filter_rules].bytes > rules_bytes); /* charged to the rules */
+	struct nx_policy p = {
+	    .c = c, .rules = rules, .user_side = user_side, .snap = snap, .side = side};
+	for (int with = 0; with < 2; with++) {
+		p.badfilter = with ? bf : NULL;
+		for (size_t i = 0; i < NX_ARRAY_LEN(bf_cases); i++) {
+			const struct bf_case *v = &bf_cases[i];
+			struct sockaddr_storage ss;
+			addr_of(v->client ? v->client : "192.168.1.50", &ss);
+			uint8_t wire[NX_DNS_NAME_MAX];
+			int wl = nx_dns_name_from_text(v->name, wire);
+			assert_true(wl > 0);
+			struct nx_policy_query q;
+			nx_policy_query_init(&p, &q, wire, (size_t)wl, NX_DNS_T_A,
+					     (struct sockaddr *)&ss, NULL);
+			struct nx_filter_result r;
+			enum nx_filter_action a = nx_policy_decide(&p, &q, &r);
+			char matched[NX_DNS_TEXT_MAX] = "";
+			if (r.matched_len) {
+				nx_dns_name_to_text(wire + r.matched_off, r.matched_len, matched,
+						    sizeof(matched));
+			}
+			const char *s = nx_policy_source_name(&p, &r);
+			bool ok = with ? a == v->action && r.reason == v->reason &&
+					     strcmp(s, v->source) == 0 &&
+					     strcmp(matched, v->matched) == 0
+				       : a == v->action0 && r.reason == v->reason0;
+			if (!ok) {
+				fail_msg(
+				    "%s from %s, %s the badfilter set: got %s/%s/'%s'/'%s' -- %s",
+				    v->name, v->client ? v->client : "-", with ? "with" : "without",
+				    nx_filter_action_name(a), nx_filter_reason_name(r.reason), s,
+				    matched, v->why);
+			}
+		}
+	}
+	/* an upstream answer's CNAME target goes through the same list level: x.test is no
+	 * longer blocked, exc.test (its exception cancelled) is */
+	static const struct {
+		const char *target;
+		bool blocked0, blocked;
+	} tg[] = {{"a.x.test", true, false}, {"exc.test", false, true}};
+	for (int with = 0; with < 2; with++) {
+		p.badfilter = with ? bf : NULL;
+		for (size_t i = 0; i < NX_ARRAY_LEN(tg); i++) {
+			uint8_t target[NX_DNS_NAME_MAX];
+			int tl = nx_dns_name_from_text(tg[i].target, target);
+			struct nx_dns_rr_spec rr = {.type = NX_DNS_T_CNAME,
+						    .ttl = 60,
+						    .rdata = target,
+						    .rdlen = (uint16_t)tl};
+			uint8_t buf[1024];
+			struct nx_dns_msg m;
+			struct nx_dns_question qq;
+			make_answer(buf, sizeof(buf), "www.shop.test", NX_DNS_T_A, &rr, 1, &m, &qq);
+			struct sockaddr_storage ss;
+			addr_of("192.168.1.50", &ss);
+			struct nx_policy_query q;
+			nx_policy_query_init(&p, &q, qq.name, qq.name_len, qq.qtype,
+					     (struct sockaddr *)&ss, NULL);
+			struct nx_filter_result r;
+			uint8_t mw[NX_DNS_NAME_MAX];
+			size_t ml = 0;
+			bool b = nx_policy_check_answer(&p, &q, buf, &m, &r, mw, &ml);
+			if (b != (with ? tg[i].blocked : tg[i].blocked0)) {
+				fail_msg("CNAME to %s %s the badfilter set: blocked %d",
+					 tg[i].target, with ? "with" : "without", b);
+			}
+		}
+	}
+	nx_policy_badfilter_free(bf);
+	nx_ledger_read(rows);
+	assert_int_equal(rows[NX_OWNER_filter_rules].bytes, rules_bytes);
+	nx_filter_rules_free(rules);
+	nx_filter_side_free(user_side);
+	nx_ledger_read(rows);
+	assert_int_equal(rows[NX_OWNER_filter_rules].bytes, before);
+	/* no $badfilter rule: no set at all */
+	const char *plain = "filter: {deny: ['||a.test^$dnstype=A', b.test, '@@||c.test^']}\n";
+	struct nx_conf *c2 = NULL;
+	assert_int_equal(nx_conf_load_string("t.yaml", plain, strlen(plain), &c2, err, sizeof(err)),
+			 0);
+	bf = (struct nx_policy_badfilter *)1;
+	assert_int_equal(nx_policy_badfilter_build(c2, &bf), 0);
+	assert_null(bf);
+	nx_conf_free(c2);
+	/* only $badfilter user rules: the set, and no user side structure to walk per query */
+	const char *only =
+	    "filter: {deny: ['||a.test^$badfilter'], allow: ['@@|b.test^$badfilter']}\n";
+	assert_int_equal(nx_conf_load_string("t.yaml", only, strlen(only), &c2, err, sizeof(err)),
+			 0);
+	user_side = (struct nx_filter_side *)1;
+	assert_int_equal(nx_policy_user_side_build(c2, &user_side), 0);
+	assert_null(user_side);
+	assert_int_equal(nx_policy_badfilter_build(c2, &bf), 0);
+	assert_int_equal(nx_policy_badfilter_count(bf), 2);
+	nx_policy_badfilter_free(bf);
+	nx_conf_free(c2);
+	nx_filter_side_free(side);
+	nx_filter_snap_free(snap);
+	nx_conf_free(c);
+	nx_filter_lists_thread_done();
+	th_rmtree(dir);
+	free(dir);
+}
+
 /* ---- the answer's targets ---- */
 
 /* An upstream-like answer for qname: rrs in order (owner NULL = qname). */
@@ -1299,6 +1556,7 @@ int main(void)
 	    cmocka_unit_test(test_query_context),
 	    cmocka_unit_test(test_rules_limited_to_groups),
 	    cmocka_unit_test(test_rules_groups_from_config),
+	    cmocka_unit_test(test_user_badfilter),
 	    cmocka_unit_test(test_answer_targets),
 	    cmocka_unit_test(test_local_answers),
 	    cmocka_unit_test(test_local_splice_soa),
