@@ -77,13 +77,16 @@ struct pk_lens {
 	bool same; /* matched == name: stored once */
 };
 
+/* strnlen, without the call for the empty fields most records have (matched, source, id) */
+#define FIELD_LEN(f) ((uint8_t)((f)[0] ? strnlen((f), sizeof(f) - 1) : 0))
+
 static size_t measure(const struct nx_qlog_rec *r, struct pk_lens *l)
 {
-	l->name = (uint8_t)strnlen(r->name, sizeof(r->name) - 1);
-	l->matched = (uint8_t)strnlen(r->matched, sizeof(r->matched) - 1);
-	l->source = (uint8_t)strnlen(r->source, sizeof(r->source) - 1);
-	l->answer = (uint8_t)strnlen(r->answer, sizeof(r->answer) - 1);
-	l->client_id = (uint8_t)strnlen(r->client_id, sizeof(r->client_id) - 1);
+	l->name = FIELD_LEN(r->name);
+	l->matched = FIELD_LEN(r->matched);
+	l->source = FIELD_LEN(r->source);
+	l->answer = FIELD_LEN(r->answer);
+	l->client_id = FIELD_LEN(r->client_id);
 	l->same = l->matched && l->matched == l->name && memcmp(r->matched, r->name, l->name) == 0;
 	size_t n = sizeof(struct nx_qlog_pk) + l->name + (l->same ? 0 : l->matched) + l->source +
 		   l->answer + l->client_id;
@@ -114,15 +117,21 @@ static void write_pk(uint8_t *dst, const struct nx_qlog_rec *r, const struct pk_
 	char *p = (char *)(pk + 1);
 	memcpy(p, r->name, l->name);
 	p += l->name;
-	if (!l->same) {
+	if (l->matched && !l->same) {
 		memcpy(p, r->matched, l->matched);
 		p += l->matched;
 	}
-	memcpy(p, r->source, l->source);
-	p += l->source;
-	memcpy(p, r->answer, l->answer);
-	p += l->answer;
-	memcpy(p, r->client_id, l->client_id);
+	if (l->source) {
+		memcpy(p, r->source, l->source);
+		p += l->source;
+	}
+	if (l->answer) {
+		memcpy(p, r->answer, l->answer);
+		p += l->answer;
+	}
+	if (l->client_id) {
+		memcpy(p, r->client_id, l->client_id);
+	}
 }
 
 size_t nx_qlog_pk_pack(uint8_t *dst, const struct nx_qlog_rec *r)
