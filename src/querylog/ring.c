@@ -65,8 +65,8 @@ void nx_qlog_rings_deinit(struct nx_qlog *q)
 size_t nx_qlog_pk_size(const struct nx_qlog_pk *pk)
 {
 	size_t m = pk->matched_len == PK_MATCHED_NAME ? 0 : pk->matched_len;
-	size_t n = sizeof(*pk) + pk->name_len + m + pk->source_len + pk->answer_len +
-		   pk->client_id_len;
+	size_t n =
+	    sizeof(*pk) + pk->name_len + m + pk->source_len + pk->answer_len + pk->client_id_len;
 	return (n + 7) & ~(size_t)7;
 }
 
@@ -97,21 +97,21 @@ static void write_pk(uint8_t *dst, const struct nx_qlog_rec *r, const struct pk_
 {
 	struct nx_qlog_pk *pk = (struct nx_qlog_pk *)dst;
 	*pk = (struct nx_qlog_pk){
-		.ts_ms = r->ts_ms,
-		.duration_us = r->duration_us,
-		.upstream = r->upstream,
-		.qtype = r->qtype,
-		.family = r->family,
-		.proto = r->proto,
-		.rcode = r->rcode,
-		.action = r->action,
-		.reason = r->reason,
-		.cached = r->cached,
-		.name_len = l->name,
-		.matched_len = l->same ? PK_MATCHED_NAME : l->matched,
-		.source_len = l->source,
-		.answer_len = l->answer,
-		.client_id_len = l->client_id,
+	    .ts_ms = r->ts_ms,
+	    .duration_us = r->duration_us,
+	    .upstream = r->upstream,
+	    .qtype = r->qtype,
+	    .family = r->family,
+	    .proto = r->proto,
+	    .rcode = r->rcode,
+	    .action = r->action,
+	    .reason = r->reason,
+	    .cached = r->cached,
+	    .name_len = l->name,
+	    .matched_len = l->same ? PK_MATCHED_NAME : l->matched,
+	    .source_len = l->source,
+	    .answer_len = l->answer,
+	    .client_id_len = l->client_id,
 	};
 	memcpy(pk->client, r->client, sizeof(pk->client));
 	char *p = (char *)(pk + 1);
@@ -339,8 +339,8 @@ static size_t ring_take(struct nx_qlog_ring *r, uint8_t *out, size_t max, size_t
 	return n;
 }
 
-size_t nx_qlog_rings_drain(struct nx_qlog *q, uint8_t *out, size_t max, size_t budget,
-			   size_t extra, size_t *out_bytes, bool *more)
+size_t nx_qlog_rings_drain(struct nx_qlog *q, uint8_t *out, size_t max, size_t budget, size_t extra,
+			   size_t *out_bytes, bool *more)
 {
 	size_t n = 0, bytes = 0;
 	uint64_t seen = 0, seen_bytes = 0;

@@ -118,7 +118,8 @@ static void test_wrap_variable_sizes(void **state)
 	unsigned wraps = 0;
 	uint32_t rnd = 12345;
 	for (int round = 0; round < 2000; round++) {
-		/* push 1..4 records of 1..200-byte names, as long as they certainly fit (no drop) */
+		/* push 1..4 records of 1..200-byte names, as long as they certainly fit (no drop)
+		 */
 		unsigned k = 1 + round % 4;
 		for (unsigned i = 0; i < k; i++) {
 			rnd = rnd * 1103515245u + 12345u;
@@ -277,7 +278,8 @@ static void test_two_producers(void **state)
 				seen[who]++;
 				if (got[i].duration_us % 7 == 0) {
 					assert_int_equal(strlen(got[i].name), NX_QLOG_NAME_MAX - 1);
-					assert_int_equal(got[i].name[0], 'A' + got[i].duration_us % 26);
+					assert_int_equal(got[i].name[0],
+							 'A' + got[i].duration_us % 26);
 					assert_int_equal(strlen(got[i].client_id),
 							 NX_QLOG_CLIENT_ID_MAX - 1);
 				} else {
@@ -445,11 +447,9 @@ static void test_max_fields_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wrap_variable_sizes),
-		cmocka_unit_test(test_drop_oldest_mixed),
-		cmocka_unit_test(test_two_producers),
-		cmocka_unit_test(test_high_water),
-		cmocka_unit_test(test_max_fields_round_trip),
+	    cmocka_unit_test(test_wrap_variable_sizes),	  cmocka_unit_test(test_drop_oldest_mixed),
+	    cmocka_unit_test(test_two_producers),	  cmocka_unit_test(test_high_water),
+	    cmocka_unit_test(test_max_fields_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
