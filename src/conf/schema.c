@@ -981,7 +981,12 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.def = "2048",
 		.doc = "Query records waiting between the DNS workers and the query-log writer "
 		       "thread. When the queue is full the oldest record is dropped and counted; "
-		       "DNS answers never wait for the disk.",
+		       "DNS answers never wait for the disk. The queue holds records packed to the "
+		       "bytes they use and is sized at 128 bytes a record (the default takes "
+		       "256 KiB): typical queries (90-110 bytes) fill the record count, very long "
+		       "names fill the bytes first, so fewer of those are kept "
+		       "(`nxdns_querylog_queue_bytes_peak` against "
+		       "`nxdns_querylog_queue_bytes_capacity` in /metrics shows which).",
 	},
 	{
 		.path = "logging.retention_days",

@@ -14,18 +14,29 @@
 
 /* ---- rings (ring.c) ---- */
 
-/* One producer's ring. Padded so two rings' hot fields never share a cache line. */
+/*
+ * One producer's ring: a byte ring of packed records (struct nx_qlog_pk + texts, the batch's
+ * format), bounded by cap bytes and cap_recs records (logging.query_log_buffer_max over the
+ * rings), whichever fills first. A record is never split: one that does not fit before the
+ * end goes to the front, and `wrap` marks where the older data ends. Padded so two rings' hot
+ * fields never share a cache line.
+ */
 struct nx_qlog_ring {
 	union {
 		struct {
 			pthread_mutex_t mu;
-			struct nx_qlog_rec *slots; /* borrowed: a slice of nx_qlog.slots */
-			uint32_t head;		   /* oldest record */
-			uint32_t count;		   /* records held, <= cap */
-			uint32_t cap;
-			uint32_t half;		   /* count that wakes the writer early */
-			uint64_t pushed;	   /* under mu */
-			uint64_t dropped;	   /* under mu: oldest records overwritten */
+			uint8_t *buf;	   /* borrowed: a slice of nx_qlog.slots, cap bytes */
+			uint32_t cap;	   /* bytes, a multiple of 8 */
+			uint32_t cap_recs; /* records held at most */
+			uint32_t head;	   /* byte offset of the oldest record */
+			uint32_t tail;	   /* byte offset after the newest */
+			uint32_t wrap;	   /* 0: data [head, tail); else [head, wrap) + [0, tail) */
+			uint32_t count;	   /* records held, <= cap_recs */
+			uint32_t bytes;	   /* bytes of the records held (the gap before wrap not) */
+			uint32_t half;	   /* count that wakes the writer early */
+			uint32_t half_bytes; /* bytes that wake the writer early */
+			uint64_t pushed;   /* under mu */
+			uint64_t dropped;  /* under mu: oldest records overwritten */
 		};
 		char pad_[128];
 	};
@@ -38,12 +49,13 @@ enum {
 	WAKE_URGENT = 1u << 1,	 /* a ring reached half full: write now */
 };
 
-/* ---- packed records (writer.c): the writer's batch ---- */
+/* ---- packed records (ring.c): the rings' and the writer's batch's format ---- */
 
 /*
- * A record as held in the writer's batch between the drain and the commit: the fixed fields,
- * then name, matched, source and answer bytes without NULs, the whole rounded up to 8 bytes.
- * A blocked record's matched name is usually its query name: stored once (PK_MATCHED_NAME).
+ * A record as the rings hold it and the writer's batch keeps it between the drain and the
+ * commit: the fixed fields, then name, matched, source, answer and client id bytes without
+ * NULs, the whole rounded up to 8 bytes. A blocked record's matched name is usually its query
+ * name: stored once (PK_MATCHED_NAME).
  */
 struct nx_qlog_pk {
 	int64_t ts_ms;
@@ -60,6 +72,11 @@ static_assert(sizeof(struct nx_qlog_pk) == 48, "packed record header");
 #define PK_MAX ((sizeof(struct nx_qlog_pk) + 2 * (NX_QLOG_NAME_MAX - 1) +                   \
 		 (NX_QLOG_SOURCE_MAX - 1) + (NX_QLOG_ANSWER_MAX - 1) +                      \
 		 (NX_QLOG_CLIENT_ID_MAX - 1) + 7) & ~(size_t)7)
+static_assert(PK_MAX <= NX_QLOG_RING_MIN_BYTES / 2, "a ring takes two worst-case records");
+static_assert(PK_MAX <= sizeof(struct nx_qlog_rec), "the drain scratch holds either form");
+/* Most a record grows by when privacy rewrites it (writer.c): name "" -> "hidden" (+6),
+ * matched, answer and a user rule's source of 1 byte -> "hidden" (+5 each), the rounding. */
+#define PK_PRIVACY_GROWTH 32
 
 /* A packed record read back: pointers into the batch, lengths in pk. */
 struct nx_qlog_view {
@@ -267,9 +284,12 @@ struct nx_qlog {
 	size_t path_bytes;
 	unsigned n_rings;
 	uint32_t ring_cap;
+	uint32_t ring_bytes;	       /* bytes per ring (nx_qlog_ring_bytes(ring_cap)) */
 	struct nx_qlog_ring *rings;    /* owned, n_rings */
-	struct nx_qlog_rec *slots;     /* owned, n_rings * ring_cap */
-	struct nx_qlog_rec *chunk;     /* owned, NX_QLOG_DRAIN_CHUNK: one drain, before packing */
+	uint8_t *slots;		       /* owned, n_rings * ring_bytes */
+	/* owned, NX_QLOG_DRAIN_CHUNK records of struct nx_qlog_rec: a drain's packed records
+	 * before privacy rewrites them into the batch, then the tap's unpacked copies */
+	uint8_t *chunk;
 	uint8_t *batch;		       /* owned, batch_bytes: packed records of a transaction */
 	size_t batch_bytes;
 	unsigned batch_max;	       /* records per transaction */
@@ -326,6 +346,7 @@ struct nx_qlog {
 	_Atomic uint64_t written, batches, retention_deleted, dropped_unwritten, agg_other;
 	_Atomic uint64_t errors[ERR__COUNT];
 	_Atomic uint64_t queue_peak;
+	_Atomic uint64_t queue_bytes_peak;
 	_Atomic uint64_t writer_ok;
 	_Atomic uint64_t cache_readback;
 };
@@ -342,14 +363,26 @@ static inline void nx_qlog_atomic_max(_Atomic uint64_t *a, uint64_t v)
 /* ring.c */
 int nx_qlog_rings_init(struct nx_qlog *q, unsigned producers, unsigned buffer_max);
 void nx_qlog_rings_deinit(struct nx_qlog *q);
+/* Size of the packed record at pk (a multiple of 8). */
+size_t nx_qlog_pk_size(const struct nx_qlog_pk *pk);
+/* Pack rec at dst (PK_MAX bytes free); returns its size. */
+size_t nx_qlog_pk_pack(uint8_t *dst, const struct nx_qlog_rec *rec);
+/* Read the packed record at src into *v (pointers into src); returns its size. */
+size_t nx_qlog_pk_view(const uint8_t *src, struct nx_qlog_view *v);
+/* The packed record at src as a terminated struct nx_qlog_rec (the tap's form); its size. */
+size_t nx_qlog_pk_unpack(const uint8_t *src, struct nx_qlog_rec *rec);
 /*
- * Copy up to max records out of the rings into out, round robin from q->rr, in chunks of
- * NX_QLOG_DRAIN_CHUNK per lock hold. Updates queue_peak with the occupancy seen before the
- * pass. *more: records remain after the pass.
+ * Copy whole packed records out of the rings into out, round robin from q->rr, in chunks of at
+ * most NX_QLOG_DRAIN_CHUNK per lock hold, one memcpy per contiguous span: at most max records,
+ * and while their sizes, each plus `extra`, fit in `budget` bytes (out must hold budget bytes).
+ * *out_bytes = bytes copied. Updates queue_peak / queue_bytes_peak with the occupancy seen
+ * before the pass. *more: records remain after the pass.
  */
-size_t nx_qlog_rings_drain(struct nx_qlog *q, struct nx_qlog_rec *out, size_t max, bool *more);
-/* Records held now, pushed and dropped totals (locks each ring briefly). */
-void nx_qlog_rings_count(struct nx_qlog *q, uint64_t *now, uint64_t *pushed, uint64_t *dropped);
+size_t nx_qlog_rings_drain(struct nx_qlog *q, uint8_t *out, size_t max, size_t budget,
+			   size_t extra, size_t *out_bytes, bool *more);
+/* Records held now, pushed and dropped totals, bytes held (locks each ring briefly). */
+void nx_qlog_rings_count(struct nx_qlog *q, uint64_t *now, uint64_t *pushed, uint64_t *dropped,
+			 uint64_t *bytes);
 
 /* agg.c */
 int nx_qlog_agg_init(struct nx_qlog_agg *a);

@@ -3,11 +3,14 @@
  * them in SQLite (querylog.db, WAL) with per-minute aggregates; readers serve the admin API.
  *
  * Queue: one ring per producer (worker), so workers never contend with each other. A ring is a
- * fixed array of ceil(buffer_max / producers) records with its own mutex, taken by its producer
- * for one memcpy and by the writer for chunked drains (NX_QLOG_DRAIN_CHUNK records per hold).
- * A full ring overwrites its OLDEST record and counts it (dropped_oldest): the DNS path never
- * waits on the disk. nx_qlog_push() allocates nothing and makes no system call, except the
- * coalesced wake of the writer when its ring turns non-empty or reaches half full.
+ * byte ring of packed records (fixed fields + the text bytes actually used, ~90-110 B for a
+ * household query, PK_MAX = 744 B at worst) of ceil(buffer_max / producers) x
+ * NX_QLOG_RING_REC_BYTES bytes, holding at most ceil(buffer_max / producers) records, with its
+ * own mutex, taken by its producer to pack one record into it and by the writer for chunked
+ * drains (NX_QLOG_DRAIN_CHUNK records per hold, one memcpy per contiguous span). A full ring
+ * (records or bytes) overwrites its OLDEST records and counts them (dropped_oldest): the DNS
+ * path never waits on the disk. nx_qlog_push() allocates nothing and makes no system call,
+ * except the coalesced wake of the writer when its ring turns non-empty or reaches half full.
  *
  * Writer: drains the rings in chunks of NX_QLOG_DRAIN_CHUNK, applies logging.privacy to each
  * chunk, hands it to the live tap and packs it into the batch (<= batch_max records), then
@@ -39,7 +42,8 @@
  * nx_qlog_set_*() and nx_qlog_flush() from any thread; new/start/stop/free from one control
  * thread. A reader (nx_qlog_reader_*) is one SQLite connection: one thread at a time.
  *
- * Memory: rings, the writer's packed batch, its drain scratch and the per-minute aggregate
+ * Memory: rings (packed records, sized in bytes from buffer_max), the writer's packed batch, its
+ * drain scratch and the per-minute aggregate
  * table are allocated in nx_qlog_new and charged to NX_OWNER_querylog_queue; nothing is
  * allocated per record. SQLite's own heap
  * (page caches of every connection, schemas, statements) is process-wide and charged to
@@ -81,8 +85,9 @@ enum nx_qlog_action {
 };
 
 /*
- * One answered query. Filled by a worker on its stack (no pointers, nothing to free) and copied
- * by value into its ring. Text fields are NUL-terminated (the writer enforces the last byte).
+ * One answered query as the worker builds it on its stack (no pointers, nothing to free) and the
+ * live tap receives it. nx_qlog_push packs it into the ring (only the text bytes used). Text
+ * fields are NUL-terminated (the push stops at the field's last byte regardless).
  */
 struct nx_qlog_rec {
 	int64_t ts_ms;		   /* wall clock (nx_now_wall_ms) when the query arrived */
@@ -103,7 +108,8 @@ struct nx_qlog_rec {
 	char client_id[NX_QLOG_CLIENT_ID_MAX]; /* client id the query carried, or "" */
 };
 
-/* The ring memory is records x this: keep it visible. 38 fixed bytes + 701 text + 5 padding. */
+/* The builder's and the tap's size (not the ring's: see NX_QLOG_RING_REC_BYTES). 38 fixed bytes
+ * + 701 text + 5 padding. */
 #define NX_QLOG_REC_SIZE 744
 static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record size changed");
 
@@ -111,14 +117,26 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 
 /*
  * logging.query_log_buffer_max default, in records over all rings. Sized for a household peak
- * of 1000 queries/s through a 2 s disk stall (2000 records) rounded to 2048: 2048 x 744 B =
- * 1,523,712 B (1.45 MiB) of rings. In steady state the writer drains every NX_QLOG_FLUSH_MS
- * (250 records at 1000 q/s, ~12 % of the buffer); nxdns_querylog_queue_peak measures the real
- * high-water so the default can be lowered from data.
+ * of 1000 queries/s through a 2 s disk stall (2000 records) rounded to 2048: 2048 x
+ * NX_QLOG_RING_REC_BYTES = 262,144 B (256 KiB) of rings (1.45 MiB when records were a fixed
+ * 744 B). In steady state the writer drains every NX_QLOG_FLUSH_MS (250 records at 1000 q/s,
+ * ~12 % of the buffer); nxdns_querylog_queue_peak measures the real high-water so the default
+ * can be lowered from data.
  */
 #define NX_QLOG_BUFFER_DEFAULT 2048
 #define NX_QLOG_BUFFER_MIN 16	      /* below this a burst of one worker already drops */
-#define NX_QLOG_BUFFER_MAX (1u << 20) /* 744 MiB: far beyond any sane setting */
+#define NX_QLOG_BUFFER_MAX (1u << 20) /* 128 MiB of rings: far beyond any sane setting */
+/*
+ * Ring bytes per record of buffer_max: a typical packed record with room to spare (household
+ * queries pack to ~90-110 B: 48 B of fixed fields, the name, a short answer summary, a list's
+ * name when blocked; a daemon's ring full of blocked `nNNNN.blocked.test` answers held 2048
+ records in 212,992 B, 104 B each). A ring holds
+ * ceil(buffer_max / producers) records at most and its bytes, whichever fills first: records
+ * of the typical size fill the record count, long ones (up to PK_MAX = 744 B) fill the bytes
+ * earlier. Every ring takes at least NX_QLOG_RING_MIN_BYTES, two worst-case records.
+ */
+#define NX_QLOG_RING_REC_BYTES 128
+#define NX_QLOG_RING_MIN_BYTES 1488
 #define NX_QLOG_PRODUCERS_MAX 256     /* rings; listener.workers is capped far lower */
 /*
  * Records per transaction. The writer's batch holds packed records (fixed fields + the text
@@ -167,8 +185,8 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * statistics never lag what "written" claims. 0 = in every transaction.
  */
 #define NX_QLOG_AGG_WRITE_MS 1000
-/* Records copied per ring-lock hold (~47 KiB memcpy); also the writer's unpacked scratch and
- * the largest tap call. */
+/* Records copied per ring-lock hold (~6 KiB memcpy of packed household records); also the
+ * largest tap call, whose unpacked copies take the writer's 47 KiB scratch (64 x 744 B). */
 #define NX_QLOG_DRAIN_CHUNK 64
 #define NX_QLOG_BACKOFF_MIN_MS 100     /* first retry after a failed transaction */
 #define NX_QLOG_BACKOFF_MAX_MS 10000   /* retry interval cap (doubling) */
@@ -285,6 +303,12 @@ struct nx_qlog_params {
 	  "High-water of records waiting in the rings (read before each drain)")                   \
 	X(queue_capacity, gauge, "nxdns_querylog_queue_capacity", "",                              \
 	  "Query-log ring capacity in records (all rings)")                                        \
+	X(queue_bytes, gauge, "nxdns_querylog_queue_bytes", "",                                    \
+	  "Bytes of packed query-log records waiting in the rings")                                \
+	X(queue_bytes_peak, gauge, "nxdns_querylog_queue_bytes_peak", "",                          \
+	  "High-water of packed record bytes in the rings (read before each drain)")               \
+	X(queue_bytes_capacity, gauge, "nxdns_querylog_queue_bytes_capacity", "",                  \
+	  "Query-log ring capacity in bytes (all rings)")                                          \
 	X(writer_ok, gauge, "nxdns_querylog_writer_ok", "",                                        \
 	  "1 when the last query-log transaction succeeded")                                       \
 	X(writer_cache_kib, gauge, "nxdns_querylog_writer_cache_kib", "",                          \
@@ -318,8 +342,10 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out);
 int nx_qlog_start(struct nx_qlog *q);
 
 /*
- * Hot path: copy *rec into producer's ring. producer < params.producers, and only one thread
- * pushes to a given index. Never blocks on the disk; NULL q is a no-op (query log off).
+ * Hot path: pack *rec into producer's ring (its fixed fields and the text bytes used, one pass
+ * under the ring's mutex; the oldest records are overwritten, counted, when the ring is full).
+ * producer < params.producers, and only one thread pushes to a given index. Never blocks on the
+ * disk; NULL q is a no-op (query log off).
  */
 void nx_qlog_push(struct nx_qlog *q, unsigned producer, const struct nx_qlog_rec *rec);
 
@@ -367,6 +393,11 @@ size_t nx_qlog_batch_bytes(unsigned batch_max);
 
 /* Capacity in records over all rings (producers x ceil(buffer_max / producers)). */
 unsigned nx_qlog_capacity(const struct nx_qlog *q);
+/* Ring bytes over all rings (producers x nx_qlog_ring_bytes(ceil(buffer_max / producers))). */
+size_t nx_qlog_capacity_bytes(const struct nx_qlog *q);
+/* Bytes of one ring that holds `records` records: records x NX_QLOG_RING_REC_BYTES, at least
+ * NX_QLOG_RING_MIN_BYTES. */
+size_t nx_qlog_ring_bytes(unsigned records);
 
 /*
  * SQLite heap, process-wide: sqlite3_memory_used() and its high-water. Also charges the

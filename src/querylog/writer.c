@@ -293,71 +293,50 @@ static int step_done(sqlite3_stmt *s)
 
 /* ---- packed records ---- */
 
-/* Pack one privacy-applied (terminated) record at dst; returns its size (multiple of 8). */
-static size_t pack(uint8_t *dst, const struct nx_qlog_rec *r)
-{
-	struct nx_qlog_pk *pk = (struct nx_qlog_pk *)dst;
-	size_t nl = strlen(r->name), ml = strlen(r->matched);
-	size_t sl = strlen(r->source), al = strlen(r->answer), il = strlen(r->client_id);
-	*pk = (struct nx_qlog_pk){
-		.ts_ms = r->ts_ms,
-		.duration_us = r->duration_us,
-		.upstream = r->upstream,
-		.qtype = r->qtype,
-		.family = r->family,
-		.proto = r->proto,
-		.rcode = r->rcode,
-		.action = r->action,
-		.reason = r->reason,
-		.cached = r->cached,
-		.name_len = (uint8_t)nl,
-		.matched_len = (uint8_t)ml,
-		.source_len = (uint8_t)sl,
-		.answer_len = (uint8_t)al,
-		.client_id_len = (uint8_t)il,
-	};
-	memcpy(pk->client, r->client, sizeof(pk->client));
-	char *p = (char *)(pk + 1);
-	memcpy(p, r->name, nl);
-	p += nl;
-	if (ml && ml == nl && memcmp(r->matched, r->name, nl) == 0) {
-		pk->matched_len = PK_MATCHED_NAME;
-	} else {
-		memcpy(p, r->matched, ml);
-		p += ml;
-	}
-	memcpy(p, r->source, sl);
-	p += sl;
-	memcpy(p, r->answer, al);
-	p += al;
-	memcpy(p, r->client_id, il);
-	p += il;
-	return ((size_t)(p - (char *)dst) + 7) & ~(size_t)7;
-}
-
 /* Read the packed record at src into *v; returns its size. */
 static size_t unpack(const uint8_t *src, struct nx_qlog_view *v)
 {
-	const struct nx_qlog_pk *pk = (const struct nx_qlog_pk *)src;
-	const char *p = (const char *)(pk + 1);
-	v->pk = pk;
-	v->name = p;
-	p += pk->name_len;
-	if (pk->matched_len == PK_MATCHED_NAME) {
-		v->matched = v->name;
-		v->matched_len = pk->name_len;
-	} else {
-		v->matched = p;
-		v->matched_len = pk->matched_len;
-		p += pk->matched_len;
+	return nx_qlog_pk_view(src, v);
+}
+
+/*
+ * The packed record at src again at dst with privacy (>= 1) applied, as
+ * nx_qlog_apply_privacy does to a record: names "hidden", a user rule's text hidden, at 2 the
+ * client and its id gone. Returns its size: at most PK_PRIVACY_GROWTH more than src's.
+ */
+static size_t pack_private(uint8_t *dst, const uint8_t *src, unsigned privacy)
+{
+	static const char hidden[] = "hidden";
+	const size_t hl = sizeof(hidden) - 1;
+	struct nx_qlog_view v;
+	unpack(src, &v);
+	struct nx_qlog_pk pk = *v.pk;
+	const char *source = v.source;
+	size_t sl = pk.source_len;
+	if (pk.reason == NX_FILTER_R_user_allow || pk.reason == NX_FILTER_R_user_deny) {
+		source = sl ? hidden : source;
+		sl = sl ? hl : 0;
 	}
-	v->source = p;
-	p += pk->source_len;
-	v->answer = p;
-	p += pk->answer_len;
-	v->client_id = p;
-	p += pk->client_id_len;
-	return ((size_t)(p - (const char *)src) + 7) & ~(size_t)7;
+	size_t al = pk.answer_len ? hl : 0;
+	size_t il = pk.client_id_len;
+	if (privacy >= 2) {
+		memset(pk.client, 0, sizeof(pk.client));
+		pk.family = 0;
+		il = 0;
+	}
+	/* name and a non-empty matched are both "hidden": stored once */
+	pk.name_len = (uint8_t)hl;
+	pk.matched_len = v.matched_len ? PK_MATCHED_NAME : 0;
+	pk.source_len = (uint8_t)sl;
+	pk.answer_len = (uint8_t)al;
+	pk.client_id_len = (uint8_t)il;
+	memcpy(dst, &pk, sizeof(pk)); /* dst and src never overlap (the drain scratch, the batch) */
+	char *p = (char *)dst + sizeof(pk);
+	memcpy(p, hidden, hl);
+	memcpy(p + hl, source, sl);
+	memcpy(p + hl + sl, hidden, al);
+	memcpy(p + hl + sl + al, v.client_id, il);
+	return nx_qlog_pk_size(&pk);
 }
 
 /* ---- one transaction ---- */
@@ -607,10 +586,26 @@ static void attempt(struct nx_qlog *q, struct wstate *w)
 	w->n = 0;
 }
 
+/* Hand the records just added to the batch (privacy applied) to the tap, unpacked into the
+ * drain scratch: the tap's form is struct nx_qlog_rec. Never at privacy 3. */
+static void tap_batch(struct nx_qlog *q, const uint8_t *p, size_t n)
+{
+	pthread_mutex_lock(&q->tap_mu);
+	if (q->tap) {
+		struct nx_qlog_rec *recs = (struct nx_qlog_rec *)q->chunk;
+		for (size_t i = 0; i < n; i++) {
+			p += nx_qlog_pk_unpack(p, &recs[i]);
+		}
+		q->tap(q->tap_ud, recs, n);
+	}
+	pthread_mutex_unlock(&q->tap_mu);
+}
+
 /*
- * Drain one batch: chunks of records out of the rings, privacy applied, handed to the tap,
- * packed into q->batch until batch_max records or the bytes are used up. It is then held
- * until written.
+ * Drain one batch: chunks of packed records out of the rings into q->batch until batch_max
+ * records or the bytes are used up, handed to the tap. At privacy 0 a chunk is copied straight
+ * into the batch (the rings hold the batch's format); at 1-3 it goes through the drain scratch
+ * and is rewritten into the batch with privacy applied. It is then held until written.
  */
 static size_t take_batch(struct nx_qlog *q, struct wstate *w)
 {
@@ -625,24 +620,28 @@ static size_t take_batch(struct nx_qlog *q, struct wstate *w)
 	bool more = true;
 	while (more) {
 		size_t fit = NX_MIN((size_t)NX_QLOG_DRAIN_CHUNK, q->batch_max - n);
-		fit = NX_MIN(fit, (q->batch_bytes - used) / PK_MAX);
-		size_t got = nx_qlog_rings_drain(q, q->chunk, fit, &more);
+		size_t room = q->batch_bytes - used, bytes = 0, got;
+		uint8_t *at = q->batch + used;
+		if (privacy == 0) {
+			got = nx_qlog_rings_drain(q, at, fit, room, 0, &bytes, &more);
+		} else {
+			size_t scratch = NX_QLOG_DRAIN_CHUNK * sizeof(struct nx_qlog_rec);
+			got = nx_qlog_rings_drain(q, q->chunk, fit, NX_MIN(room, scratch),
+						  PK_PRIVACY_GROWTH, &bytes, &more);
+			const uint8_t *src = q->chunk;
+			bytes = 0;
+			for (size_t i = 0; i < got; i++) {
+				bytes += pack_private(at + bytes, src, privacy);
+				src += nx_qlog_pk_size((const struct nx_qlog_pk *)src);
+			}
+		}
 		if (!got) {
 			break;
 		}
-		for (size_t i = 0; i < got; i++) {
-			nx_qlog_apply_privacy(&q->chunk[i], privacy);
-		}
 		if (privacy < 3) {
-			pthread_mutex_lock(&q->tap_mu);
-			if (q->tap) {
-				q->tap(q->tap_ud, q->chunk, got);
-			}
-			pthread_mutex_unlock(&q->tap_mu);
+			tap_batch(q, at, got);
 		}
-		for (size_t i = 0; i < got; i++) {
-			used += pack(q->batch + used, &q->chunk[i]);
-		}
+		used += bytes;
 		n += got;
 	}
 	w->more = more;
@@ -1038,7 +1037,8 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
 		goto fail;
 	}
 	err = -ENOMEM;
-	q->chunk = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk));
+	q->chunk = nx_mem_alloc(NX_OWNER_querylog_queue,
+				NX_QLOG_DRAIN_CHUNK * sizeof(struct nx_qlog_rec));
 	q->batch_bytes = nx_qlog_batch_bytes(q->batch_max);
 	q->batch = nx_mem_alloc(NX_OWNER_querylog_queue, q->batch_bytes);
 	q->blk.buf = nx_mem_alloc(NX_OWNER_querylog_queue, NX_QLOG_BLOCK_BYTES);
@@ -1171,7 +1171,7 @@ void nx_qlog_free(struct nx_qlog *q)
 	nx_mem_free(NX_OWNER_querylog_queue, q->batch, q->batch ? q->batch_bytes : 0);
 	nx_mem_free(NX_OWNER_querylog_queue, q->blk.buf, q->blk.buf ? NX_QLOG_BLOCK_BYTES : 0);
 	nx_mem_free(NX_OWNER_querylog_queue, q->chunk,
-		    q->chunk ? NX_QLOG_DRAIN_CHUNK * sizeof(*q->chunk) : 0);
+		    q->chunk ? NX_QLOG_DRAIN_CHUNK * sizeof(struct nx_qlog_rec) : 0);
 	nx_qlog_rings_deinit(q);
 	nx_mem_free(NX_OWNER_querylog_queue, q->path, q->path_bytes);
 	pthread_cond_destroy(&q->wcond);
@@ -1191,10 +1191,13 @@ void nx_qlog_stats(struct nx_qlog *q, struct nx_qlog_stats *st)
 	if (!q) {
 		return;
 	}
-	nx_qlog_rings_count(q, &st->queue_now, &st->pushed, &st->dropped_oldest);
+	nx_qlog_rings_count(q, &st->queue_now, &st->pushed, &st->dropped_oldest, &st->queue_bytes);
 	nx_qlog_atomic_max(&q->queue_peak, st->queue_now);
+	nx_qlog_atomic_max(&q->queue_bytes_peak, st->queue_bytes);
 	st->queue_peak = atomic_load(&q->queue_peak);
+	st->queue_bytes_peak = atomic_load(&q->queue_bytes_peak);
 	st->queue_capacity = nx_qlog_capacity(q);
+	st->queue_bytes_capacity = nx_qlog_capacity_bytes(q);
 	st->written = atomic_load(&q->written);
 	st->dropped_unwritten = atomic_load(&q->dropped_unwritten);
 	st->batches = atomic_load(&q->batches);

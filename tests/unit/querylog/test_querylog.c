@@ -916,7 +916,11 @@ static void test_params_and_ledger(void **state)
 	assert_int_equal(nx_qlog_new(&p, &q), 0);
 	/* 3 rings of ceil(2048 / 3) = 683 records */
 	assert_int_equal(nx_qlog_capacity(q), 3 * 683);
-	int64_t rings = 3 * 683 * NX_QLOG_REC_SIZE;
+	/* byte rings: 683 x NX_QLOG_RING_REC_BYTES each */
+	int64_t rings = 3 * 683 * NX_QLOG_RING_REC_BYTES;
+	assert_int_equal(nx_qlog_capacity_bytes(q), rings);
+	assert_int_equal(nx_qlog_ring_bytes(683), 683 * 128);
+	assert_int_equal(nx_qlog_ring_bytes(1), NX_QLOG_RING_MIN_BYTES);
 	/* packed batch + the drain scratch + the block encoder + the per-minute aggregate table */
 	int64_t batch = (int64_t)nx_qlog_batch_bytes(NX_QLOG_BATCH_DEFAULT) +
 			NX_QLOG_DRAIN_CHUNK * NX_QLOG_REC_SIZE + NX_QLOG_BLOCK_BYTES;
@@ -937,7 +941,7 @@ static void test_params_and_ledger(void **state)
 	printf("# memory: record %d B, default rings (1 producer) %d B, batch + scratch %lld B, "
 	       "aggregates %lld B, querylog_queue charged %lld B for 3 producers; sqlite heap with "
 	       "writer+reader open %llu B (high-water %llu B)\n",
-	       NX_QLOG_REC_SIZE, NX_QLOG_BUFFER_DEFAULT * NX_QLOG_REC_SIZE, (long long)batch,
+	       NX_QLOG_REC_SIZE, NX_QLOG_BUFFER_DEFAULT * NX_QLOG_RING_REC_BYTES, (long long)batch,
 	       (long long)agg, (long long)charged,
 	       (unsigned long long)st.sqlite_mem_used,
 	       (unsigned long long)st.sqlite_mem_highwater);
