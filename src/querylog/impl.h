@@ -94,11 +94,17 @@ struct nx_qlog_view {
 static_assert(NX_QLOG_BLOCK_RECS_MAX <= (1 << NX_QLOG_ID_SHIFT), "block index fits the id");
 static_assert(NX_QLOG_BATCH_MAX <= NX_QLOG_BLOCK_RECS_MAX, "a batch fits a block's index");
 
-/* A block being encoded (writer thread). */
+/* Distinct strings per block (a full table stores the block, block.c). */
+#define NX_QLOG_BLOCK_STRS 4096
+
+/* A block being encoded (writer thread); its areas, string offsets and hash live in buf. */
 struct nx_qlog_blk {
 	char *buf; /* owned (querylog_queue), NX_QLOG_BLOCK_BYTES */
-	size_t used;
+	size_t used;  /* bytes of the records area */
+	size_t sused; /* bytes of the strings area */
+	unsigned n_str;
 	unsigned n, blocked;
+	int64_t base; /* the first record's minute, ms: records store ts - base */
 	int64_t ts_min, ts_max;
 	unsigned n_clients;
 	bool many_clients;
@@ -123,13 +129,16 @@ bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms);
 /* Append one record (privacy applied); client text of client_len bytes; upstream NULL = none. */
 void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const char *client,
 		     size_t client_len, const char *upstream);
-/* Close the array; returns the text length (the buffer is not NUL-terminated). */
-size_t nx_qlog_blk_finish(struct nx_qlog_blk *b);
+/* Close the block; returns its text (in buf, not NUL-terminated) and *len. */
+const char *nx_qlog_blk_finish(struct nx_qlog_blk *b, size_t *len);
 /* The block's clients as a JSON array of strings into out; 0 = too many to list (NULL). */
 size_t nx_qlog_blk_clients(const struct nx_qlog_blk *b, char *out, size_t cap);
+/* Scratch bytes nx_qlog_blk_decode needs for a text of len bytes (strings and their table). */
+size_t nx_qlog_blk_scratch_bytes(size_t len);
 /*
- * Decode a block's records text into items[0..*n) (at most max). Strings go to scratch, which
- * must hold len + 1 bytes. 0, or -1 when the text is not a well-formed block.
+ * Decode a block's records text (either encoding) into items[0..*n) (at most max). Strings go
+ * to scratch (pointer-aligned, nx_qlog_blk_scratch_bytes(len)). 0, or -1 when the text is not
+ * a well-formed block.
  */
 int nx_qlog_blk_decode(const char *text, size_t len, char *scratch, struct nx_qlog_item *items,
 		       size_t max, size_t *n);

@@ -383,7 +383,8 @@ static int block_store(struct nx_qlog *q)
 	struct nx_qlog_blk *b = &q->blk;
 	char clients[NX_QLOG_BLOCK_CLIENTS * (6 * NX_QLOG_CLIENT_TEXT_MAX + 3) + 2];
 	size_t clen = nx_qlog_blk_clients(b, clients, sizeof(clients));
-	size_t len = nx_qlog_blk_finish(b);
+	size_t len;
+	const char *text = nx_qlog_blk_finish(b, &len);
 	sqlite3_stmt *s = q->st.insert_block;
 	sqlite3_bind_int64(s, 1, b->ts_min);
 	sqlite3_bind_int64(s, 2, b->ts_max);
@@ -394,7 +395,7 @@ static int block_store(struct nx_qlog *q)
 	} else {
 		sqlite3_bind_null(s, 5);
 	}
-	sqlite3_bind_text(s, 6, b->buf, (int)len, SQLITE_STATIC);
+	sqlite3_bind_text(s, 6, text, (int)len, SQLITE_STATIC);
 	int rc = step_done(s);
 	sqlite3_clear_bindings(s);
 	nx_qlog_blk_reset(b);
