@@ -204,7 +204,13 @@ static const char *const migrations[] = {
 	" b.records ->> ('$.s[' || (r.value ->> 14) || ']')"
 	" FROM log_blocks AS b, json_each(b.records, '$.r') AS r"
 	" WHERE json_valid(b.records) AND json_type(b.records) = 'object';"
-	QUERIES_INSERT_TRIGGER_V4,
+	QUERIES_INSERT_TRIGGER_V4
+	/* and the aggregates' watermark: every block up to agg_mark.block is counted in the
+	 * aggregates; the writer counts the later ones from their records (agg.c catch_up: at
+	 * low rates it stores blocks only and counts them every NX_QLOG_AGG_DEFER_MS, and after
+	 * a crash at open). The blocks that exist now are counted. */
+	"CREATE TABLE agg_mark (id INTEGER PRIMARY KEY CHECK (id = 0), block INTEGER NOT NULL);"
+	"INSERT INTO agg_mark(id, block) SELECT 0, COALESCE(MAX(id), 0) FROM log_blocks;",
 };
 /* Migration 5 names the protocols' columns: a new protocol needs a migration adding its own. */
 static_assert(NX_QLOG_PROTO__COUNT == 4, "a new NX_QLOG_PROTOS entry needs an agg_minute column");

@@ -200,6 +200,15 @@ struct nx_qlog_agg {
 	 * names_mark when it rolls back). */
 	uint32_t *names; /* owned (querylog_queue), NX_QLOG_AGG_LIVE_MAX */
 	uint32_t n_names, names_mark, names_next;
+	/* Deferred counting (NX_QLOG_AGG_DEFER_MS): the blocks after `mark` (agg_mark.block,
+	 * committed) are not counted yet (`uncounted`; pending is true with it, so that flushes
+	 * and stop wait for them). Never both uncounted and counts held in the table: a batch
+	 * that defers writes held counts first, one that counts catches up first. */
+	int64_t mark;
+	int64_t mark_next;  /* agg_mark.block set in the open transaction; 0 = unchanged */
+	int64_t txn_last;   /* id of the last block stored in the open transaction; 0 = none */
+	bool uncounted;
+	uint64_t defer_due; /* mono ms the uncounted blocks are to be counted */
 };
 static_assert(NX_QLOG_AGG_NAMES_BYTES == NX_QLOG_AGG_LIVE_MAX * 4, "a names entry per live key");
 
@@ -268,6 +277,10 @@ struct nx_qlog_stmts {
 	sqlite3_stmt *roll_build;  /* agg_roll = agg_top summed over minutes >= ?1 */
 	sqlite3_stmt *names_put;   /* agg_names: append names, set open, OR folded */
 	sqlite3_stmt *ret_names;
+	sqlite3_stmt *mark_get;	   /* agg_mark.block: the blocks up to it are counted */
+	sqlite3_stmt *mark_set;
+	sqlite3_stmt *max_block;
+	sqlite3_stmt *uncounted;   /* the blocks after ?1, in id order */
 };
 
 struct nx_qlog {
@@ -286,6 +299,7 @@ struct nx_qlog {
 	unsigned flush_ms;
 	unsigned agg_ms;
 	unsigned commit_ms;	       /* hold drained records this long; 0 = commit each drain */
+	unsigned agg_defer_ms;	       /* count low-rate blocks this long later (agg.c) */
 	nx_qlog_now_cb now_ms;
 	void *now_ud;
 	nx_qlog_upstream_name_cb upstream_name;
@@ -387,6 +401,16 @@ void nx_qlog_agg_clear(struct nx_qlog_agg *a);
  * the transaction's end moves names_mark (commit) or names_next (rollback).
  */
 int nx_qlog_agg_names_write(struct nx_qlog *q, bool close);
+/* agg_mark := id in the open transaction (its end makes it q->agg.mark). SQLite code. */
+int nx_qlog_agg_mark_set(struct nx_qlog *q, int64_t id);
+/*
+ * Count the blocks after q->agg.mark from their stored records, in the open transaction (the
+ * table must hold no counts): the table's minutes are closed and cleared first, then each
+ * block is decoded and counted (privacy 0: only such blocks are deferred) and the counts are
+ * upserted, agg_mark moved to the last block. A block that does not decode is skipped and
+ * logged. SQLite code (or SQLITE_NOMEM).
+ */
+int nx_qlog_agg_catch_up(struct nx_qlog *q);
 /* agg_roll: its lower minute (INT64_MAX when not built), then move it to at least `min_lo`
  * (subtracting the minutes in between; rebuilt when far behind or not built), in the open
  * transaction. SQLite code. */
