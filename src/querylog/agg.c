@@ -14,6 +14,7 @@
  */
 #include "querylog/querylog.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/ledger.h"
+#include "base/log.h"
 #include "querylog/impl.h"
 
 #define SLOT_MASK (NX_QLOG_AGG_SLOTS - 1)
@@ -441,4 +443,98 @@ int nx_qlog_agg_add(struct nx_qlog *q, const struct nx_qlog_view *v, unsigned pr
 		count_key(a, mi, AGG_CLIENT, k, len, bytes_hash(k, len), 0);
 	}
 	return SQLITE_OK;
+}
+
+/* ---- deferred counting: the aggregates of stored blocks (NX_QLOG_AGG_DEFER_MS) ---- */
+
+int nx_qlog_agg_mark_set(struct nx_qlog *q, int64_t id)
+{
+	sqlite3_stmt *s = q->st.mark_set;
+	sqlite3_bind_int64(s, 1, id);
+	int rc = step_reset(s);
+	if (rc == SQLITE_OK) {
+		q->agg.mark_next = id;
+	}
+	return rc;
+}
+
+/* Count one decoded record as the writer counts a packed one (privacy 0). */
+static int count_item(struct nx_qlog *q, const struct nx_qlog_item *it)
+{
+	struct nx_qlog_pk pk = {
+	    .ts_ms = it->ts,
+	    .upstream = it->upstream ? 0 : -1,
+	    .proto = (uint8_t)it->proto,
+	    .action = (uint8_t)it->action,
+	    .cached = it->cached,
+	};
+	size_t len = strlen(it->name);
+	pk.name_len = (uint8_t)NX_MIN(len, (size_t)NX_QLOG_NAME_MAX - 1);
+	if (inet_pton(AF_INET, it->client, pk.client) == 1) {
+		pk.family = AF_INET;
+	} else if (inet_pton(AF_INET6, it->client, pk.client) == 1) {
+		pk.family = AF_INET6;
+	}
+	struct nx_qlog_view v = {.pk = &pk, .name = it->name};
+	return nx_qlog_agg_add(q, &v, 0);
+}
+
+int nx_qlog_agg_catch_up(struct nx_qlog *q)
+{
+	struct nx_qlog_agg *a = &q->agg;
+	int rc = nx_qlog_agg_names_write(q, true); /* the table's minutes (no counts held) */
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	nx_qlog_agg_clear(a);
+	int64_t last = a->mark;
+	char *scratch = NULL;
+	struct nx_qlog_item *items = NULL;
+	size_t scratch_cap = 0, items_cap = 0;
+	sqlite3_stmt *s = q->st.uncounted;
+	sqlite3_bind_int64(s, 1, a->mark);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(s, 0);
+		const char *text = sqlite3_column_blob(s, 1);
+		size_t len = (size_t)sqlite3_column_bytes(s, 1);
+		size_t nrec = NX_MIN(len / 32 + 1, (size_t)NX_QLOG_BLOCK_RECS_MAX), got = 0;
+		size_t need = nx_qlog_blk_scratch_bytes(len);
+		rc = SQLITE_OK;
+		if (need > scratch_cap || nrec > items_cap) {
+			nx_mem_free(NX_OWNER_querylog_queue, scratch, scratch_cap);
+			nx_mem_free(NX_OWNER_querylog_queue, items, items_cap * sizeof(*items));
+			scratch_cap = NX_MAX(need, scratch_cap);
+			items_cap = NX_MAX(nrec, items_cap);
+			scratch = nx_mem_alloc(NX_OWNER_querylog_queue, scratch_cap);
+			items = nx_mem_alloc(NX_OWNER_querylog_queue, items_cap * sizeof(*items));
+			if (!scratch || !items) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		}
+		last = id;
+		if (!text || nx_qlog_blk_decode(text, len, scratch, items, nrec, &got)) {
+			nx_log(NX_LOG_WARN, "querylog",
+			       "block %lld does not decode: not counted in the statistics",
+			       (long long)id);
+			continue;
+		}
+		for (size_t i = 0; i < got && rc == SQLITE_OK; i++) {
+			rc = count_item(q, &items[i]);
+		}
+	}
+	rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+	sqlite3_reset(s);
+	nx_mem_free(NX_OWNER_querylog_queue, scratch, scratch ? scratch_cap : 0);
+	nx_mem_free(NX_OWNER_querylog_queue, items, items ? items_cap * sizeof(*items) : 0);
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_write(q);
+	}
+	if (rc == SQLITE_OK) {
+		rc = nx_qlog_agg_names_write(q, false);
+	}
+	if (rc == SQLITE_OK && last != a->mark) {
+		rc = nx_qlog_agg_mark_set(q, last);
+	}
+	return rc;
 }

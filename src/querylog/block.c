@@ -1,8 +1,10 @@
 /*
  * Log blocks: the stored form of the per-query log. The writer encodes the records of one
- * transaction and one minute as one JSON array of arrays (one row of log_blocks); the reader
- * decodes a block back into items. The same text is what the `queries` view unpacks with
- * json_each, so the encoding must stay strict JSON (RFC 8259) in valid UTF-8.
+ * transaction and one minute as one JSON object (one row of log_blocks: a table of the block's
+ * strings and the records as arrays of numbers, schema 7) and the reader decodes it, or a
+ * block of schemas 3-6 (a JSON array of arrays), back into items. The same text is what the
+ * `queries` view unpacks with json_each, so the encoding must stay strict JSON (RFC 8259) in
+ * valid UTF-8.
  */
 #include "querylog/querylog.h"
 
@@ -13,12 +15,56 @@
 
 /* ---- encoding ---- */
 
+/*
+ * Block text, schema 7 ("v2"):  {"t":T,"s":[null,S1,S2,...],"r":[R1,R2,...]}
+ * T is the minute of the block's first record in ms (a block never spans a minute); s is the
+ * block's distinct strings (clients, upstreams, names, matched names, sources, answers, client
+ * ids), each stored once, s[0] = null; each record is 15 numbers in the columns' order of the
+ * `queries` view: [ts - T, duration_us, client, proto, qtype, rcode, action, reason, cached,
+ * upstream, name, matched, source, answer, client_id], the text columns as indexes into s
+ * (0 = NULL). Household records shrink from ~110 B of JSON to ~40 B plus their share of the
+ * table: a name repeated within a block costs its index, not its text. Still strict JSON,
+ * so the view unpacks it with json_each and ->> (db.c migration 7).
+ *
+ * In the one NX_QLOG_BLOCK_BYTES buffer: [header][strings area][records area][string offsets]
+ * [hash]; nx_qlog_blk_finish() moves the records down behind the strings.
+ */
+#define HDR_BYTES 48
+#define STR_AREA (48 * 1024)
+#define OFF_BYTES ((NX_QLOG_BLOCK_STRS + 2) * sizeof(uint32_t))
+#define HASH_SLOTS (2 * NX_QLOG_BLOCK_STRS)
+#define HASH_BYTES (HASH_SLOTS * sizeof(uint32_t))
+#define REC_AREA (NX_QLOG_BLOCK_BYTES - HDR_BYTES - STR_AREA - OFF_BYTES - HASH_BYTES)
+#define REC_MAX 400 /* 15 numbers of at most 20 digits, commas, brackets */
+/* Strings one record adds at most, and their encoded bytes (each byte escaped to 6). */
+#define REC_STRS 7
+#define REC_STR_BYTES (NX_QLOG_JSON_REC_MAX)
+static_assert(REC_AREA >= 64 * 1024, "records area of a block");
+static_assert(STR_AREA > 4 * REC_STR_BYTES, "strings area holds several records' strings");
+static_assert(NX_QLOG_BLOCK_STRS < HASH_SLOTS, "string hash load");
+
+static uint32_t *str_off(const struct nx_qlog_blk *b)
+{
+	return (uint32_t *)(void *)(b->buf + HDR_BYTES + STR_AREA + REC_AREA);
+}
+
+static uint32_t *str_hash(const struct nx_qlog_blk *b)
+{
+	return (uint32_t *)(void *)(b->buf + HDR_BYTES + STR_AREA + REC_AREA + OFF_BYTES);
+}
+
 void nx_qlog_blk_reset(struct nx_qlog_blk *b)
 {
-	b->used = 1;
-	b->buf[0] = '[';
+	b->used = 0;
+	b->sused = 5; /* "null" at offset 1 of the strings area, after the '[' */
+	memcpy(b->buf + HDR_BYTES, "[null", 5);
+	b->n_str = 1;
+	str_off(b)[0] = 1;
+	str_off(b)[1] = 5;
+	memset(str_hash(b), 0, HASH_BYTES);
 	b->n = 0;
 	b->blocked = 0;
+	b->base = 0;
 	b->ts_min = INT64_MAX;
 	b->ts_max = INT64_MIN;
 	b->n_clients = 0;
@@ -35,10 +81,10 @@ bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms)
 	if (!b->n) {
 		return false;
 	}
-	return b->used + NX_QLOG_JSON_REC_MAX + 1 > NX_QLOG_BLOCK_BYTES ||
-	       b->n >= NX_QLOG_BLOCK_RECS_MAX || minute_of(ts_ms) != minute_of(b->ts_min);
+	return b->used + REC_MAX + 2 > REC_AREA || b->sused + REC_STR_BYTES + 8 > STR_AREA ||
+	       b->n_str + REC_STRS > NX_QLOG_BLOCK_STRS || b->n >= NX_QLOG_BLOCK_RECS_MAX ||
+	       minute_of(ts_ms) != minute_of(b->ts_min);
 }
-
 static char *put_u64(char *p, uint64_t v)
 {
 	char tmp[20];
@@ -132,13 +178,35 @@ static char *put_str(char *p, const char *s, size_t len)
 	return p;
 }
 
-static char *put_opt(char *p, const char *s, size_t len)
+/* Index of the string (len bytes; NULL = none) in the block's table, adding it when new. */
+static unsigned intern(struct nx_qlog_blk *b, const char *str, size_t len, bool opt)
 {
-	if (!len) {
-		memcpy(p, "null", 4);
-		return p + 4;
+	if (!str || (opt && !len)) {
+		return 0;
 	}
-	return put_str(p, s, len);
+	char *area = b->buf + HDR_BYTES;
+	char *p = area + b->sused;
+	*p = ',';
+	char *end = put_str(p + 1, str, len);
+	size_t elen = (size_t)(end - p);
+	uint32_t h = 2166136261u;
+	for (size_t i = 1; i < elen; i++) {
+		h = (h ^ (unsigned char)p[i]) * 16777619u;
+	}
+	uint32_t *off = str_off(b), *slots = str_hash(b);
+	for (uint32_t i = h & (HASH_SLOTS - 1);; i = (i + 1) & (HASH_SLOTS - 1)) {
+		uint32_t idx = slots[i];
+		if (!idx) {
+			idx = b->n_str++;
+			slots[i] = idx;
+			b->sused += elen;
+			off[idx + 1] = (uint32_t)b->sused;
+			return idx;
+		}
+		if (off[idx + 1] - off[idx] == elen && memcmp(area + off[idx], p, elen) == 0) {
+			return idx;
+		}
+	}
 }
 
 static void note_client(struct nx_qlog_blk *b, const struct nx_qlog_pk *pk)
@@ -165,40 +233,39 @@ void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const 
 		     size_t client_len, const char *upstream)
 {
 	const struct nx_qlog_pk *r = v->pk;
-	char *p = b->buf + b->used;
+	if (!b->n) {
+		b->base = minute_of(r->ts_ms) * 60000;
+	}
+	const unsigned strs[] = {
+		intern(b, client, client_len, false),
+		intern(b, upstream, upstream ? strlen(upstream) : 0, false),
+		intern(b, v->name, r->name_len, false),
+		intern(b, v->matched, v->matched_len, true),
+		intern(b, v->source, r->source_len, true),
+		intern(b, v->answer, r->answer_len, true),
+		intern(b, v->client_id, r->client_id_len, true),
+	};
+	char *p = b->buf + HDR_BYTES + STR_AREA + b->used;
 	if (b->n) {
 		*p++ = ',';
 	}
 	*p++ = '[';
-	p = put_i64(p, r->ts_ms);
+	p = put_i64(p, r->ts_ms - b->base);
 	*p++ = ',';
 	p = put_u64(p, r->duration_us);
 	*p++ = ',';
-	p = put_str(p, client, client_len);
+	p = put_u64(p, strs[0]);
 	const unsigned small[] = {r->proto, r->qtype, r->rcode, r->action, r->reason, r->cached != 0};
 	for (size_t i = 0; i < NX_ARRAY_LEN(small); i++) {
 		*p++ = ',';
 		p = put_u64(p, small[i]);
 	}
-	*p++ = ',';
-	if (upstream) {
-		p = put_str(p, upstream, strlen(upstream));
-	} else {
-		memcpy(p, "null", 4);
-		p += 4;
+	for (size_t i = 1; i < NX_ARRAY_LEN(strs); i++) {
+		*p++ = ',';
+		p = put_u64(p, strs[i]);
 	}
-	*p++ = ',';
-	p = put_str(p, v->name, r->name_len);
-	*p++ = ',';
-	p = put_opt(p, v->matched, v->matched_len);
-	*p++ = ',';
-	p = put_opt(p, v->source, r->source_len);
-	*p++ = ',';
-	p = put_opt(p, v->answer, r->answer_len);
-	*p++ = ',';
-	p = put_opt(p, v->client_id, r->client_id_len);
 	*p++ = ']';
-	b->used = (size_t)(p - b->buf);
+	b->used = (size_t)(p - (b->buf + HDR_BYTES + STR_AREA));
 	b->n++;
 	b->blocked += r->action == NX_QLOG_ACT_BLOCK;
 	b->ts_min = NX_MIN(b->ts_min, r->ts_ms);
@@ -206,10 +273,25 @@ void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const 
 	note_client(b, r);
 }
 
-size_t nx_qlog_blk_finish(struct nx_qlog_blk *b)
+const char *nx_qlog_blk_finish(struct nx_qlog_blk *b, size_t *len)
 {
-	b->buf[b->used] = ']';
-	return b->used + 1;
+	char hdr[HDR_BYTES], *h = hdr;
+	memcpy(h, "{\"t\":", 5);
+	h = put_i64(h + 5, b->base);
+	memcpy(h, ",\"s\":", 5);
+	h += 5;
+	size_t hlen = (size_t)(h - hdr);
+	char *out = b->buf + HDR_BYTES - hlen;
+	memcpy(out, hdr, hlen);
+	char *p = b->buf + HDR_BYTES + b->sused;
+	memcpy(p, "],\"r\":[", 7);
+	p += 7;
+	memmove(p, b->buf + HDR_BYTES + STR_AREA, b->used);
+	p += b->used;
+	*p++ = ']';
+	*p++ = '}';
+	*len = (size_t)(p - out);
+	return out;
 }
 
 size_t nx_qlog_blk_clients(const struct nx_qlog_blk *b, char *out, size_t cap)
@@ -434,11 +516,104 @@ static int dec_rec(struct dec *d, struct nx_qlog_item *it)
 	return eat(d, ']') ? 0 : -1;
 }
 
+static bool eat_key(struct dec *d, char k)
+{
+	skip_ws(d);
+	if (d->end - d->p < 3 || d->p[0] != '"' || d->p[1] != k || d->p[2] != '"') {
+		return false;
+	}
+	d->p += 3;
+	return eat(d, ':');
+}
+
+size_t nx_qlog_blk_scratch_bytes(size_t len)
+{
+	return (len / 3 + 2) * sizeof(const char *) + len + 1;
+}
+
+/* A schema-7 block: {"t":T,"s":[...],"r":[[15 numbers],...]} (encoding above). */
+static int decode_v2(struct dec *d, char *scratch, size_t len, struct nx_qlog_item *items,
+		     size_t max, size_t *n)
+{
+	const char **strs = (const char **)(void *)scratch;
+	size_t strs_max = len / 3 + 2, n_str = 0;
+	d->out = scratch + strs_max * sizeof(*strs);
+	int64_t base;
+	if (!eat(d, '{') || !eat_key(d, 't') || dec_num(d, &base) || !eat(d, ',') ||
+	    base < INT64_MIN / 2 || base > INT64_MAX / 2 || !eat_key(d, 's') || !eat(d, '[')) {
+		return -1;
+	}
+	do {
+		if (n_str == strs_max || dec_str(d, &strs[n_str])) {
+			return -1;
+		}
+		n_str++;
+	} while (eat(d, ','));
+	if (strs[0] || !eat(d, ']') || !eat(d, ',') || !eat_key(d, 'r') || !eat(d, '[')) {
+		return -1; /* s[0] is null: index 0 = NULL */
+	}
+	if (!eat(d, ']')) {
+		do {
+			if (*n == max || !eat(d, '[')) {
+				return -1;
+			}
+			int64_t v[15];
+			for (int i = 0; i < 15; i++) {
+				if ((i && !eat(d, ',')) || dec_num(d, &v[i])) {
+					return -1;
+				}
+			}
+			if (!eat(d, ']')) {
+				return -1;
+			}
+			static const int str_cols[] = {2, 9, 10, 11, 12, 13, 14};
+			for (size_t i = 0; i < NX_ARRAY_LEN(str_cols); i++) {
+				if (v[str_cols[i]] < 0 || (uint64_t)v[str_cols[i]] >= n_str) {
+					return -1;
+				}
+			}
+			if (v[0] < 0 || v[0] >= 60000 || !v[2] || !v[10]) {
+				return -1; /* within the minute; client and name NOT NULL */
+			}
+			struct nx_qlog_item *it = &items[*n];
+			it->ts = base + v[0];
+			it->duration_us = v[1];
+			it->client = strs[v[2]];
+			it->proto = (int)v[3];
+			it->qtype = (int)v[4];
+			it->rcode = (int)v[5];
+			it->action = (int)v[6];
+			it->reason = (int)v[7];
+			it->cached = v[8] != 0;
+			it->upstream = strs[v[9]];
+			it->name = strs[v[10]];
+			it->matched = strs[v[11]];
+			it->source = strs[v[12]];
+			it->answer = strs[v[13]];
+			it->client_id = strs[v[14]];
+			(*n)++;
+		} while (eat(d, ','));
+		if (!eat(d, ']')) {
+			return -1;
+		}
+	}
+	if (!eat(d, '}')) {
+		return -1;
+	}
+	skip_ws(d);
+	return d->p == d->end ? 0 : -1;
+}
+
 int nx_qlog_blk_decode(const char *text, size_t len, char *scratch, struct nx_qlog_item *items,
 		       size_t max, size_t *n)
 {
 	struct dec d = {.p = text, .end = text + len, .out = scratch};
 	*n = 0;
+	skip_ws(&d);
+	if (d.p < d.end && *d.p == '{') {
+		return decode_v2(&d, scratch, len, items, max, n);
+	}
+	/* the array of arrays of schemas 3-6 (and the view's INSTEAD OF INSERT trigger) */
 	if (!eat(&d, '[')) {
 		return -1;
 	}

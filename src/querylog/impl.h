@@ -111,11 +111,17 @@ struct nx_qlog_view {
 static_assert(NX_QLOG_BLOCK_RECS_MAX <= (1 << NX_QLOG_ID_SHIFT), "block index fits the id");
 static_assert(NX_QLOG_BATCH_MAX <= NX_QLOG_BLOCK_RECS_MAX, "a batch fits a block's index");
 
-/* A block being encoded (writer thread). */
+/* Distinct strings per block (a full table stores the block, block.c). */
+#define NX_QLOG_BLOCK_STRS 4096
+
+/* A block being encoded (writer thread); its areas, string offsets and hash live in buf. */
 struct nx_qlog_blk {
 	char *buf; /* owned (querylog_queue), NX_QLOG_BLOCK_BYTES */
-	size_t used;
+	size_t used;  /* bytes of the records area */
+	size_t sused; /* bytes of the strings area */
+	unsigned n_str;
 	unsigned n, blocked;
+	int64_t base; /* the first record's minute, ms: records store ts - base */
 	int64_t ts_min, ts_max;
 	unsigned n_clients;
 	bool many_clients;
@@ -140,13 +146,16 @@ bool nx_qlog_blk_needs_flush(const struct nx_qlog_blk *b, int64_t ts_ms);
 /* Append one record (privacy applied); client text of client_len bytes; upstream NULL = none. */
 void nx_qlog_blk_add(struct nx_qlog_blk *b, const struct nx_qlog_view *v, const char *client,
 		     size_t client_len, const char *upstream);
-/* Close the array; returns the text length (the buffer is not NUL-terminated). */
-size_t nx_qlog_blk_finish(struct nx_qlog_blk *b);
+/* Close the block; returns its text (in buf, not NUL-terminated) and *len. */
+const char *nx_qlog_blk_finish(struct nx_qlog_blk *b, size_t *len);
 /* The block's clients as a JSON array of strings into out; 0 = too many to list (NULL). */
 size_t nx_qlog_blk_clients(const struct nx_qlog_blk *b, char *out, size_t cap);
+/* Scratch bytes nx_qlog_blk_decode needs for a text of len bytes (strings and their table). */
+size_t nx_qlog_blk_scratch_bytes(size_t len);
 /*
- * Decode a block's records text into items[0..*n) (at most max). Strings go to scratch, which
- * must hold len + 1 bytes. 0, or -1 when the text is not a well-formed block.
+ * Decode a block's records text (either encoding) into items[0..*n) (at most max). Strings go
+ * to scratch (pointer-aligned, nx_qlog_blk_scratch_bytes(len)). 0, or -1 when the text is not
+ * a well-formed block.
  */
 int nx_qlog_blk_decode(const char *text, size_t len, char *scratch, struct nx_qlog_item *items,
 		       size_t max, size_t *n);
@@ -208,6 +217,15 @@ struct nx_qlog_agg {
 	 * names_mark when it rolls back). */
 	uint32_t *names; /* owned (querylog_queue), NX_QLOG_AGG_LIVE_MAX */
 	uint32_t n_names, names_mark, names_next;
+	/* Deferred counting (NX_QLOG_AGG_DEFER_MS): the blocks after `mark` (agg_mark.block,
+	 * committed) are not counted yet (`uncounted`; pending is true with it, so that flushes
+	 * and stop wait for them). Never both uncounted and counts held in the table: a batch
+	 * that defers writes held counts first, one that counts catches up first. */
+	int64_t mark;
+	int64_t mark_next;  /* agg_mark.block set in the open transaction; 0 = unchanged */
+	int64_t txn_last;   /* id of the last block stored in the open transaction; 0 = none */
+	bool uncounted;
+	uint64_t defer_due; /* mono ms the uncounted blocks are to be counted */
 };
 static_assert(NX_QLOG_AGG_NAMES_BYTES == NX_QLOG_AGG_LIVE_MAX * 4, "a names entry per live key");
 
@@ -276,6 +294,10 @@ struct nx_qlog_stmts {
 	sqlite3_stmt *roll_build;  /* agg_roll = agg_top summed over minutes >= ?1 */
 	sqlite3_stmt *names_put;   /* agg_names: append names, set open, OR folded */
 	sqlite3_stmt *ret_names;
+	sqlite3_stmt *mark_get;	   /* agg_mark.block: the blocks up to it are counted */
+	sqlite3_stmt *mark_set;
+	sqlite3_stmt *max_block;
+	sqlite3_stmt *uncounted;   /* the blocks after ?1, in id order */
 };
 
 struct nx_qlog {
@@ -297,6 +319,7 @@ struct nx_qlog {
 	unsigned flush_ms;
 	unsigned agg_ms;
 	unsigned commit_ms;	       /* hold drained records this long; 0 = commit each drain */
+	unsigned agg_defer_ms;	       /* count low-rate blocks this long later (agg.c) */
 	nx_qlog_now_cb now_ms;
 	void *now_ud;
 	nx_qlog_upstream_name_cb upstream_name;
@@ -411,6 +434,16 @@ void nx_qlog_agg_clear(struct nx_qlog_agg *a);
  * the transaction's end moves names_mark (commit) or names_next (rollback).
  */
 int nx_qlog_agg_names_write(struct nx_qlog *q, bool close);
+/* agg_mark := id in the open transaction (its end makes it q->agg.mark). SQLite code. */
+int nx_qlog_agg_mark_set(struct nx_qlog *q, int64_t id);
+/*
+ * Count the blocks after q->agg.mark from their stored records, in the open transaction (the
+ * table must hold no counts): the table's minutes are closed and cleared first, then each
+ * block is decoded and counted (privacy 0: only such blocks are deferred) and the counts are
+ * upserted, agg_mark moved to the last block. A block that does not decode is skipped and
+ * logged. SQLite code (or SQLITE_NOMEM).
+ */
+int nx_qlog_agg_catch_up(struct nx_qlog *q);
 /* agg_roll: its lower minute (INT64_MAX when not built), then move it to at least `min_lo`
  * (subtracting the minutes in between; rebuilt when far behind or not built), in the open
  * transaction. SQLite code. */

@@ -185,6 +185,16 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
  * statistics never lag what "written" claims. 0 = in every transaction.
  */
 #define NX_QLOG_AGG_WRITE_MS 1000
+/*
+ * Aggregates derived later from the committed records (issue 16, SD-card wear): with batched
+ * commits (commit_ms), privacy 0 and batches of fewer than NX_QLOG_AGG_DEFER_RECS records (a
+ * household), a commit stores the records' blocks only; the aggregates of every block after
+ * agg_mark.block are counted from the blocks themselves, in one transaction, at most this
+ * long after the first of them (or at a flush request, a privacy change, a larger batch, stop,
+ * and at open after a crash). 0 = count every batch as it is written.
+ */
+#define NX_QLOG_AGG_DEFER_MS (10 * 60 * 1000)
+#define NX_QLOG_AGG_DEFER_RECS 1024
 /* Records copied per ring-lock hold (~6 KiB memcpy of packed household records); also the
  * largest tap call, whose unpacked copies take the writer's 47 KiB scratch (64 x 744 B). */
 #define NX_QLOG_DRAIN_CHUNK 64
@@ -230,7 +240,7 @@ static_assert(sizeof(struct nx_qlog_rec) == NX_QLOG_REC_SIZE, "query-log record 
 #define NX_QLOG_TOP_LIMIT_MAX 100
 #define NX_QLOG_HISTORY_POINTS_MAX 10080 /* a week of minutes */
 /* Latest schema version (PRAGMA user_version) nx_qlog_* writes. */
-#define NX_QLOG_SCHEMA_VERSION 6
+#define NX_QLOG_SCHEMA_VERSION 7
 
 /* ---- writer side ---- */
 
@@ -260,6 +270,8 @@ struct nx_qlog_params {
 	unsigned agg_ms;	   /* aggregate upsert interval, 0..60000 (NX_QLOG_AGG_WRITE_MS) */
 	unsigned commit_ms;	   /* hold drained records up to this long before their commit,
 				    * 0..NX_QLOG_COMMIT_MAX_MS; 0 = commit every drain (default) */
+	unsigned agg_defer_ms;	   /* NX_QLOG_AGG_DEFER_MS (default), 0 = never defer;
+				    * used only with commit_ms */
 	nx_qlog_tap_cb tap;	   /* optional live tap (see nx_qlog_set_tap) */
 	void *tap_ud;		   /* borrowed */
 	nx_qlog_now_cb now_ms;	   /* NULL = nx_now_wall_ms; tests fix the clock */

@@ -383,13 +383,14 @@ static int scratch_fit(struct scratch *sc, size_t n_items, size_t text_len)
 		sc->items = p;
 		sc->items_cap = n_items;
 	}
-	if (text_len + 1 > sc->text_cap) {
-		void *p = realloc(sc->text, text_len + 1);
+	size_t bytes = nx_qlog_blk_scratch_bytes(text_len);
+	if (bytes > sc->text_cap) {
+		void *p = realloc(sc->text, bytes);
 		if (!p) {
 			return -ENOMEM;
 		}
 		sc->text = p;
-		sc->text_cap = text_len + 1;
+		sc->text_cap = bytes;
 	}
 	return 0;
 }

@@ -40,6 +40,7 @@ void nx_qlog_params_default(struct nx_qlog_params *p)
 		.flush_ms = NX_QLOG_FLUSH_MS,
 		.agg_ms = NX_QLOG_AGG_WRITE_MS,
 		.commit_ms = 0,
+		.agg_defer_ms = NX_QLOG_AGG_DEFER_MS,
 	};
 }
 
@@ -196,6 +197,12 @@ static int stmts_prepare(struct nx_qlog *q)
 		 "INSERT INTO agg_names(minute, folded, open, names) VALUES (?1, ?2, ?3, ?4)"
 		 " ON CONFLICT(minute) DO UPDATE SET folded = folded OR excluded.folded,"
 		 " open = excluded.open, names = names || excluded.names"},
+		{offsetof(struct nx_qlog_stmts, mark_get), "SELECT block FROM agg_mark WHERE id = 0"},
+		{offsetof(struct nx_qlog_stmts, mark_set),
+		 "INSERT OR REPLACE INTO agg_mark(id, block) VALUES (0, ?1)"},
+		{offsetof(struct nx_qlog_stmts, max_block), "SELECT MAX(id) FROM log_blocks"},
+		{offsetof(struct nx_qlog_stmts, uncounted),
+		 "SELECT id, records FROM log_blocks WHERE id > ?1 ORDER BY id"},
 		{offsetof(struct nx_qlog_stmts, ret_names),
 		 "DELETE FROM agg_names WHERE minute IN"
 		 " (SELECT minute FROM agg_names WHERE minute < ?1 ORDER BY minute LIMIT ?2)"},
@@ -220,6 +227,42 @@ static void conn_close(struct nx_qlog *q)
 	q->db = NULL;
 }
 
+/* The aggregates' watermark: blocks after it (deferred, or stored before a crash lost their
+ * held counts) are counted from their records at the next aggregate write. SQLite code. */
+static int mark_read(struct nx_qlog *q)
+{
+	sqlite3_stmt *s = q->st.mark_get;
+	int rc = sqlite3_step(s);
+	int64_t mark = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : INT64_MAX;
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		return rc;
+	}
+	s = q->st.max_block;
+	rc = sqlite3_step(s);
+	int64_t max = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		return rc;
+	}
+	if (mark == INT64_MAX) {
+		mark = max; /* no row (written by hand): what is there counts as counted */
+	}
+	q->agg.mark = mark;
+	if (max > mark && !q->agg.uncounted) {
+		if (q->agg.pending) {
+			/* counts held for blocks that agg_mark covers only once written: cannot
+			 * happen (every counted block moves the mark); recount nothing twice */
+			q->agg.mark = max;
+			return SQLITE_OK;
+		}
+		q->agg.uncounted = true;
+		q->agg.pending = true;
+		q->agg.defer_due = 0; /* at the next aggregate write: now */
+	}
+	return SQLITE_OK;
+}
+
 static int conn_open(struct nx_qlog *q)
 {
 	unsigned rb = 0;
@@ -228,6 +271,9 @@ static int conn_open(struct nx_qlog *q)
 	if (rc == SQLITE_OK) {
 		atomic_store(&q->cache_readback, rb);
 		rc = stmts_prepare(q);
+		if (rc == SQLITE_OK) {
+			rc = mark_read(q);
+		}
 		if (rc != SQLITE_OK) {
 			conn_close(q);
 		}
@@ -253,6 +299,8 @@ struct wstate {
 	bool counted;		 /* the held batch is already in the aggregates (a failed
 				  * transaction that left the counts held: do not count again) */
 	bool agg_force;		 /* write the aggregates in the next transaction (flush, stop) */
+	bool agg_batch;		 /* a batch its interval commits takes its aggregates along,
+				  * unless they are deferred (NX_QLOG_AGG_DEFER_MS) */
 	uint64_t agg_since;	 /* mono ms the aggregates first held an uncommitted count; 0 none */
 	uint64_t unagg;		 /* records committed whose aggregates are not yet committed */
 	uint64_t held_since;	 /* mono ms the held batch took its first record (commit_ms) */
@@ -362,7 +410,8 @@ static int block_store(struct nx_qlog *q)
 	struct nx_qlog_blk *b = &q->blk;
 	char clients[NX_QLOG_BLOCK_CLIENTS * (6 * NX_QLOG_CLIENT_TEXT_MAX + 3) + 2];
 	size_t clen = nx_qlog_blk_clients(b, clients, sizeof(clients));
-	size_t len = nx_qlog_blk_finish(b);
+	size_t len;
+	const char *text = nx_qlog_blk_finish(b, &len);
 	sqlite3_stmt *s = q->st.insert_block;
 	sqlite3_bind_int64(s, 1, b->ts_min);
 	sqlite3_bind_int64(s, 2, b->ts_max);
@@ -373,10 +422,13 @@ static int block_store(struct nx_qlog *q)
 	} else {
 		sqlite3_bind_null(s, 5);
 	}
-	sqlite3_bind_text(s, 6, b->buf, (int)len, SQLITE_STATIC);
+	sqlite3_bind_text(s, 6, text, (int)len, SQLITE_STATIC);
 	int rc = step_done(s);
 	sqlite3_clear_bindings(s);
 	nx_qlog_blk_reset(b);
+	if (rc == SQLITE_OK) {
+		q->agg.txn_last = sqlite3_last_insert_rowid(q->db);
+	}
 	return rc;
 }
 
@@ -398,7 +450,8 @@ static int block_add(struct nx_qlog *q, const struct nx_qlog_view *v)
 /* Are the aggregates due in this transaction? */
 static bool agg_due(const struct nx_qlog *q, const struct wstate *w, uint64_t now)
 {
-	return q->agg_ms == 0 || w->agg_force || (w->agg_since && now >= w->agg_since + q->agg_ms);
+	return q->agg_ms == 0 || w->agg_force || w->agg_batch ||
+	       (w->agg_since && now >= w->agg_since + q->agg_ms);
 }
 
 /* The aggregates' counts are committed: the records behind them count as written. */
@@ -414,6 +467,7 @@ static void agg_committed(struct nx_qlog *q, struct wstate *w)
 	w->unagg = 0;
 	w->agg_since = 0;
 	w->agg_force = false;
+	w->agg_batch = false;
 }
 
 /* End the open transaction: COMMIT when rc is SQLITE_OK, else ROLLBACK. The final code. */
@@ -428,10 +482,33 @@ static int end_txn(struct nx_qlog *q, int rc)
 	/* the names in agg_names are those of committed transactions */
 	if (rc == SQLITE_OK) {
 		q->agg.names_mark = q->agg.names_next;
+		if (q->agg.mark_next) {
+			q->agg.mark = q->agg.mark_next;
+		}
 	} else {
 		q->agg.names_next = q->agg.names_mark;
 	}
+	q->agg.mark_next = 0;
+	q->agg.txn_last = 0;
 	return rc;
+}
+
+/* After a transaction that counted the uncounted blocks (nx_qlog_agg_catch_up): committed,
+ * they are counted; rolled back, the table's partial counts are dropped and the blocks stay
+ * uncounted (counted again at the retry). */
+static void caught_up(struct nx_qlog *q, struct wstate *w, bool catch_up, int rc)
+{
+	if (!catch_up) {
+		return;
+	}
+	if (rc == SQLITE_OK) {
+		q->agg.uncounted = false;
+		return;
+	}
+	nx_qlog_agg_clear(&q->agg);
+	nx_qlog_agg_zero(&q->agg);
+	q->agg.pending = true; /* the blocks still wait */
+	w->agg_since = 0;
 }
 
 /* A transaction of the held aggregate counts alone, on the connection attempt() opened, with
@@ -439,14 +516,18 @@ static int end_txn(struct nx_qlog *q, int rc)
  * stay held. */
 static int write_aggregates(struct nx_qlog *q, struct wstate *w)
 {
+	bool catch_up = q->agg.uncounted; /* then the table holds no counts */
 	int rc = step_done(q->st.begin);
-	if (rc == SQLITE_OK) {
+	if (rc == SQLITE_OK && catch_up) {
+		rc = nx_qlog_agg_catch_up(q);
+	} else if (rc == SQLITE_OK) {
 		rc = nx_qlog_agg_write(q);
-	}
-	if (rc == SQLITE_OK) {
-		rc = nx_qlog_agg_names_write(q, false);
+		if (rc == SQLITE_OK) {
+			rc = nx_qlog_agg_names_write(q, false);
+		}
 	}
 	rc = end_txn(q, rc);
+	caught_up(q, w, catch_up, rc);
 	if (rc == SQLITE_OK) {
 		agg_committed(q, w);
 	}
@@ -474,9 +555,79 @@ static bool batch_clears_agg(const struct nx_qlog *q)
  * transaction then drops all counts and its batch is counted again when retried. A failed
  * transaction that could not clear leaves its counts held (w->counted: not counted again).
  */
+/* May the held batch be stored without counting it (NX_QLOG_AGG_DEFER_MS)? */
+static bool batch_defers(const struct nx_qlog *q, const struct wstate *w)
+{
+	return q->commit_ms && q->agg_defer_ms && q->agg_ms && w->privacy == 0 && !w->counted &&
+	       !w->agg_force && w->n < NX_QLOG_AGG_DEFER_RECS;
+}
+
+/* Store the held batch's blocks alone (a household's commit: their aggregates are counted
+ * from them later), or with every uncounted block counted when that is due. SQLite code. */
+static int write_deferred(struct nx_qlog *q, struct wstate *w)
+{
+	int rc = SQLITE_OK;
+	if (q->agg.pending && !q->agg.uncounted) {
+		rc = write_aggregates(q, w); /* counts held by earlier batches go first */
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+	}
+	uint64_t now = nx_now_mono_ms();
+	bool catch_up = q->agg.uncounted && now >= q->agg.defer_due;
+	rc = step_done(q->st.begin);
+	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
+		q->up_cache[i].idx = -1;
+	}
+	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
+	struct nx_qlog_view v;
+	nx_qlog_blk_reset(&q->blk);
+	while (rc == SQLITE_OK && p < end) {
+		p += unpack(p, &v);
+		rc = block_add(q, &v);
+	}
+	if (rc == SQLITE_OK && q->blk.n) {
+		rc = block_store(q);
+	}
+	if (rc == SQLITE_OK && catch_up) {
+		rc = nx_qlog_agg_catch_up(q); /* these blocks too */
+	}
+	rc = end_txn(q, rc);
+	caught_up(q, w, catch_up, rc);
+	if (rc != SQLITE_OK) {
+		return rc;
+	}
+	/* written now: the stored blocks are what their aggregates will be counted from, even
+	 * after a crash (at open) */
+	w->counted = false;
+	atomic_fetch_add_explicit(&q->written, w->n, memory_order_relaxed);
+	if (catch_up) {
+		agg_committed(q, w);
+	} else {
+		if (!q->agg.uncounted) {
+			q->agg.uncounted = true;
+			q->agg.defer_due = now + q->agg_defer_ms;
+		}
+		/* the loop's aggregate clock: due when the deferral ends */
+		q->agg.pending = true;
+		w->agg_since = q->agg.defer_due > q->agg_ms ? q->agg.defer_due - q->agg_ms : 1;
+		w->agg_batch = false;
+	}
+	return SQLITE_OK;
+}
+
 static int write_batch(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = SQLITE_OK;
+	if (batch_defers(q, w)) {
+		return write_deferred(q, w);
+	}
+	if (q->agg.uncounted) {
+		rc = write_aggregates(q, w); /* count the stored blocks before this batch */
+		if (rc != SQLITE_OK) {
+			return rc;
+		}
+	}
 	/* ... and so are the names in the table: agg_names is appended when a minute's keys leave
 	 * the table and here, not in every aggregate write (each append rewrites the minute's
 	 * row), and a clearing batch that fails must not lose the names it cleared */
@@ -510,6 +661,10 @@ static int write_batch(struct nx_qlog *q, struct wstate *w)
 	}
 	if (rc == SQLITE_OK && agg_now) {
 		rc = nx_qlog_agg_write(q);
+	}
+	if (rc == SQLITE_OK && q->agg.txn_last) {
+		/* counted (held or written): never counted again from the blocks */
+		rc = nx_qlog_agg_mark_set(q, q->agg.txn_last);
 	}
 	rc = end_txn(q, rc);
 	if (rc == SQLITE_OK) {
@@ -944,7 +1099,7 @@ void *nx_qlog_writer_main(void *arg)
 			if (w.n && commit_due(q, &w, now, flush)) {
 				/* a batch its interval commits takes its aggregates along (one
 				 * transaction a batch); full ones at most every agg_ms, as before */
-				w.agg_force |= q->commit_ms && !w.more && !batch_full(q, &w, now);
+				w.agg_batch |= q->commit_ms && !w.more && !batch_full(q, &w, now);
 				attempt(q, &w);
 			}
 			if (!w.n && q->agg.pending && now >= w.retry_at &&
@@ -992,7 +1147,7 @@ static bool params_ok(const struct nx_qlog_params *p)
 	       p->batch_max >= 1 && p->batch_max <= NX_QLOG_BATCH_MAX &&
 	       p->writer_cache_kib >= 64 && p->writer_cache_kib <= (1u << 20) &&
 	       p->flush_ms >= 1 && p->flush_ms <= 60000 && p->agg_ms <= 60000 &&
-	       p->commit_ms <= NX_QLOG_COMMIT_MAX_MS;
+	       p->commit_ms <= NX_QLOG_COMMIT_MAX_MS && p->agg_defer_ms <= 24u * 3600 * 1000;
 }
 
 int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
@@ -1017,6 +1172,7 @@ int nx_qlog_new(const struct nx_qlog_params *p, struct nx_qlog **out)
 	q->flush_ms = p->flush_ms;
 	q->agg_ms = p->agg_ms;
 	q->commit_ms = p->commit_ms;
+	q->agg_defer_ms = p->agg_defer_ms;
 	q->now_ms = p->now_ms;
 	q->now_ud = p->now_ud;
 	q->upstream_name = p->upstream_name;

@@ -807,6 +807,68 @@ static void test_migration_to_blocks(void **state)
 	tdir_remove(&t);
 }
 
+/* 7: blocks written from now on are objects with a string table; the blocks of version 6
+ * (arrays) stay and the view reads both, column for column as the API does. */
+static void test_migration_dense_blocks(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 6), 0);
+	sql_exec(t.db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		       " reason, cached, upstream, name, matched, source, answer, client_id) VALUES"
+		       " (1700000034000, 9, '10.0.0.9', 3, 1, 0, 2, 3, 1, 'u0', 'old.example',"
+		       " 'old.example', 'list', 'A 0.0.0.0', 'tablet')");
+	assert_int_equal(nx_qlog_db_migrate(t.db, 7), 0);
+	assert_int_equal(sql_int(t.db, "PRAGMA user_version"), 7);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE name = 'old.example'"
+				       " AND client_id = 'tablet' AND matched = 'old.example' AND"
+				       " ts = 1700000034000 AND cached = 1"),
+			 1);
+	/* the writer's records: shared strings, NULLs, a client id, a late record */
+	struct nx_qlog *q = start_log(t.db);
+	struct nx_qlog_rec r = mkrec(T0 + 59000, 3, "new.example");
+	snprintf(r.client_id, sizeof(r.client_id), "phone");
+	nx_qlog_push(q, 0, &r);
+	struct nx_qlog_rec s2 = mkrec(T0 + 1, 4, "ads.example");
+	s2.action = NX_QLOG_ACT_BLOCK;
+	snprintf(s2.matched, sizeof(s2.matched), "ads.example");
+	snprintf(s2.source, sizeof(s2.source), "blocklist");
+	s2.answer[0] = '\0';
+	s2.upstream = -1;
+	s2.duration_us = 77;
+	nx_qlog_push(q, 0, &s2);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	nx_qlog_free(q);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks WHERE json_type(records)"
+				       " = 'object'"),
+			 1);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries"), 3);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE name = 'new.example'"
+				       " AND client = '192.168.1.3' AND client_id = 'phone' AND"
+				       " matched IS NULL AND source IS NULL AND answer = 'A 192.0.2.1'"
+				       " AND upstream IS NOT NULL AND ts = 1700000099000"),
+			 1);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM queries WHERE name = 'ads.example'"
+				       " AND matched = 'ads.example' AND source = 'blocklist' AND"
+				       " answer IS NULL AND upstream IS NULL AND client_id IS NULL AND"
+				       " action = 2 AND duration_us = 77 AND ts = 1700000040001"),
+			 1);
+	/* ids: the view's and the API's agree */
+	struct nx_qlog_filter f = {0};
+	json_t *all = read_all(t.db, f, 10);
+	assert_int_equal(json_array_size(all), 3);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *it = json_array_get(all, i);
+		char sql[160];
+		snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM queries WHERE id = %lld AND ts = %lld",
+			 (long long)jint(it, "id"), (long long)jint(it, "ts"));
+		assert_int_equal(sql_int(t.db, sql), 1);
+	}
+	json_decref(all);
+	tdir_remove(&t);
+}
+
 /* ---- the web admin's day: agg_roll and agg_names (schema 6) ---- */
 
 /* Both ways of nx_qlog_top for one window and kind: the same items, key for key. */
@@ -997,6 +1059,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_migrations),
+		cmocka_unit_test(test_migration_dense_blocks),
 		cmocka_unit_test(test_pagination),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_rec_json),
