@@ -430,68 +430,93 @@ static inline __attribute__((always_inline)) size_t
 to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl, size_t *clean,
 	 size_t *wend, const struct nx_filter_side *side, bool *named, struct walk *wk)
 {
-	size_t o = 0, i = 0, cl = 0; /* locals: the byte stores below may alias *nl, *clean */
+	/* Label k's length byte is at wire offset i and its bytes at w[i + 1 ...]; its text is at
+	 * out[i ...] (the dot before it at out[i - 1]): one offset serves both forms. Locals: the
+	 * byte stores below may alias *nl, *clean. */
+	size_t i = 0, cl = 0;
+	/* a label must end inside the buffer and inside a text name of NX_DNS_NAME_MAX bytes:
+	 * i + 1 + l <= wlen, and i + l <= NX_DNS_NAME_MAX (the text so far, its dot and l) */
+	const size_t lim = wlen < NX_DNS_NAME_MAX + 1 ? wlen : NX_DNS_NAME_MAX + 1;
 	unsigned n = 0;
 	const uint32_t *rows = wk ? side->ac_rows : NULL;
-	const uint8_t *cls = wk ? side->ac_cls : NULL;
 	const uint32_t *fold = wk ? side->ac_fold : NULL;
-	uint32_t v = wk ? side->ac_start : 0;
+	const unsigned dotc = wk ? side->ac_cls['.'] : 0;
+	size_t v = wk ? side->ac_start : 0; /* a state value (size_t: no widening per byte) */
 	unsigned nhit = 0;
 	bool nm = false;
 	while (i < wlen && w[i] != 0) {
-		unsigned l = w[i];
-		if (l > 63 || i + 1 + l > wlen || n >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
+		size_t l = w[i];
+		if (l > 63 || i + 1 + l > lim || n >= 127) {
 			cl = wlen;
 			break;
 		}
 		starts[n++] = (uint16_t)i;
-		if (o) {
+		if (i) {
 			if (wk) {
-				v = side_ac_step(side, v, cls['.']);
+				v = v < SIDE_AC_SPARSE ? rows[v + dotc]
+						       : side_ac_step(side, (uint32_t)v, dotc);
 				if (v & SIDE_AC_OUT) {
-					wk->hv[nhit] = v;
-					wk->he[nhit++] = (uint16_t)(7 + o);
+					wk->hv[nhit] = (uint32_t)v;
+					wk->he[nhit++] = (uint16_t)(7 + i - 1);
 				}
 			}
-			out[o++] = '.';
+			out[i - 1] = '.';
 		}
 		unsigned bad = 0;
-		const uint8_t *p = w + i + 1;
+		const uint8_t *pe = w + i + 1 + l; /* past the label's bytes */
+		char *de = out + i + l;
 		if (wk) {
-			/* a dense state without keys (v < SIDE_AC_SPARSE) steps by one load */
-			for (unsigned k = 0; k < l; k++) {
-				uint32_t t = fold[p[k]];
-				bad |= t;
-				out[o + k] = (char)t;
-				v = v < SIDE_AC_SPARSE ? rows[v + (t >> 16)]
-						       : side_ac_step(side, v, t >> 16);
+			/* From a dense state without keys (v < SIDE_AC_SPARSE) the inner loop steps
+			 * by one row load a byte and one test of the new state, which covers both
+			 * "sparse" and "keys end here" (both flags are above SIDE_AC_ID); only such a
+			 * state leaves it for the general step and the hit record. The loop counts a
+			 * negative index up to 0 from the label's end (one add and a branch). */
+			ptrdiff_t k = -(ptrdiff_t)l;
+			while (k < 0) {
+				if (v < SIDE_AC_SPARSE) {
+					do {
+						uint32_t t = fold[pe[k]];
+						bad |= t;
+						de[k] = (char)t;
+						v = rows[v + (t >> 16)];
+					} while (++k < 0 && v < SIDE_AC_SPARSE);
+					if (v < SIDE_AC_SPARSE) {
+						break;
+					}
+				} else {
+					uint32_t t = fold[pe[k]];
+					bad |= t;
+					de[k] = (char)t;
+					v = side_ac_step(side, (uint32_t)v, t >> 16);
+					k++;
+				}
 				if (v & SIDE_AC_OUT) {
-					wk->hv[nhit] = v;
-					wk->he[nhit++] = (uint16_t)(7 + o + k);
+					wk->hv[nhit] = (uint32_t)v;
+					wk->he[nhit++] = (uint16_t)(7 + i + l + (size_t)k - 1);
 				}
 			}
 		} else {
-			for (unsigned k = 0; k < l; k++) {
-				unsigned f = fold_tab[p[k]];
+			for (ptrdiff_t k = -(ptrdiff_t)l; k < 0; k++) {
+				unsigned f = fold_tab[pe[k]];
 				bad |= f;
-				out[o + k] = (char)f;
+				de[k] = (char)f;
 			}
 		}
-		if (named && l) {
-			unsigned key = side_label_key(l, (unsigned char)out[o],
-						      (unsigned char)out[o + l - 1]);
+		if (named) {
+			unsigned key = side_label_key(l, (unsigned char)out[i],
+						      (unsigned char)de[-1]);
 			nm |= side->label_bits[key / 64] >> (key % 64) & 1u;
 		}
-		o += l;
 		i += 1 + l;
 		if (bad & 0x100) {
 			cl = i; /* only labels after this one */
 		}
 	}
+	size_t o = i ? i - 1 : 0; /* the text's length */
 	if (wk) {
-		v = side_ac_step(side, v, cls['/']);
+		v = side_ac_step(side, (uint32_t)v, side->ac_cls['/']);
 		if (v & SIDE_AC_OUT) {
-			wk->hv[nhit] = v;
+			wk->hv[nhit] = (uint32_t)v;
 			wk->he[nhit++] = (uint16_t)(7 + o);
 		}
 		wk->nhit = nhit;
@@ -611,7 +636,10 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			consider(&b, side, side->idx[j].rule, starts[k]);
 		}
 	}
-	if (clean == 0 && tlen > 0 && side->nscan) {
+	/* a walk without hits, and no rule that runs without one: no scanned rule can apply
+	 * (most queries), and the scan's state is not even set up */
+	if (clean == 0 && tlen > 0 && side->nscan &&
+	    (!walked || wk.nhit || side->nalways || side->npre)) {
 		struct scan_state st;
 		st.b = &b;
 		st.text = text;
