@@ -443,7 +443,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 	const unsigned dotc = wk ? side->ac_cls['.'] : 0;
 	size_t v = wk ? side->ac_start : 0; /* a state value (size_t: no widening per byte) */
 	unsigned nhit = 0;
-	bool nm = false;
+	uint64_t nm = 0;
 	while (i < wlen && w[i] != 0) {
 		size_t l = w[i];
 		if (l > 63 || i + 1 + l > lim || n >= 127) {
@@ -492,7 +492,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 				}
 				if (v & SIDE_AC_OUT) {
 					wk->hv[nhit] = (uint32_t)v;
-					wk->he[nhit++] = (uint16_t)(7 + i + l + (size_t)k - 1);
+					wk->he[nhit++] = (uint16_t)(de + k - out + 6);
 				}
 			}
 		} else {
@@ -502,10 +502,11 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 				de[k] = (char)f;
 			}
 		}
-		if (named) {
-			unsigned key = side_label_key(l, (unsigned char)out[i],
-						      (unsigned char)de[-1]);
-			nm |= side->label_bits[key / 64] >> (key % 64) & 1u;
+		if (side) {
+			/* bit 0 of nm: some label's bit in label_bits (side_label_key); the
+			 * other bits are noise, dropped at the end. All zero without an index. */
+			nm |= side->label_bits[side_label_word(l, (unsigned char)out[i])] >>
+			      (((unsigned char)de[-1] + l) & 63u);
 		}
 		i += 1 + l;
 		if (bad & 0x100) {
@@ -522,7 +523,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 		wk->nhit = nhit;
 	}
 	if (named) {
-		*named = nm;
+		*named = nm & 1u;
 	}
 	*nl = n;
 	*clean = cl;

@@ -256,10 +256,17 @@ static inline uint64_t side_label_hash(const char *p, size_t len)
 	return h;
 }
 
-/* The key of a (lower-case) label in label_bits: its length, first and last byte. */
+/* The key of a (lower-case) label in label_bits: word side_label_word(len, first), bit
+ * (last + len) % 64 of it. The query tests a label with one load and one shift (a 64-bit
+ * shift takes its count mod 64: no mask); the build sets bit side_label_key. */
+static inline unsigned side_label_word(size_t len, unsigned char first)
+{
+	return ((unsigned)first ^ (unsigned)(len << 3)) & 63u;
+}
+
 static inline unsigned side_label_key(size_t len, unsigned char first, unsigned char last)
 {
-	return (unsigned)(((unsigned)first << 4) ^ last ^ (len << 7)) & 4095u;
+	return side_label_word(len, first) << 6 | ((last + (unsigned)len) & 63u);
 }
 
 /* The hash of label + "." + suffix from the suffix's hash (SIDE_HASH_BASIS for none). */
