@@ -446,7 +446,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 	uint64_t nm = 0;
 	while (i < wlen && w[i] != 0) {
 		size_t l = w[i];
-		if (l > 63 || i + 1 + l > lim || n >= 127) {
+		if (__builtin_expect(l > 63 || i + 1 + l > lim || n >= 127, 0)) {
 			cl = wlen;
 			break;
 		}
@@ -509,7 +509,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 			      (((unsigned char)de[-1] + l) & 63u);
 		}
 		i += 1 + l;
-		if (bad & 0x100) {
+		if (__builtin_expect(bad & 0x100, 0)) {
 			cl = i; /* only labels after this one */
 		}
 	}
