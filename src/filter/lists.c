@@ -420,6 +420,22 @@ struct walk {
 	uint16_t he[NX_DNS_NAME_MAX + 2]; /* offsets in "http://name/" of their last byte */
 };
 
+/* side_ac_step on the walk's copies of the table pointers (kept in registers or on the
+ * stack by the walk, not reloaded from the side structure each sparse step) */
+static inline __attribute__((always_inline)) size_t
+walk_step(const uint32_t *rows, const uint8_t *sch, const struct side_ac_sparse *ssp, size_t v,
+	  unsigned c)
+{
+	while (v & SIDE_AC_SPARSE) {
+		size_t x = v & SIDE_AC_ID;
+		if (sch[x] == c) {
+			return ssp[x].next;
+		}
+		v = ssp[x].fail;
+	}
+	return rows[(v & SIDE_AC_ID) + c];
+}
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
  * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
@@ -440,6 +456,8 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 	unsigned n = 0;
 	const uint32_t *rows = wk ? side->ac_rows : NULL;
 	const uint32_t *fold = wk ? side->ac_fold : NULL;
+	const uint8_t *sch = wk ? side->ac_ch : NULL;
+	const struct side_ac_sparse *ssp = wk ? side->ac_sp : NULL;
 	const unsigned dotc = wk ? side->ac_cls['.'] : 0;
 	size_t v = wk ? side->ac_start : 0; /* a state value (size_t: no widening per byte) */
 	unsigned nhit = 0;
@@ -453,8 +471,7 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 		starts[n++] = (uint16_t)i;
 		if (i) {
 			if (wk) {
-				v = v < SIDE_AC_SPARSE ? rows[v + dotc]
-						       : side_ac_step(side, (uint32_t)v, dotc);
+				v = v < SIDE_AC_BAD ? rows[v + dotc] : walk_step(rows, sch, ssp, v, dotc);
 				if (v & SIDE_AC_OUT) {
 					wk->hv[nhit] = (uint32_t)v;
 					wk->he[nhit++] = (uint16_t)(7 + i - 1);
@@ -466,29 +483,35 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 		const uint8_t *pe = w + i + 1 + l; /* past the label's bytes */
 		char *de = out + i + l;
 		if (wk) {
-			/* From a dense state without keys (v < SIDE_AC_SPARSE) the inner loop steps
-			 * by one row load a byte and one test of the new state, which covers both
-			 * "sparse" and "keys end here" (both flags are above SIDE_AC_ID); only such a
-			 * state leaves it for the general step and the hit record. The loop counts a
-			 * negative index up to 0 from the label's end (one add and a branch). */
+			/* From a dense state without keys (v < SIDE_AC_BAD) the inner loop steps by
+			 * one row load a byte and one test of the new state, which covers "sparse",
+			 * "keys end here" and "no list-name byte" (the flags sit above SIDE_AC_ID);
+			 * only such a state leaves it for the general step, the hit record or the
+			 * unclean label. The loop counts a negative index up to 0 from the label's
+			 * end (one add and a branch). */
 			ptrdiff_t k = -(ptrdiff_t)l;
 			while (k < 0) {
-				if (v < SIDE_AC_SPARSE) {
+				if (v < SIDE_AC_BAD) {
 					do {
 						uint32_t t = fold[pe[k]];
-						bad |= t;
 						de[k] = (char)t;
 						v = rows[v + (t >> 16)];
-					} while (++k < 0 && v < SIDE_AC_SPARSE);
-					if (v < SIDE_AC_SPARSE) {
+					} while (++k < 0 && v < SIDE_AC_BAD);
+					if (v < SIDE_AC_BAD) {
 						break;
 					}
 				} else {
 					uint32_t t = fold[pe[k]];
-					bad |= t;
 					de[k] = (char)t;
-					v = side_ac_step(side, (uint32_t)v, t >> 16);
+					v = walk_step(rows, sch, ssp, v, t >> 16);
 					k++;
+				}
+				if (__builtin_expect(v & SIDE_AC_BAD, 0)) {
+					/* an unclean label: no scanned rule runs on this name, so
+					 * the walk goes on from the root, its hits unused */
+					bad = 0x100;
+					v = 0;
+					continue;
 				}
 				if (v & SIDE_AC_OUT) {
 					wk->hv[nhit] = (uint32_t)v;
@@ -566,7 +589,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	size_t clean, wend, tlen;
 	bool named = false;
 	struct walk wk;
-	bool walked = side && side->nrules && side->ac_rows;
+	bool walked = side && side->ac_rows; /* keys only exist for scanned rules */
 	bool *np = side && side->nidx ? &named : NULL;
 	if (walked) {
 		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, &wk);
@@ -640,7 +663,7 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	/* a walk without hits, and no rule that runs without one: no scanned rule can apply
 	 * (most queries), and the scan's state is not even set up */
 	if (clean == 0 && tlen > 0 && side->nscan &&
-	    (!walked || wk.nhit || side->nalways || side->npre)) {
+	    ((walked && wk.nhit) || side->nalways || side->npre)) {
 		struct scan_state st;
 		st.b = &b;
 		st.text = text;

@@ -731,6 +731,19 @@ static void test_walk_paths(void **state)
 			fail();
 		}
 	}
+	/* a byte that is no list-name byte (its own class in the walk): scanned rules never run
+	 * on the name, indexed ones still find the clean parents right of the label */
+	static const char *const unclean[] = {"x+y.track.me", "track.m+e", "a+.ads1.t",
+					      "ads.ex+ample", "ads1.t+"};
+	for (size_t i = 0; i < sizeof(unclean) / sizeof(unclean[0]); i++) {
+		if (ACT(&l, unclean[i]) != NX_FILTER_ACT_NONE) {
+			print_error("%s matched\n", unclean[i]);
+			fail();
+		}
+	}
+	assert_int_equal(ACT(&l, "x+y.ads.example"), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "a.x!Y.ADS.example"), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "ads1.t.x+y"), NX_FILTER_ACT_NONE);
 	lists_free(&l);
 	/* a rule without a literal runs on every clean name: no hit needed */
 	lists_of(&l, "$dnstype=AAAA\n/ads[0-9]\\.t/\n", false, false);
