@@ -538,7 +538,8 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 	}
 	size_t o = i ? i - 1 : 0; /* the text's length */
 	if (wk) {
-		v = side_ac_step(side, (uint32_t)v, side->ac_cls['/']);
+		unsigned slc = side->ac_cls['/'];
+		v = v < SIDE_AC_BAD ? rows[v + slc] : walk_step(rows, sch, ssp, v, slc);
 		if (v & SIDE_AC_OUT) {
 			wk->hv[nhit] = (uint32_t)v;
 			wk->he[nhit++] = (uint16_t)(7 + o);
