@@ -422,9 +422,10 @@ struct walk {
 
 /* side_ac_step on the walk's copies of the table pointers (kept in registers or on the
  * stack by the walk, not reloaded from the side structure each sparse step) */
-static inline __attribute__((always_inline)) size_t
-walk_step(const uint32_t *rows, const uint8_t *sch, const struct side_ac_sparse *ssp, size_t v,
-	  unsigned c)
+static inline __attribute__((always_inline)) size_t walk_step(const uint32_t *rows,
+							      const uint8_t *sch,
+							      const struct side_ac_sparse *ssp,
+							      size_t v, unsigned c)
 {
 	while (v & SIDE_AC_SPARSE) {
 		size_t x = v & SIDE_AC_ID;
@@ -471,7 +472,8 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 		starts[n++] = (uint16_t)i;
 		if (i) {
 			if (wk) {
-				v = v < SIDE_AC_BAD ? rows[v + dotc] : walk_step(rows, sch, ssp, v, dotc);
+				v = v < SIDE_AC_BAD ? rows[v + dotc]
+						    : walk_step(rows, sch, ssp, v, dotc);
 				if (v & SIDE_AC_OUT) {
 					wk->hv[nhit] = (uint32_t)v;
 					wk->he[nhit++] = (uint16_t)(7 + i - 1);

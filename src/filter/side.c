@@ -864,8 +864,8 @@ static int build_ac(struct nx_filter_side *s)
 			unsigned f = c >= 'A' && c <= 'Z' ? c + 32 : c;
 			bool listb = (f >= 'a' && f <= 'z') || (f >= '0' && f <= '9') || f == '-' ||
 				     f == '_';
-			s->ac_fold[c] = f | (listb ? 0u : 0x100u) | (uint32_t)(listb ? cls[c] : nc)
-									  << 16;
+			s->ac_fold[c] =
+			    f | (listb ? 0u : 0x100u) | (uint32_t)(listb ? cls[c] : nc) << 16;
 		}
 		for (uint32_t i = 0; i < nst; i++) {
 			uint32_t x = order[i];

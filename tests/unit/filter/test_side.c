@@ -722,9 +722,15 @@ static void test_walk_paths(void **state)
 	}
 	/* "qabcdefgm" and "ads": the same label key (side_label_key), so the hash runs */
 	assert_int_equal(side_label_key(9, 'q', 'm'), side_label_key(3, 'a', 's'));
-	static const char *const miss[] = {"track.mx", "trackme", "ads.t",
-					   "adsx.t",   "qabcdefgm.example", "QABCDEFGM.EXAMPLE",
-					   "x.qabcdefgm.example", "ads.examplf", "example"};
+	static const char *const miss[] = {"track.mx",
+					   "trackme",
+					   "ads.t",
+					   "adsx.t",
+					   "qabcdefgm.example",
+					   "QABCDEFGM.EXAMPLE",
+					   "x.qabcdefgm.example",
+					   "ads.examplf",
+					   "example"};
 	for (size_t i = 0; i < sizeof(miss) / sizeof(miss[0]); i++) {
 		if (ACT(&l, miss[i]) != NX_FILTER_ACT_NONE) {
 			print_error("%s matched\n", miss[i]);
