@@ -553,7 +553,9 @@ to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *n
 	}
 	*nl = n;
 	*clean = cl;
-	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
+	if (wend) {
+		*wend = i < wlen && w[i] == 0 ? i + 1 : i;
+	}
 	memset(out + o, 0, 1 + SIDE_HASH_PAD); /* the NUL and side_label_hash's padding */
 	return o;
 }
@@ -589,17 +591,17 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean, wend, tlen;
+	size_t clean, tlen;
 	bool named = false;
 	struct walk wk;
 	bool walked = side && side->ac_rows; /* keys only exist for scanned rules */
 	bool *np = side && side->nidx ? &named : NULL;
 	if (walked) {
-		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, &wk);
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, side, np, &wk);
 	} else if (np) {
-		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, NULL);
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, side, np, NULL);
 	} else {
-		tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, NULL, NULL, NULL);
 	}
 	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
 	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
@@ -607,6 +609,10 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	if (clean == 0 && tlen > 0) {
 		nx_filter_snap_match_labels(snap, text, tlen, starts, nl, q->eligible, out);
 		if (out->action != NX_FILTER_ACT_NONE) {
+			/* a clean name ended at its root label (i = tlen + 1) or at wlen: the
+			 * offset past the root, computed only for a match */
+			size_t e = tlen + 1;
+			size_t wend = e < q->wlen && q->wire[e] == 0 ? e + 1 : e;
 			out->matched_len = (uint16_t)(wend - out->matched_off);
 		}
 	} else {

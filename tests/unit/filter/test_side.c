@@ -699,6 +699,18 @@ static void test_label_prefilter(void **state)
 	}
 	assert_int_equal(ACT(&l, "ok.plain.example"), NX_FILTER_ACT_ALLOW);
 	assert_int_equal(ACT(&l, "w.example"), NX_FILTER_ACT_NONE);
+	/* the snapshot's match through the label offsets: matched_len runs to the end of the
+	 * wire name, past its root label when the buffer holds one, else to wlen */
+	uint8_t w[NX_DNS_NAME_MAX];
+	int wl = nx_dns_name_from_text("a.B.plain.example", w);
+	assert_true(wl > 0 && w[wl - 1] == 0);
+	for (int drop = 0; drop <= 1; drop++) {
+		struct nx_filter_qctx q = {
+		    .wire = w, .wlen = (size_t)(wl - drop), .qtype = 1, .eligible = ~0ull};
+		assert_int_equal(nx_filter_lists_decide(l.snap, l.side, &q, &r), NX_FILTER_ACT_BLOCK);
+		assert_int_equal(r.matched_off, 4);
+		assert_int_equal(r.matched_len, wl - drop - 4);
+	}
 	lists_free(&l);
 }
 
