@@ -439,8 +439,8 @@ static inline __attribute__((always_inline)) size_t walk_step(const uint32_t *ro
 
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
- * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
- * and SIDE_HASH_PAD zero bytes after the name. With side: *named says some label may begin an
+ * (also for a malformed name). *wend (unless NULL): the wire offset past the root label. out
+ * gets a NUL and SIDE_HASH_PAD zero bytes after the name. With side: *named says some label may begin an
  * indexed rule's name (label_bits), and with an automaton wk gets its walk over the bytes
  * (upper case has the classes of lower case). Inlined twice, with and without the side. */
 static inline __attribute__((always_inline)) size_t
@@ -601,7 +601,8 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	} else if (np) {
 		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, side, np, NULL);
 	} else {
-		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, NULL, NULL, NULL);
+		tlen =
+		    to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, NULL, NULL, NULL);
 	}
 	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
 	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
