@@ -420,88 +420,142 @@ struct walk {
 	uint16_t he[NX_DNS_NAME_MAX + 2]; /* offsets in "http://name/" of their last byte */
 };
 
+/* side_ac_step on the walk's copies of the table pointers (kept in registers or on the
+ * stack by the walk, not reloaded from the side structure each sparse step) */
+static inline __attribute__((always_inline)) size_t walk_step(const uint32_t *rows,
+							      const uint8_t *sch,
+							      const struct side_ac_sparse *ssp,
+							      size_t v, unsigned c)
+{
+	while (v & SIDE_AC_SPARSE) {
+		size_t x = v & SIDE_AC_ID;
+		if (sch[x] == c) {
+			return ssp[x].next;
+		}
+		v = ssp[x].fail;
+	}
+	return rows[(v & SIDE_AC_ID) + c];
+}
+
 /* Lower-case text form of the wire name; label starts equal wire offsets. *clean: offset of
  * the first label from which every label is a list-name label ([a-z0-9_-]); wlen when none
- * (also for a malformed name). *wend: the wire offset past the root label. out gets a NUL
- * and SIDE_HASH_PAD zero bytes after the name. With side: *named says some label may begin an
+ * (also for a malformed name). *wend (unless NULL): the wire offset past the root label. out
+ * gets a NUL and SIDE_HASH_PAD zero bytes after the name. With side: *named says some label may begin an
  * indexed rule's name (label_bits), and with an automaton wk gets its walk over the bytes
  * (upper case has the classes of lower case). Inlined twice, with and without the side. */
 static inline __attribute__((always_inline)) size_t
 to_text_(const uint8_t *w, size_t wlen, char *out, uint16_t *starts, unsigned *nl, size_t *clean,
 	 size_t *wend, const struct nx_filter_side *side, bool *named, struct walk *wk)
 {
-	size_t o = 0, i = 0, cl = 0; /* locals: the byte stores below may alias *nl, *clean */
+	/* Label k's length byte is at wire offset i and its bytes at w[i + 1 ...]; its text is at
+	 * out[i ...] (the dot before it at out[i - 1]): one offset serves both forms. Locals: the
+	 * byte stores below may alias *nl, *clean. */
+	size_t i = 0, cl = 0;
+	/* a label must end inside the buffer and inside a text name of NX_DNS_NAME_MAX bytes:
+	 * i + 1 + l <= wlen, and i + l <= NX_DNS_NAME_MAX (the text so far, its dot and l) */
+	const size_t lim = wlen < NX_DNS_NAME_MAX + 1 ? wlen : NX_DNS_NAME_MAX + 1;
 	unsigned n = 0;
 	const uint32_t *rows = wk ? side->ac_rows : NULL;
-	const uint8_t *cls = wk ? side->ac_cls : NULL;
 	const uint32_t *fold = wk ? side->ac_fold : NULL;
-	uint32_t v = wk ? side->ac_start : 0;
+	const uint8_t *sch = wk ? side->ac_ch : NULL;
+	const struct side_ac_sparse *ssp = wk ? side->ac_sp : NULL;
+	const unsigned dotc = wk ? side->ac_cls['.'] : 0;
+	size_t v = wk ? side->ac_start : 0; /* a state value (size_t: no widening per byte) */
 	unsigned nhit = 0;
-	bool nm = false;
+	uint64_t nm = 0;
 	while (i < wlen && w[i] != 0) {
-		unsigned l = w[i];
-		if (l > 63 || i + 1 + l > wlen || n >= 127 || o + 1 + l > NX_DNS_NAME_MAX) {
+		size_t l = w[i];
+		if (__builtin_expect(l > 63 || i + 1 + l > lim || n >= 127, 0)) {
 			cl = wlen;
 			break;
 		}
 		starts[n++] = (uint16_t)i;
-		if (o) {
+		if (i) {
 			if (wk) {
-				v = side_ac_step(side, v, cls['.']);
+				v = v < SIDE_AC_BAD ? rows[v + dotc]
+						    : walk_step(rows, sch, ssp, v, dotc);
 				if (v & SIDE_AC_OUT) {
-					wk->hv[nhit] = v;
-					wk->he[nhit++] = (uint16_t)(7 + o);
+					wk->hv[nhit] = (uint32_t)v;
+					wk->he[nhit++] = (uint16_t)(7 + i - 1);
 				}
 			}
-			out[o++] = '.';
+			out[i - 1] = '.';
 		}
 		unsigned bad = 0;
-		const uint8_t *p = w + i + 1;
+		const uint8_t *pe = w + i + 1 + l; /* past the label's bytes */
+		char *de = out + i + l;
 		if (wk) {
-			/* a dense state without keys (v < SIDE_AC_SPARSE) steps by one load */
-			for (unsigned k = 0; k < l; k++) {
-				uint32_t t = fold[p[k]];
-				bad |= t;
-				out[o + k] = (char)t;
-				v = v < SIDE_AC_SPARSE ? rows[v + (t >> 16)]
-						       : side_ac_step(side, v, t >> 16);
+			/* From a dense state without keys (v < SIDE_AC_BAD) the inner loop steps by
+			 * one row load a byte and one test of the new state, which covers "sparse",
+			 * "keys end here" and "no list-name byte" (the flags sit above SIDE_AC_ID);
+			 * only such a state leaves it for the general step, the hit record or the
+			 * unclean label. The loop counts a negative index up to 0 from the label's
+			 * end (one add and a branch). */
+			ptrdiff_t k = -(ptrdiff_t)l;
+			while (k < 0) {
+				if (v < SIDE_AC_BAD) {
+					do {
+						uint32_t t = fold[pe[k]];
+						de[k] = (char)t;
+						v = rows[v + (t >> 16)];
+					} while (++k < 0 && v < SIDE_AC_BAD);
+					if (v < SIDE_AC_BAD) {
+						break;
+					}
+				} else {
+					uint32_t t = fold[pe[k]];
+					de[k] = (char)t;
+					v = walk_step(rows, sch, ssp, v, t >> 16);
+					k++;
+				}
+				if (__builtin_expect(v & SIDE_AC_BAD, 0)) {
+					/* an unclean label: no scanned rule runs on this name, so
+					 * the walk goes on from the root, its hits unused */
+					bad = 0x100;
+					v = 0;
+					continue;
+				}
 				if (v & SIDE_AC_OUT) {
-					wk->hv[nhit] = v;
-					wk->he[nhit++] = (uint16_t)(7 + o + k);
+					wk->hv[nhit] = (uint32_t)v;
+					wk->he[nhit++] = (uint16_t)(de + k - out + 6);
 				}
 			}
 		} else {
-			for (unsigned k = 0; k < l; k++) {
-				unsigned f = fold_tab[p[k]];
+			for (ptrdiff_t k = -(ptrdiff_t)l; k < 0; k++) {
+				unsigned f = fold_tab[pe[k]];
 				bad |= f;
-				out[o + k] = (char)f;
+				de[k] = (char)f;
 			}
 		}
-		if (named && l) {
-			unsigned key = side_label_key(l, (unsigned char)out[o],
-						      (unsigned char)out[o + l - 1]);
-			nm |= side->label_bits[key / 64] >> (key % 64) & 1u;
+		if (side) {
+			/* bit 0 of nm: some label's bit in label_bits (side_label_key); the
+			 * other bits are noise, dropped at the end. All zero without an index. */
+			nm |= side->label_bits[side_label_word(l, (unsigned char)out[i])] >>
+			      (((unsigned char)de[-1] + l) & 63u);
 		}
-		o += l;
 		i += 1 + l;
-		if (bad & 0x100) {
+		if (__builtin_expect(bad & 0x100, 0)) {
 			cl = i; /* only labels after this one */
 		}
 	}
+	size_t o = i ? i - 1 : 0; /* the text's length */
 	if (wk) {
-		v = side_ac_step(side, v, cls['/']);
+		unsigned slc = side->ac_cls['/'];
+		v = v < SIDE_AC_BAD ? rows[v + slc] : walk_step(rows, sch, ssp, v, slc);
 		if (v & SIDE_AC_OUT) {
-			wk->hv[nhit] = v;
+			wk->hv[nhit] = (uint32_t)v;
 			wk->he[nhit++] = (uint16_t)(7 + o);
 		}
 		wk->nhit = nhit;
 	}
 	if (named) {
-		*named = nm;
+		*named = nm & 1u;
 	}
 	*nl = n;
 	*clean = cl;
-	*wend = i < wlen && w[i] == 0 ? i + 1 : i;
+	if (wend) {
+		*wend = i < wlen && w[i] == 0 ? i + 1 : i;
+	}
 	memset(out + o, 0, 1 + SIDE_HASH_PAD); /* the NUL and side_label_hash's padding */
 	return o;
 }
@@ -537,17 +591,18 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	char text[NX_DNS_NAME_MAX + 1 + SIDE_HASH_PAD];
 	uint16_t starts[128];
 	unsigned nl;
-	size_t clean, wend, tlen;
+	size_t clean, tlen;
 	bool named = false;
 	struct walk wk;
-	bool walked = side && side->nrules && side->ac_rows;
+	bool walked = side && side->ac_rows; /* keys only exist for scanned rules */
 	bool *np = side && side->nidx ? &named : NULL;
 	if (walked) {
-		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, &wk);
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, side, np, &wk);
 	} else if (np) {
-		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, &wend, side, np, NULL);
+		tlen = to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, side, np, NULL);
 	} else {
-		tlen = to_text(q->wire, q->wlen, text, starts, &nl, &clean, &wend);
+		tlen =
+		    to_text_(q->wire, q->wlen, text, starts, &nl, &clean, NULL, NULL, NULL, NULL);
 	}
 	/* one lower-case copy serves both structures: the snapshot's text matcher for a clean
 	 * name (offsets of label starts are the same in text and wire form), its wire matcher,
@@ -555,6 +610,10 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 	if (clean == 0 && tlen > 0) {
 		nx_filter_snap_match_labels(snap, text, tlen, starts, nl, q->eligible, out);
 		if (out->action != NX_FILTER_ACT_NONE) {
+			/* a clean name ended at its root label (i = tlen + 1) or at wlen: the
+			 * offset past the root, computed only for a match */
+			size_t e = tlen + 1;
+			size_t wend = e < q->wlen && q->wire[e] == 0 ? e + 1 : e;
 			out->matched_len = (uint16_t)(wend - out->matched_off);
 		}
 	} else {
@@ -611,7 +670,10 @@ enum nx_filter_action nx_filter_lists_decide(const struct nx_filter_snap *snap,
 			consider(&b, side, side->idx[j].rule, starts[k]);
 		}
 	}
-	if (clean == 0 && tlen > 0 && side->nscan) {
+	/* a walk without hits, and no rule that runs without one: no scanned rule can apply
+	 * (most queries), and the scan's state is not even set up */
+	if (clean == 0 && tlen > 0 && side->nscan &&
+	    ((walked && wk.nhit) || side->nalways || side->npre)) {
 		struct scan_state st;
 		st.b = &b;
 		st.text = text;

@@ -759,6 +759,13 @@ static int build_ac(struct nx_filter_side *s)
 	for (unsigned c = 'a'; c <= 'z'; c++) {
 		cls[c - 32] = cls[c];
 	}
+	/* the rows' stride: the classes, then the walk's class for a byte that is no list-name
+	 * byte (SIDE_AC_BAD) */
+	unsigned rs = nc + 1;
+	if (rs > 255) {
+		nx_mem_free(NX_OWNER_filter_side, keys, nkeys * sizeof(*keys));
+		return NX_ELIMIT;
+	}
 	size_t maxst = key_bytes + 1;
 	/* the trie, in a full next-state table (0: no child; the root is no one's child) */
 	uint32_t *tg = nx_mem_calloc(NX_OWNER_filter_side, maxst * nc, sizeof(*tg));
@@ -811,14 +818,14 @@ static int build_ac(struct nx_filter_side *s)
 	for (uint32_t i = 0; !rc && i < nst; i++) {
 		uint32_t x = order[i];
 		bool dense = info[x * 3] <= 2 || info[x * 3 + 1] >= 2;
-		val[x] = dense ? ndense++ * nc : SIDE_AC_SPARSE | nsp++;
+		val[x] = dense ? ndense++ * rs : SIDE_AC_SPARSE | nsp++;
 		if (own[x] || dict[x]) {
 			val[x] |= SIDE_AC_OUT;
 		}
 	}
 	if (!rc) {
 		s->ac_rows =
-		    nx_mem_calloc(NX_OWNER_filter_side, (size_t)ndense * nc, sizeof(*s->ac_rows));
+		    nx_mem_calloc(NX_OWNER_filter_side, (size_t)ndense * rs, sizeof(*s->ac_rows));
 		s->ac_sp = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, sizeof(*s->ac_sp)) : NULL;
 		s->ac_ch = nsp ? nx_mem_calloc(NX_OWNER_filter_side, nsp, 1) : NULL;
 		s->ac_out_off =
@@ -827,13 +834,13 @@ static int build_ac(struct nx_filter_side *s)
 		s->ac_out = nx_mem_calloc(NX_OWNER_filter_side, nkeys, sizeof(*s->ac_out));
 		s->ac_nrows = ndense;
 		s->ac_nsp = nsp;
-		s->ac_nc = (uint8_t)nc;
+		s->ac_nc = (uint8_t)rs;
 		s->ac_nout = nkeys;
 		if (!s->ac_rows || (nsp && (!s->ac_sp || !s->ac_ch)) || !s->ac_out_off ||
 		    !s->ac_dict || !s->ac_out) {
 			rc = -ENOMEM; /* ac_release (the builder's free) returns what was taken */
 			nx_mem_free(NX_OWNER_filter_side, s->ac_rows,
-				    s->ac_rows ? (size_t)ndense * nc * sizeof(*s->ac_rows) : 0);
+				    s->ac_rows ? (size_t)ndense * rs * sizeof(*s->ac_rows) : 0);
 			nx_mem_free(NX_OWNER_filter_side, s->ac_sp,
 				    s->ac_sp ? nsp * sizeof(*s->ac_sp) : 0);
 			nx_mem_free(NX_OWNER_filter_side, s->ac_ch, s->ac_ch ? nsp : 0);
@@ -857,7 +864,8 @@ static int build_ac(struct nx_filter_side *s)
 			unsigned f = c >= 'A' && c <= 'Z' ? c + 32 : c;
 			bool listb = (f >= 'a' && f <= 'z') || (f >= '0' && f <= '9') || f == '-' ||
 				     f == '_';
-			s->ac_fold[c] = f | (listb ? 0u : 0x100u) | (uint32_t)cls[c] << 16;
+			s->ac_fold[c] =
+			    f | (listb ? 0u : 0x100u) | (uint32_t)(listb ? cls[c] : nc) << 16;
 		}
 		for (uint32_t i = 0; i < nst; i++) {
 			uint32_t x = order[i];
@@ -868,6 +876,7 @@ static int build_ac(struct nx_filter_side *s)
 				for (unsigned c = 0; c < nc; c++) {
 					s->ac_rows[(v & SIDE_AC_ID) + c] = val[tg[x * nc + c]];
 				}
+				s->ac_rows[(v & SIDE_AC_ID) + nc] = SIDE_AC_BAD; /* the root */
 				continue;
 			}
 			struct side_ac_sparse *sp = &s->ac_sp[v & SIDE_AC_ID];
@@ -927,7 +936,7 @@ static int build_ac(struct nx_filter_side *s)
 		s->ac_start = v;
 		s->st.ac_states = nst;
 		s->st.ac_dense = ndense;
-		s->st.ac_bytes = (size_t)ndense * nc * sizeof(*s->ac_rows) +
+		s->st.ac_bytes = (size_t)ndense * rs * sizeof(*s->ac_rows) +
 				 nsp * (sizeof(*s->ac_sp) + 1) +
 				 (nst + 1) * sizeof(*s->ac_out_off) + nst * sizeof(*s->ac_dict) +
 				 nkeys * sizeof(*s->ac_out);

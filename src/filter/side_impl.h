@@ -119,8 +119,10 @@ struct side_lit {
  * start for a literal every match begins with).
  *
  * Layout: byte classes (the bytes some key has, upper case folded; class 0 for every other
- * byte). A state at depth <= 2 or with two or more children is dense: its row in `ac_rows`
- * holds the next state for every class (the full DFA transition). Any other state is sparse:
+ * byte; the query's walk gives every byte that is no list-name byte a class of its own, the
+ * rows' last column, leading to the root flagged SIDE_AC_BAD). A state at depth <= 2 or with
+ * two or more children is dense: its row in `ac_rows` holds the next state for every class
+ * (the full DFA transition). Any other state is sparse:
  * at most one child and its failure link; a byte other than the child's follows the link to
  * a shallower state, so one byte costs at most SIDE_AC_KEY_MAX lookups and, amortised, two.
  * The root is dense: the walk always ends. A state is named by a 32-bit value: a dense one by
@@ -139,7 +141,13 @@ _Static_assert(NX_FILTER_SIDE_REGEX_MAX *SIDE_AC_ALTS_MAX *SIDE_AC_KEY_MAX + 1 <
 	       "every key fits the automaton");
 #define SIDE_AC_OUT 0x80000000u	   /* keys end at this state or at its dict chain */
 #define SIDE_AC_SPARSE 0x40000000u /* an index into ac_sp, else a row offset into ac_rows */
-#define SIDE_AC_ID 0x3fffffffu
+/* The query's walk only: the byte was no list-name byte (its class is the rows' last column,
+ * ac_nc - 1, whose every entry is the root with this flag): the label is not clean. */
+#define SIDE_AC_BAD 0x20000000u
+#define SIDE_AC_ID 0x1fffffffu
+_Static_assert((uint64_t)(NX_FILTER_SIDE_REGEX_MAX *SIDE_AC_ALTS_MAX *SIDE_AC_KEY_MAX + 1) * 256 <=
+		   SIDE_AC_ID,
+	       "every row offset (states x classes) fits below the flags");
 #define SIDE_AC_NONE 0xffu /* ac_ch of a sparse state without a child */
 
 struct side_ac_sparse {
@@ -184,8 +192,9 @@ struct nx_filter_side {
 	uint32_t ac_start; /* the state after "http://" */
 	uint8_t ac_nc;	   /* byte classes */
 	uint8_t ac_cls[256];
-	/* per byte: its lower case | 0x100 when no list-name byte | its class << 16 (one load a
-	 * byte for the lower-case copy and the walk together) */
+	/* per byte: its lower case | 0x100 when no list-name byte | its class << 16, for a byte
+	 * that is no list-name byte the last class (ac_nc - 1: SIDE_AC_BAD); one load a byte for
+	 * the lower-case copy, the walk and the clean-label test together */
 	uint32_t ac_fold[256];
 	uint32_t *pre; /* owned, npre scan[] positions: URL rules whose literal is in "http://" */
 	uint32_t npre;
@@ -256,10 +265,17 @@ static inline uint64_t side_label_hash(const char *p, size_t len)
 	return h;
 }
 
-/* The key of a (lower-case) label in label_bits: its length, first and last byte. */
+/* The key of a (lower-case) label in label_bits: word side_label_word(len, first), bit
+ * (last + len) % 64 of it. The query tests a label with one load and one shift (a 64-bit
+ * shift takes its count mod 64: no mask); the build sets bit side_label_key. */
+static inline unsigned side_label_word(size_t len, unsigned char first)
+{
+	return ((unsigned)first ^ (unsigned)(len << 3)) & 63u;
+}
+
 static inline unsigned side_label_key(size_t len, unsigned char first, unsigned char last)
 {
-	return (unsigned)(((unsigned)first << 4) ^ last ^ (len << 7)) & 4095u;
+	return side_label_word(len, first) << 6 | ((last + (unsigned)len) & 63u);
 }
 
 /* The hash of label + "." + suffix from the suffix's hash (SIDE_HASH_BASIS for none). */

@@ -21,6 +21,7 @@
 #include "dns/wire.h"
 #include "filter/compile.h"
 #include "filter/lists.h"
+#include "filter/side_impl.h" /* side_label_key, for its false positives */
 #include "helpers.h"
 
 static char *g_dir;
@@ -698,6 +699,75 @@ static void test_label_prefilter(void **state)
 	}
 	assert_int_equal(ACT(&l, "ok.plain.example"), NX_FILTER_ACT_ALLOW);
 	assert_int_equal(ACT(&l, "w.example"), NX_FILTER_ACT_NONE);
+	/* the snapshot's match through the label offsets: matched_len runs to the end of the
+	 * wire name, past its root label when the buffer holds one, else to wlen */
+	uint8_t w[NX_DNS_NAME_MAX];
+	int wl = nx_dns_name_from_text("a.B.plain.example", w);
+	assert_true(wl > 0 && w[wl - 1] == 0);
+	for (int drop = 0; drop <= 1; drop++) {
+		struct nx_filter_qctx q = {
+		    .wire = w, .wlen = (size_t)(wl - drop), .qtype = 1, .eligible = ~0ull};
+		assert_int_equal(nx_filter_lists_decide(l.snap, l.side, &q, &r), NX_FILTER_ACT_BLOCK);
+		assert_int_equal(r.matched_off, 4);
+		assert_int_equal(r.matched_len, wl - drop - 4);
+	}
+	lists_free(&l);
+}
+
+/* The walk's paths: a key that runs across a dot (the state at the label's end is sparse or
+ * has keys), upper case on either side of it, a rule that runs without a hit (the scan is
+ * skipped only when none exists), an unclean name (never scanned), and the label key's
+ * false positives (same key as "ads", another label: the hash runs and finds nothing). */
+static void test_walk_paths(void **state)
+{
+	(void)state;
+	struct lists l;
+	lists_of(&l, "/track\\.me/\n/ads[0-9]\\.t/\n||ads.example^$dnstype=A\n", false, false);
+	static const char *const hit[] = {"track.me",	  "x.track.me.example", "TRACK.ME",
+					  "a.Track.mE.b", "xtrack.mex",		"ads1.t",
+					  "x.ADS2.T.y",	  "ads.example",	"a.b.ADS.example"};
+	for (size_t i = 0; i < sizeof(hit) / sizeof(hit[0]); i++) {
+		if (ACT(&l, hit[i]) != NX_FILTER_ACT_BLOCK) {
+			print_error("%s not matched\n", hit[i]);
+			fail();
+		}
+	}
+	/* "qabcdefgm" and "ads": the same label key (side_label_key), so the hash runs */
+	assert_int_equal(side_label_key(9, 'q', 'm'), side_label_key(3, 'a', 's'));
+	static const char *const miss[] = {"track.mx",
+					   "trackme",
+					   "ads.t",
+					   "adsx.t",
+					   "qabcdefgm.example",
+					   "QABCDEFGM.EXAMPLE",
+					   "x.qabcdefgm.example",
+					   "ads.examplf",
+					   "example"};
+	for (size_t i = 0; i < sizeof(miss) / sizeof(miss[0]); i++) {
+		if (ACT(&l, miss[i]) != NX_FILTER_ACT_NONE) {
+			print_error("%s matched\n", miss[i]);
+			fail();
+		}
+	}
+	/* a byte that is no list-name byte (its own class in the walk): scanned rules never run
+	 * on the name, indexed ones still find the clean parents right of the label */
+	static const char *const unclean[] = {"x+y.track.me", "track.m+e", "a+.ads1.t",
+					      "ads.ex+ample", "ads1.t+"};
+	for (size_t i = 0; i < sizeof(unclean) / sizeof(unclean[0]); i++) {
+		if (ACT(&l, unclean[i]) != NX_FILTER_ACT_NONE) {
+			print_error("%s matched\n", unclean[i]);
+			fail();
+		}
+	}
+	assert_int_equal(ACT(&l, "x+y.ads.example"), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "a.x!Y.ADS.example"), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "ads1.t.x+y"), NX_FILTER_ACT_NONE);
+	lists_free(&l);
+	/* a rule without a literal runs on every clean name: no hit needed */
+	lists_of(&l, "$dnstype=AAAA\n/ads[0-9]\\.t/\n", false, false);
+	assert_int_equal(ACT(&l, "nothing.test", .qtype = 28), NX_FILTER_ACT_BLOCK);
+	assert_int_equal(ACT(&l, "nothing.test"), NX_FILTER_ACT_NONE);
+	assert_int_equal(ACT(&l, "ads1.t"), NX_FILTER_ACT_BLOCK);
 	lists_free(&l);
 }
 
@@ -907,6 +977,7 @@ int main(void)
 	    cmocka_unit_test(test_hosts_answers),
 	    cmocka_unit_test(test_subdomains),
 	    cmocka_unit_test(test_label_prefilter),
+	    cmocka_unit_test(test_walk_paths),
 	    cmocka_unit_test(test_eligible_and_snapshot_size),
 	    cmocka_unit_test(test_add_line_errors),
 	    cmocka_unit_test(test_caps_and_memory),
