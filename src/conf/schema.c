@@ -586,7 +586,9 @@ const struct nx_conf_key nx_conf_keys[] = {
 		       "name or `*.x` rule written `{rule: x.example, groups: [kids]}` applies only "
 		       "to the clients of those groups (Pi-hole's per-group domain lists); a plain "
 		       "rule applies to every client. AdGuard-language rules may be limited to "
-		       "groups the same way (and to clients with `$client` / `$ctag`).",
+		       "groups the same way (and to clients with `$client` / `$ctag`). A rule "
+		       "`||x^$badfilter` (or `|x^`, `@@||x^`, `@@|x^` with `$badfilter`) in either "
+		       "user list switches that same rule off in every list, as AdGuard Home does.",
 	},
 	{
 		.path = "filter.deny",
