@@ -80,6 +80,8 @@ struct nx_filter_snap_build_report {
 	uint64_t peak_build_bytes; /* most NX_OWNER_filter_build bytes this build held at once */
 	bool incremental;	   /* built from prev + the re-read sources */
 	unsigned reread;	   /* sources whose bodies were read (incremental) */
+	unsigned passes;	   /* full build: passes over the bodies (2, or 3 when pass 1's
+				    * histogram was too coarse or could not be allocated) */
 	unsigned sources;
 	unsigned refused_sources; /* sources beyond NX_FILTER_SOURCES_MAX (build fails) */
 	struct nx_filter_snap_source_stats src[NX_FILTER_SOURCES_MAX];

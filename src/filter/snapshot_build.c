@@ -31,6 +31,8 @@ static const char *const exts[BL__COUNT] = {".list", ".wild", ".allow"};
 /* Read buffer per body: every source is open at once (64 sources x 3 bodies = 1.5 MiB at
  * most); a body line is a name (<= 253 bytes) and a flag word. */
 #define SNAP_RD_BUF (8 * 1024)
+/* Pass 1's bucket histogram: at most 2^22 counters (16 MiB). */
+#define SNAP_HIST_BITS_MAX 22
 /* Source sets are stored in chunks (no realloc of the table while it grows). */
 #define COMBO_CHUNK 256
 
@@ -81,6 +83,9 @@ struct builder {
 	uint32_t ncombos;
 	uint32_t *hidx;
 	uint32_t hcap; /* power of two */
+	/* pass 1's bucket histogram at kf >= k bits (owned; NULL: pass 2 counts) */
+	uint32_t *fh;
+	unsigned kf;
 	/* pass 2/3 */
 	uint32_t *bkt; /* owned: 2^k + 1 */
 	uint8_t *rec;  /* owned: rec_bytes */
@@ -650,9 +655,10 @@ static int combos_canon(struct builder *b, uint32_t *perm)
 
 static int count_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
 {
-	(void)name;
-	(void)len;
 	b->n++;
+	if (b->fh) {
+		b->fh[nx_snap_fingerprint(name, len, b->seed, b->kf, b->low_bits).bucket]++;
+	}
 	int64_t r = combo_intern(b, c, true);
 	return r < 0 ? (int)r : combo_use(b, (uint32_t)r);
 }
@@ -1397,7 +1403,28 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	if (!b.hidx) {
 		return -ENOMEM;
 	}
-	/* pass 1: names, checksums, source sets */
+	/* Pass 1 also counts records per bucket at kf bits (from the bodies' bytes / 16 as a
+	 * name count), enough for k unless the distinct names average fewer than 16 bytes of
+	 * body per name (then pass 2 counts, as before); a finer histogram collapses into k bits.
+	 * It holds at most body bytes / 32 (and 2^22 counters): 1 MiB for the real lists, whose
+	 * file is 13 MB, and it is freed before the record array is taken, so the peak stays
+	 * the record array's unless the sources repeat each other ~30 times over. */
+	uint64_t body_bytes = 0;
+	for (unsigned i = 0; i < n; i++) {
+		for (int e = 0; e < BL__COUNT; e++) {
+			char p[4200];
+			struct stat sb;
+			snprintf(p, sizeof(p), "%s/%s%s", src[i].dir, src[i].name, exts[e]);
+			if (stat(p, &sb) == 0) {
+				body_bytes += (uint64_t)sb.st_size;
+			}
+		}
+	}
+	b.kf = choose_bits(body_bytes / 16 + 1);
+	b.kf = b.kf > SNAP_HIST_BITS_MAX ? SNAP_HIST_BITS_MAX : b.kf;
+	size_t fh_bytes = ((size_t)1 << b.kf) * sizeof(uint32_t);
+	b.fh = b_alloc(&b, fh_bytes, true); /* NULL: pass 2 counts */
+	/* pass 1: names, checksums, source sets (and the histogram) */
 	rc = pass(&b, src, n, count_fn, sha, rep->src);
 	if (rc != 0) {
 		goto out;
@@ -1426,14 +1453,27 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 		goto out;
 	}
 
-	/* pass 2: records per bucket */
-	rc = pass(&b, src, n, hist_fn, sha2, st2);
-	if (rc == 0 && memcmp(sha, sha2, (size_t)n * 32) != 0) {
-		rc = -EAGAIN;
+	if (b.fh && b.kbits <= b.kf) {
+		unsigned d = b.kf - b.kbits;
+		for (uint32_t i = 0; i < (1u << b.kf); i++) {
+			b.bkt[(i >> d) + 1] += b.fh[i];
+		}
+		rep->passes = 2;
+	} else {
+		/* pass 2: records per bucket */
+		b_free(&b, b.fh, fh_bytes);
+		b.fh = NULL;
+		rc = pass(&b, src, n, hist_fn, sha2, st2);
+		if (rc == 0 && memcmp(sha, sha2, (size_t)n * 32) != 0) {
+			rc = -EAGAIN;
+		}
+		if (rc != 0) {
+			goto out;
+		}
+		rep->passes = 3;
 	}
-	if (rc != 0) {
-		goto out;
-	}
+	b_free(&b, b.fh, fh_bytes);
+	b.fh = NULL;
 	b.rec_bytes = (size_t)((b.n * (b.low_bits + b.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD);
 	b.rec = b_alloc(&b, b.rec_bytes, true);
 	uint32_t maxb = 0;
@@ -1471,6 +1511,7 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	}
 	rc = write_file(path, srcs, n, &b, stored, nent, &rep->bytes);
 out:
+	b_free(&b, b.fh, fh_bytes);
 	b_free(&b, tmp, tmp_bytes);
 	b_free(&b, b.rec, b.rec_bytes);
 	b_free(&b, b.bkt, bkt_bytes);
