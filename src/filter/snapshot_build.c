@@ -1,11 +1,17 @@
 /*
  * Snapshot builder. Every pass merges all sources' sorted bodies at once (per source a 3-way
  * merge of .list/.wild/.allow, across sources a heap on the name), so each distinct name
- * arrives once with its whole source set: pass 1 counts names, checksums the bodies and
- * interns the distinct source sets; pass 2 counts records per bucket; pass 3 packs each
- * record (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is
- * sorted in place. Holds only the new file's arrays, the source-set hash index and one small
- * read buffer per body.
+ * arrives once with its whole source set: pass 1 counts names, checksums the bodies, interns
+ * the distinct source sets and counts records per bucket at a finer width (collapsed to k
+ * after it; pass 2 counts them when that histogram is too coarse); pass 3 packs each record
+ * (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is sorted
+ * in place. Source sets are numbered in a canonical order (most used first, then by value).
+ * Holds only the new file's arrays, the source-set hash index and one small read buffer per
+ * body.
+ *
+ * Incremental (opts.prev): prev's records with the changed sources' bits cleared, merged
+ * bucket by bucket with the changed sources' names (read, hashed with prev's seed, sorted):
+ * the same file a full build of the same bodies writes (incr_build).
  */
 #include "filter/snapshot.h"
 
