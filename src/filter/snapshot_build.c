@@ -597,12 +597,10 @@ static int combo_use(struct builder *b, uint32_t i)
 	return 0;
 }
 
-static const struct builder *g_canon_b; /* combos_canon's qsort context (control thread) */
-
-static int canon_cmp(const void *x, const void *y)
+static int canon_cmp(const void *x, const void *y, void *arg)
 {
 	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
-	const struct builder *b = g_canon_b;
+	const struct builder *b = arg;
 	if (b->uses[i] != b->uses[j]) {
 		return b->uses[i] > b->uses[j] ? -1 : 1;
 	}
@@ -637,9 +635,7 @@ static int combos_canon(struct builder *b, uint32_t *perm)
 		order[i] = i;
 		copy[i] = *combo_at(b, i);
 	}
-	g_canon_b = b;
-	qsort(order, n, sizeof(*order), canon_cmp);
-	g_canon_b = NULL;
+	qsort_r(order, n, sizeof(*order), canon_cmp, b);
 	for (uint32_t i = 0; i < n; i++) {
 		*combo_at(b, i) = copy[order[i]];
 		if (perm) {
