@@ -1201,7 +1201,9 @@ static int incr_build(const char *path, const struct nx_filter_snap_source *src,
 	if (rc != 0) {
 		goto out;
 	}
-	qsort(lb.nv, lb.nnv, sizeof(*lb.nv), nvrec_cmp);
+	if (lb.nnv > 1) {
+		qsort(lb.nv, lb.nnv, sizeof(*lb.nv), nvrec_cmp);
+	}
 	gm_bytes = (size_t)(lb.ncombos ? lb.ncombos : 1) * sizeof(*x.gm);
 	remap_bytes = (size_t)(h->ncombos ? h->ncombos : 1) * sizeof(*x.remap);
 	empty_bytes = h->ncombos ? h->ncombos : 1;
