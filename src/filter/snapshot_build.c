@@ -67,6 +67,12 @@ struct stream {
 	struct nx_filter_snap_source_stats st;
 };
 
+#define PLACE_BATCH 16
+struct pend {
+	uint32_t bucket, ci, idx;
+	uint64_t low;
+};
+
 /* A name of a re-read source in an incremental build: its fingerprint split at prev's k, and
  * the index of its source set over the re-read sources (local bits). */
 struct nvrec {
@@ -89,6 +95,12 @@ struct builder {
 	uint32_t ncombos;
 	uint32_t *hidx;
 	uint32_t hcap; /* power of two */
+	/* pass 3's batch, and the last source set it looked up */
+	struct pend pend[PLACE_BATCH];
+	unsigned npend;
+	struct nx_snap_combo last_c;
+	uint32_t last_ci;
+	bool last_ok;
 	/* pass 1's bucket histogram at kf >= k bits (owned; NULL: pass 2 counts) */
 	uint32_t *fh;
 	unsigned kf;
@@ -673,21 +685,50 @@ static int hist_fn(struct builder *b, const char *name, size_t len, const struct
 	return 0;
 }
 
+/* Placement in batches: the bucket cursors and then the record lines of PLACE_BATCH names are
+ * prefetched before they are touched (both are random accesses into arrays larger than the
+ * caches: the cursor table 0.5 MB, the records 13 MB for the real lists). */
+static int place_flush(struct builder *b)
+{
+	unsigned rbits = b->low_bits + b->combo_bits;
+	for (unsigned i = 0; i < b->npend; i++) {
+		struct pend *e = &b->pend[i];
+		uint32_t idx = b->bkt[e->bucket + 1];
+		if (idx >= b->n || b->placed >= b->n) {
+			b->npend = 0;
+			return -EAGAIN; /* bodies changed between passes */
+		}
+		b->bkt[e->bucket + 1] = idx + 1;
+		b->placed++;
+		e->idx = idx;
+		__builtin_prefetch(b->rec + (((uint64_t)idx * rbits) >> 3), 1);
+	}
+	for (unsigned i = 0; i < b->npend; i++) {
+		const struct pend *e = &b->pend[i];
+		uint64_t pos = (uint64_t)e->idx * rbits;
+		nx_snap_put_bits(b->rec, pos, b->low_bits, e->low);
+		nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, e->ci);
+	}
+	b->npend = 0;
+	return 0;
+}
+
 static int place_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
 {
 	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits, b->low_bits);
-	uint32_t idx = b->bkt[fp.bucket + 1];
-	int64_t ci = combo_intern(b, c, false);
-	if (idx >= b->n || b->placed >= b->n || ci < 0) {
-		return -EAGAIN; /* bodies changed between passes */
+	/* neighbours in name order often have the same set: skip the hash lookup then */
+	if (!b->last_ok || memcmp(c, &b->last_c, sizeof(*c)) != 0) {
+		int64_t ci = combo_intern(b, c, false);
+		if (ci < 0) {
+			return -EAGAIN; /* bodies changed between passes */
+		}
+		b->last_c = *c;
+		b->last_ci = (uint32_t)ci;
+		b->last_ok = true;
 	}
-	b->bkt[fp.bucket + 1] = idx + 1;
-	unsigned rbits = b->low_bits + b->combo_bits;
-	uint64_t pos = (uint64_t)idx * rbits;
-	nx_snap_put_bits(b->rec, pos, b->low_bits, fp.low);
-	nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, (uint64_t)ci);
-	b->placed++;
-	return 0;
+	__builtin_prefetch(&b->bkt[fp.bucket + 1], 1);
+	b->pend[b->npend++] = (struct pend){.bucket = fp.bucket, .ci = b->last_ci, .low = fp.low};
+	return b->npend == PLACE_BATCH ? place_flush(b) : 0;
 }
 
 struct rec {
@@ -1497,6 +1538,9 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	}
 	/* pass 3: placement */
 	rc = pass(&b, src, n, place_fn, sha2, st2);
+	if (rc == 0) {
+		rc = place_flush(&b);
+	}
 	if (rc == 0 && (memcmp(sha, sha2, (size_t)n * 32) != 0 || b.placed != b.n)) {
 		rc = -EAGAIN;
 	}
