@@ -82,11 +82,11 @@ struct nvrec {
 };
 
 struct builder {
-	int64_t cur, peak; /* bytes this build holds (filter_build) */
+	int64_t cur, peak;    /* bytes this build holds (filter_build) */
 	struct builder *acct; /* NULL, or the build whose bytes these are (a helper builder) */
 	const struct nx_filter_snap_build_opts *opts;
 	uint64_t walked; /* names over all passes, for on_step */
-	uint64_t clean; /* after pass 1: bit i = source i had no invalid body line */
+	uint64_t clean;	 /* after pass 1: bit i = source i had no invalid body line */
 	uint64_t seed;
 	unsigned kbits, low_bits, combo_bits;
 	/* source sets: chunks of COMBO_CHUNK (owned), hash index of (index + 1) (owned) */
@@ -1012,7 +1012,7 @@ static int prev_open(struct builder *b, const char *path, struct prev *p)
 	}
 	uint64_t bkt_bytes = ((uint64_t)(1u << h.bucket_bits) + 1) * sizeof(uint32_t);
 	uint64_t rec_bytes =
-		((uint64_t)h.nrecords * (h.low_bits + h.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD;
+	    ((uint64_t)h.nrecords * (h.low_bits + h.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD;
 	if (h.src_off != sizeof(h) ||
 	    h.bkt_off != h.src_off + (uint64_t)h.nsources * sizeof(struct nx_snap_src) ||
 	    h.combo_off != ((h.bkt_off + bkt_bytes + 7) & ~7ull) ||
@@ -1035,14 +1035,14 @@ static int prev_open(struct builder *b, const char *path, struct prev *p)
 
 struct incr {
 	const struct prev *p;
-	struct nx_snap_combo keep;   /* masks of the sources taken from prev (the others cleared) */
-	struct nx_snap_combo *gm;    /* re-read sets over global bits, by local index (owned) */
-	uint32_t *remap;             /* prev set index -> new index + 1, 0 = not yet / empty (owned) */
-	uint8_t *empty;              /* prev set index -> 1 when nothing of it is kept (owned) */
-	uint32_t *cnt;               /* records per prev bucket (owned) */
-	uint32_t *perm;              /* after the count walk: interned index -> canonical (owned) */
-	uint64_t out;                /* records emitted */
-	uint64_t w;                  /* place walk: next record */
+	struct nx_snap_combo keep; /* masks of the sources taken from prev (the others cleared) */
+	struct nx_snap_combo *gm;  /* re-read sets over global bits, by local index (owned) */
+	uint32_t *remap; /* prev set index -> new index + 1, 0 = not yet / empty (owned) */
+	uint8_t *empty;	 /* prev set index -> 1 when nothing of it is kept (owned) */
+	uint32_t *cnt;	 /* records per prev bucket (owned) */
+	uint32_t *perm;	 /* after the count walk: interned index -> canonical (owned) */
+	uint64_t out;	 /* records emitted */
+	uint64_t w;	 /* place walk: next record */
 };
 
 static bool combo_empty(const struct nx_snap_combo *c)
@@ -1103,7 +1103,8 @@ static int incr_walk(struct builder *b, struct incr *x, int phase)
 		uint64_t olow = r < re ? nx_snap_get_bits(p->rec, (uint64_t)r * rb, lb) : 0;
 		while (r < re || (j < b->nnv && b->nv[j].bucket == bk)) {
 			bool have_nv = j < b->nnv && b->nv[j].bucket == bk;
-			uint64_t low = r < re && (!have_nv || olow <= b->nv[j].low) ? olow : b->nv[j].low;
+			uint64_t low =
+			    r < re && (!have_nv || olow <= b->nv[j].low) ? olow : b->nv[j].low;
 			struct nx_snap_combo u;
 			memset(&u, 0, sizeof(u));
 			bool have_u = false;
@@ -1126,7 +1127,8 @@ static int incr_walk(struct builder *b, struct incr *x, int phase)
 				if (have_u && !merged) {
 					struct nx_snap_combo c = p->combo[oci];
 					for (int f = 0; f < NX_SNAP_M__N; f++) {
-						c.mask[f] = (c.mask[f] & x->keep.mask[f]) | u.mask[f];
+						c.mask[f] =
+						    (c.mask[f] & x->keep.mask[f]) | u.mask[f];
 					}
 					merged = true;
 					rc = emit(b, x, phase, bk, low, &c, -1);
@@ -1142,7 +1144,8 @@ static int incr_walk(struct builder *b, struct incr *x, int phase)
 				}
 				r++;
 				if (r < re) {
-					uint64_t nl = nx_snap_get_bits(p->rec, (uint64_t)r * rb, lb);
+					uint64_t nl =
+					    nx_snap_get_bits(p->rec, (uint64_t)r * rb, lb);
 					if (nl < olow) {
 						return 1; /* prev's order broken: not usable */
 					}

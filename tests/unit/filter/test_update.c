@@ -219,8 +219,8 @@ static void test_incremental_fallbacks(void **state)
 	write_source(f.dir, 1, 6000, 1);
 	compile_source(f.dir, 1);
 	fx_shas(&f);
-	struct nx_filter_snap_build_opts o = {.prev = inc, .shas = (const uint8_t(*)[32])f.shas,
-					      .seed = SEED};
+	struct nx_filter_snap_build_opts o = {
+	    .prev = inc, .shas = (const uint8_t(*)[32])f.shas, .seed = SEED};
 	assert_int_equal(nx_filter_snap_build(inc, f.src, NSRC, &o, &r2), 0);
 	assert_false(r2.incremental);
 	build_full(&f, full, &r1);
@@ -325,8 +325,8 @@ static void test_incremental_peak(void **state)
 	fx_shas(&f);
 	g_seen = 0;
 	g_base = th_owner_bytes(NX_OWNER_filter_build);
-	struct nx_filter_snap_build_opts o = {.prev = inc, .shas = (const uint8_t(*)[32])f.shas,
-					      .on_step = sample_step};
+	struct nx_filter_snap_build_opts o = {
+	    .prev = inc, .shas = (const uint8_t(*)[32])f.shas, .on_step = sample_step};
 	assert_int_equal(nx_filter_snap_build(inc, f.src, NSRC, &o, &r2), 0);
 	assert_true(r2.incremental);
 	assert_true((uint64_t)g_seen <= r2.peak_build_bytes);
@@ -346,8 +346,8 @@ static void test_incremental_peak(void **state)
 static struct nx_conf *lists_conf(const char *lists_dir, const char *state, unsigned n)
 {
 	char yaml[8192];
-	size_t len = (size_t)snprintf(yaml, sizeof(yaml), "state_dir: %s\nfilter:\n  sources:\n",
-				      state);
+	size_t len =
+	    (size_t)snprintf(yaml, sizeof(yaml), "state_dir: %s\nfilter:\n  sources:\n", state);
 	for (unsigned i = 0; i < n; i++) {
 		len += (size_t)snprintf(yaml + len, sizeof(yaml) - len,
 					"    - {name: s%u, path: %s/s%u.txt}\n", i, lists_dir, i);
@@ -465,11 +465,11 @@ static void test_parallel_equals_serial(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_incremental_equals_full),
-		cmocka_unit_test(test_incremental_fallbacks),
-		cmocka_unit_test(test_incremental_fewer_buckets),
-		cmocka_unit_test(test_incremental_peak),
-		cmocka_unit_test(test_parallel_equals_serial),
+	    cmocka_unit_test(test_incremental_equals_full),
+	    cmocka_unit_test(test_incremental_fallbacks),
+	    cmocka_unit_test(test_incremental_fewer_buckets),
+	    cmocka_unit_test(test_incremental_peak),
+	    cmocka_unit_test(test_parallel_equals_serial),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
