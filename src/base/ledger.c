@@ -7,6 +7,9 @@
 static _Atomic int64_t g_bytes[NX_OWNER__COUNT];
 static _Atomic int64_t g_count[NX_OWNER__COUNT];
 static atomic_long g_fail_after = -1;
+/* What this thread charged, per owner: a compile running beside others measures its own peak
+ * (nx_ledger_thread_bytes), not theirs. */
+static _Thread_local int64_t t_bytes[NX_OWNER__COUNT];
 
 static const char *const owner_names[] = {
 #define NX_OWNER_NAME(name, help) #name,
@@ -41,6 +44,12 @@ void nx_ledger_charge(enum nx_owner owner, int64_t bytes, int64_t count)
 {
 	atomic_fetch_add_explicit(&g_bytes[owner], bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g_count[owner], count, memory_order_relaxed);
+	t_bytes[owner] += bytes;
+}
+
+int64_t nx_ledger_thread_bytes(enum nx_owner owner)
+{
+	return t_bytes[owner];
 }
 
 void *nx_mem_alloc(enum nx_owner owner, size_t size)

@@ -68,6 +68,10 @@ char *nx_mem_strdup(enum nx_owner owner, const char *s);
 /* Record memory obtained outside nx_mem_* (mmap, library allocations of known size). */
 void nx_ledger_charge(enum nx_owner owner, int64_t bytes, int64_t count);
 
+/* Bytes the calling thread charged to owner (less what it released) since it started: a
+ * thread's own share while others charge the same owner. */
+int64_t nx_ledger_thread_bytes(enum nx_owner owner);
+
 /* Copy the current table into rows[NX_OWNER__COUNT]. */
 void nx_ledger_read(struct nx_ledger_row rows[NX_OWNER__COUNT]);
 int64_t nx_ledger_total(void);

@@ -74,10 +74,14 @@ int nx_cli_update(int argc, char **argv)
 					"allow", (json_int_t)st->n_allow, "skipped",
 					(json_int_t)st->skipped, "error", st->last_error));
 	}
-	json_t *doc = json_pack("{s:o, s:{s:I, s:I, s:I, s:b}, s:s}", "sources", srcs, "snapshot",
-				"entries", (json_int_t)lists.entries, "bytes",
-				(json_int_t)lists.bytes, "build_ms", (json_int_t)lists.build_ms,
-				"rebuilt", lists.rebuilt, "result", rc < 0 ? nx_strerror(rc) : "ok");
+	json_t *doc = json_pack(
+		"{s:o, s:{s:I, s:I, s:I, s:b, s:b, s:I}, s:{s:i, s:I}, s:s}", "sources", srcs,
+		"snapshot", "entries", (json_int_t)lists.entries, "bytes", (json_int_t)lists.bytes,
+		"build_ms", (json_int_t)lists.build_ms, "rebuilt", lists.rebuilt, "incremental",
+		lists.rebuilt && lists.build_incremental, "peak_build_bytes",
+		(json_int_t)(lists.rebuilt ? lists.peak_build_bytes : 0), "compile", "threads",
+		(int)lists.compile_threads, "peak_bytes", (json_int_t)lists.compile_peak_bytes,
+		"result", rc < 0 ? nx_strerror(rc) : "ok");
 	if (as_json) {
 		char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("%s\n", s);

@@ -1,6 +1,8 @@
 #include "daemon/lists.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sodium.h>
@@ -205,9 +207,9 @@ static void fetch_sync(struct nx_lists *l, const struct nx_conf_source *s,
 }
 
 /* Compile `input` into dir when its bytes differ from the last compile. */
-static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_source *s,
-			       const char *input, const char *dir, struct nx_source_status *st,
-			       bool force)
+static void compile_if_changed(void (*on_step)(void *), void *step_arg,
+			       const struct nx_conf_source *s, const char *input, const char *dir,
+			       struct nx_source_status *st, bool force)
 {
 	char have[65] = "", now[65];
 	bool same_stat = false;
@@ -256,8 +258,8 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 		.last_modified = st->last_modified[0] ? st->last_modified : NULL,
 		.fetched_at = st->fetched_at,
 		.origin = s->url ? s->url : s->path,
-		.on_step = l->on_step,
-		.step_arg = l->step_arg,
+		.on_step = on_step,
+		.step_arg = step_arg,
 		.subdomains = s->subdomains,
 		.side = true,
 		.hosts_listed = s->hosts_listed,
@@ -287,6 +289,110 @@ static void compile_if_changed(const struct nx_lists *l, const struct nx_conf_so
 	       "source %s compiled: %llu exact, %llu wildcard, %llu exceptions, %llu lines skipped",
 	       s->name, (unsigned long long)rep.n_list, (unsigned long long)rep.n_wild,
 	       (unsigned long long)rep.n_allow, (unsigned long long)rep.skipped_total);
+}
+
+/*
+ * The compiles of one sync run on a small pool: the calling thread and up to
+ * NX_LISTS_COMPILE_WORKERS_MAX - 1 more, one source at a time each (a source's compile touches
+ * only its own directory and its own status row). Only the calling thread calls the caller's
+ * on_step (the daemon answers admin requests there); every compile's probe samples the
+ * filter_build ledger, so the pool's concurrent peak is measured, not assumed.
+ */
+struct compile_job {
+	const struct nx_conf_source *s;
+	struct nx_source_status *st;
+	const char *dir;
+	char input[700];
+};
+
+struct compile_pool {
+	struct compile_job *jobs;
+	unsigned n;
+	bool force;
+	atomic_uint next;
+	_Atomic int64_t peak;  /* filter_build bytes seen by the probes, all threads */
+	int64_t base;          /* filter_build bytes before the pool started */
+	void (*on_step)(void *arg);
+	void *step_arg;
+};
+
+struct pool_probe {
+	struct compile_pool *p;
+	bool caller; /* the sync's own thread: forwards to on_step */
+};
+
+static void pool_sample(void *arg)
+{
+	struct pool_probe *pr = arg;
+	struct nx_ledger_row rows[NX_OWNER__COUNT];
+	nx_ledger_read(rows);
+	int64_t d = rows[NX_OWNER_filter_build].bytes - pr->p->base;
+	int64_t cur = atomic_load_explicit(&pr->p->peak, memory_order_relaxed);
+	while (d > cur && !atomic_compare_exchange_weak_explicit(&pr->p->peak, &cur, d,
+								 memory_order_relaxed,
+								 memory_order_relaxed)) {
+	}
+	if (pr->caller && pr->p->on_step) {
+		pr->p->on_step(pr->p->step_arg);
+	}
+}
+
+static void pool_run(struct compile_pool *p, bool caller)
+{
+	struct pool_probe pr = {.p = p, .caller = caller};
+	for (;;) {
+		unsigned i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+		if (i >= p->n) {
+			return;
+		}
+		struct compile_job *j = &p->jobs[i];
+		compile_if_changed(pool_sample, &pr, j->s, j->input, j->dir, j->st, p->force);
+	}
+}
+
+static void *pool_thread(void *arg)
+{
+	pool_run(arg, false);
+	return NULL;
+}
+
+unsigned nx_lists_compile_workers(unsigned want, unsigned njobs)
+{
+	if (want == 0) {
+		long np = sysconf(_SC_NPROCESSORS_ONLN);
+		want = np > 0 ? (unsigned)np : 1;
+	}
+	want = want > NX_LISTS_COMPILE_WORKERS_MAX ? NX_LISTS_COMPILE_WORKERS_MAX : want;
+	want = want > njobs ? njobs : want;
+	return want ? want : 1;
+}
+
+/* Run every job; returns the threads used (the caller's included). */
+static unsigned pool_compile(struct nx_lists *l, struct compile_job *jobs, unsigned n, bool force)
+{
+	struct nx_ledger_row rows[NX_OWNER__COUNT];
+	nx_ledger_read(rows);
+	struct compile_pool p = {.jobs = jobs, .n = n, .force = force,
+				 .base = rows[NX_OWNER_filter_build].bytes,
+				 .on_step = l->on_step, .step_arg = l->step_arg};
+	atomic_init(&p.next, 0);
+	atomic_init(&p.peak, 0);
+	unsigned w = nx_lists_compile_workers(l->compile_workers, n);
+	pthread_t th[NX_LISTS_COMPILE_WORKERS_MAX];
+	unsigned started = 0;
+	for (unsigned i = 1; i < w; i++) {
+		if (pthread_create(&th[started], NULL, pool_thread, &p) != 0) {
+			break; /* fewer threads: the others take the jobs */
+		}
+		started++;
+	}
+	pool_run(&p, true);
+	for (unsigned i = 0; i < started; i++) {
+		pthread_join(th[i], NULL);
+	}
+	l->compile_threads = started + 1;
+	l->compile_peak_bytes = (uint64_t)atomic_load(&p.peak);
+	return started + 1;
 }
 
 /* The side structure of the bodies a snapshot was built from, in the snapshot's source order
@@ -325,6 +431,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	}
 
 	static char dirs[NX_CONF_MAX_SOURCES][600];
+	static struct compile_job jobs[NX_CONF_MAX_SOURCES];
+	unsigned njobs = 0;
 	const char *names[NX_CONF_MAX_SOURCES];
 	uint8_t shas[NX_CONF_MAX_SOURCES][32];
 	struct nx_filter_snap_source srcs[NX_CONF_MAX_SOURCES];
@@ -349,7 +457,8 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 			if (rc < 0) {
 				set_error(st, "cannot create its directory: %s", nx_strerror(rc));
 			} else {
-				char input[700];
+				struct compile_job *j = &jobs[njobs++];
+				*j = (struct compile_job){.s = s, .st = st, .dir = dirs[i]};
 				if (s->url) {
 					char dummy[65];
 					bool same;
@@ -357,14 +466,21 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 					if (flags & NX_LISTS_FETCH) {
 						fetch_sync(l, s, st);
 					}
-					nx_lists_download_path(l, s->name, input, sizeof(input));
+					nx_lists_download_path(l, s->name, j->input,
+							       sizeof(j->input));
 				} else {
-					snprintf(input, sizeof(input), "%s", s->path);
+					snprintf(j->input, sizeof(j->input), "%s", s->path);
 				}
-				compile_if_changed(l, s, input, dirs[i], st,
-						   (flags & NX_LISTS_FORCE) != 0);
 			}
 		}
+	}
+	/* every source's compile check (and compile) on the pool, then the identities */
+	if (njobs > 0) {
+		pool_compile(l, jobs, njobs, (flags & NX_LISTS_FORCE) != 0);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		const struct nx_conf_source *s = &c->sources[i];
+		struct nx_source_status *st = &l->st[i];
 		/* A disabled source stays in the snapshot as an empty slot, so snapshot indexes are
 		 * config indexes (the eligibility masks' bits). Its identity is the sha of empty
 		 * bodies, as the builder records it, so an unchanged config never rebuilds. */
@@ -443,7 +559,15 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	if (l->on_progress) {
 		l->on_progress(l->step_arg, n, n, NULL);
 	}
-	struct nx_filter_snap_build_opts bopts = {.on_step = l->on_step, .arg = l->step_arg};
+	/* incremental when the file on disk is usable: only the changed sources' bodies are read
+	 * (the builder checks prev and falls back to a full build) */
+	struct nx_filter_snap_build_opts bopts = {
+		.on_step = l->on_step,
+		.arg = l->step_arg,
+		.seed = l->snap_seed,
+		.prev = (flags & NX_LISTS_FORCE) ? NULL : snap_path,
+		.shas = (const uint8_t(*)[32])shas,
+	};
 	rc = nx_filter_snap_build(snap_path, srcs, n, &bopts, &rep);
 	if (rc < 0) {
 		nx_log(NX_LOG_ERR, "filter", "snapshot build failed, keeping the current one: %s",
@@ -476,8 +600,11 @@ int nx_lists_sync(struct nx_lists *l, const struct nx_conf *c, unsigned flags, b
 	l->peak_build_bytes = rep.peak_build_bytes;
 	l->rebuilt = true;
 	*changed = true;
-	nx_log(NX_LOG_INFO, "filter", "snapshot built: %llu entries, %llu bytes (%.2f B/entry) in %llu ms",
-	       (unsigned long long)rep.entries, (unsigned long long)rep.bytes,
+	l->build_incremental = rep.incremental;
+	nx_log(NX_LOG_INFO, "filter",
+	       "snapshot built%s: %llu entries, %llu bytes (%.2f B/entry) in %llu ms",
+	       rep.incremental ? " (incremental)" : "", (unsigned long long)rep.entries,
+	       (unsigned long long)rep.bytes,
 	       rep.entries ? (double)rep.bytes / (double)rep.entries : 0.0,
 	       (unsigned long long)rep.build_ms);
 	return 0;

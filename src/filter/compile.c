@@ -79,7 +79,7 @@ struct ctx {
 	struct nx_filter_compile_report *rep;
 	const struct nx_filter_compile_opts *opts;
 	uint64_t names; /* written, for on_step */
-	int64_t base_bytes; /* filter_build bytes at start */
+	int64_t base_bytes; /* filter_build bytes this thread held at start */
 	struct nx_xsort *xs;
 	uint64_t lineno;
 	int err; /* first sort error */
@@ -93,9 +93,7 @@ struct ctx {
 static void sample(void *arg)
 {
 	struct ctx *c = arg;
-	struct nx_ledger_row rows[NX_OWNER__COUNT];
-	nx_ledger_read(rows);
-	int64_t d = rows[NX_OWNER_filter_build].bytes - c->base_bytes;
+	int64_t d = nx_ledger_thread_bytes(NX_OWNER_filter_build) - c->base_bytes;
 	if (d > 0 && (uint64_t)d > c->rep->peak_build_bytes) {
 		c->rep->peak_build_bytes = (uint64_t)d;
 	}
@@ -222,7 +220,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int meta_commit(const char *path, json_t *j);
+static int meta_commit(const char *path, json_t *j, bool dir_sync);
 
 static int64_t ts_ns(const struct timespec *t)
 {
@@ -274,11 +272,15 @@ static int write_meta(const char *outdir, const struct nx_filter_compile_opts *o
 	}
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/%s.meta", outdir, rep->name);
-	return meta_commit(path, j);
+	/* the bodies' renames were made durable by one fsync of outdir before this: a crash
+	 * leaves the old meta or the new one, never a new meta over old bodies; the old meta only
+	 * causes a recompile (its input_sha256 differs) */
+	return meta_commit(path, j, false);
 }
 
-/* Write j (reference taken) to path: temp, fsync, rename. */
-static int meta_commit(const char *path, json_t *j)
+/* Write j (reference taken) to path: temp, fsync, rename (and fsync the directory when
+ * dir_sync). */
+static int meta_commit(const char *path, json_t *j, bool dir_sync)
 {
 	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(j);
@@ -294,7 +296,8 @@ static int meta_commit(const char *path, json_t *j)
 			rc = nx_write_all(fd, "\n", 1);
 		}
 		if (rc == 0) {
-			rc = nx_tmp_commit(fd, tmp, path);
+			rc = dir_sync ? nx_tmp_commit(fd, tmp, path)
+				      : nx_tmp_commit_nodir(fd, tmp, path);
 		} else {
 			close(fd);
 			unlink(tmp);
@@ -320,11 +323,8 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 	snprintf(rep->format, sizeof(rep->format), "%s", nx_filter_format_name(o->format));
 
 	struct ctx c = {.rep = rep, .opts = o};
-	{
-		struct nx_ledger_row rows[NX_OWNER__COUNT];
-		nx_ledger_read(rows);
-		c.base_bytes = rows[NX_OWNER_filter_build].bytes;
-	}
+	/* this thread's share only: `nxdns update` compiles several sources at once */
+	c.base_bytes = nx_ledger_thread_bytes(NX_OWNER_filter_build);
 	{
 		struct stat sb;
 		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
@@ -476,7 +476,7 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 			continue;
 		}
 		if (rc == 0) {
-			rc = nx_tmp_commit(fds[b], tmps[b], paths[b]);
+			rc = nx_tmp_commit_nodir(fds[b], tmps[b], paths[b]);
 		} else {
 			close(fds[b]);
 			unlink(tmps[b]);
@@ -485,7 +485,7 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 	if (c.side_open) {
 		nx_wr_deinit(&c.side_wr);
 		if (rc == 0 && rep->n_side) {
-			rc = nx_tmp_commit(side_fd, side_tmp, side_path);
+			rc = nx_tmp_commit_nodir(side_fd, side_tmp, side_path);
 		} else {
 			close(side_fd);
 			unlink(side_tmp);
@@ -493,6 +493,9 @@ int nx_filter_compile_fd(int fd, const char *outdir, const struct nx_filter_comp
 				unlink(side_path); /* no side rules now: drop an old body */
 			}
 		}
+	}
+	if (rc == 0) {
+		nx_fsync_dir(outdir); /* one for the bodies' renames, before the meta names them */
 	}
 	rep->compile_ms = now_ms() - t0;
 	if (rc == 0) {
@@ -602,7 +605,7 @@ int nx_filter_meta_note_input_stat(const char *dir, const char *name, const char
 	json_object_set_new(j, "input_stat",
 			    stat_json((uint64_t)sb.st_size, (uint64_t)sb.st_ino, ts_ns(&sb.st_mtim),
 				      ts_ns(&sb.st_ctim)));
-	int rc = meta_commit(path, j);
+	int rc = meta_commit(path, j, true);
 	return rc < 0 ? rc : 1;
 }
 

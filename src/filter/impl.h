@@ -93,6 +93,10 @@ unsigned nx_xsort_runs(const struct nx_xsort *x);
 int nx_tmp_open(const char *path, char *tmp, size_t cap);
 /* fsync(fd), close, rename(tmp, path), fsync the directory. Closes fd in every case. */
 int nx_tmp_commit(int fd, const char *tmp, const char *path);
+/* The same without the directory's fsync: for a group of files committed together, followed by
+ * one nx_fsync_dir() of their directory (a compile's bodies). */
+int nx_tmp_commit_nodir(int fd, const char *tmp, const char *path);
+void nx_fsync_dir(const char *dir);
 
 /* ---- snapshot file format (version 2); README.md describes it for people ---- */
 

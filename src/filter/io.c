@@ -183,7 +183,7 @@ int nx_tmp_open(const char *path, char *tmp, size_t cap)
 	return fd < 0 ? -errno : fd;
 }
 
-int nx_tmp_commit(int fd, const char *tmp, const char *path)
+int nx_tmp_commit_nodir(int fd, const char *tmp, const char *path)
 {
 	int rc = 0;
 	if (fsync(fd) != 0) {
@@ -197,14 +197,27 @@ int nx_tmp_commit(int fd, const char *tmp, const char *path)
 	}
 	if (rc != 0) {
 		unlink(tmp);
-		return rc;
 	}
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", path);
-	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return rc;
+}
+
+void nx_fsync_dir(const char *dir)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		fsync(dfd);
 		close(dfd);
 	}
+}
+
+int nx_tmp_commit(int fd, const char *tmp, const char *path)
+{
+	int rc = nx_tmp_commit_nodir(fd, tmp, path);
+	if (rc != 0) {
+		return rc;
+	}
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	nx_fsync_dir(dirname(dir));
 	return 0;
 }

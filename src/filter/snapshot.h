@@ -48,6 +48,16 @@ struct nx_filter_snap_build_opts {
 	 * (progress, tests sampling the ledger, the daemon answering admin requests). */
 	void (*on_step)(void *arg);
 	void *arg;
+	/* Incremental build (NULL: a full one): the snapshot this one replaces (`path` itself is
+	 * fine: it is read before the rename) and each source's identity as the caller knows it
+	 * (shas[i]: the meta's bodies_sha256, as nx_filter_snap_is_current takes). Sources whose
+	 * identity equals prev's for the same index and name keep prev's records; only the others'
+	 * bodies are read. Used when prev is a valid version-2 file of the same sources and
+	 * widths, the changed sources held at most half of its entries, their new names fit
+	 * 2^20 (16 B each) and the bucket count does not grow; otherwise a full build runs. The
+	 * seed is prev's (opts.seed, when set, must equal it). */
+	const char *prev;
+	const uint8_t (*shas)[32];
 	/* Tests only: stored fingerprint bits per name (0 = NX_SNAP_LOW_BITS, 38; at most 57).
 	 * Narrowed, false matches become observable at the rate README.md states. */
 	unsigned low_bits;
@@ -68,6 +78,10 @@ struct nx_filter_snap_build_report {
 	unsigned low_bits;    /* stored fingerprint bits per record */
 	uint64_t build_ms;
 	uint64_t peak_build_bytes; /* most NX_OWNER_filter_build bytes this build held at once */
+	bool incremental;	   /* built from prev + the re-read sources */
+	unsigned reread;	   /* sources whose bodies were read (incremental) */
+	unsigned passes;	   /* full build: passes over the bodies (2, or 3 when pass 1's
+				    * histogram was too coarse or could not be allocated) */
 	unsigned sources;
 	unsigned refused_sources; /* sources beyond NX_FILTER_SOURCES_MAX (build fails) */
 	struct nx_filter_snap_source_stats src[NX_FILTER_SOURCES_MAX];

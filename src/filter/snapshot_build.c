@@ -1,11 +1,17 @@
 /*
  * Snapshot builder. Every pass merges all sources' sorted bodies at once (per source a 3-way
  * merge of .list/.wild/.allow, across sources a heap on the name), so each distinct name
- * arrives once with its whole source set: pass 1 counts names, checksums the bodies and
- * interns the distinct source sets; pass 2 counts records per bucket; pass 3 packs each
- * record (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is
- * sorted in place. Holds only the new file's arrays, the source-set hash index and one small
- * read buffer per body.
+ * arrives once with its whole source set: pass 1 counts names, checksums the bodies, interns
+ * the distinct source sets and counts records per bucket at a finer width (collapsed to k
+ * after it; pass 2 counts them when that histogram is too coarse); pass 3 packs each record
+ * (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is sorted
+ * in place. Source sets are numbered in a canonical order (most used first, then by value).
+ * Holds only the new file's arrays, the source-set hash index and one small read buffer per
+ * body.
+ *
+ * Incremental (opts.prev): prev's records with the changed sources' bits cleared, merged
+ * bucket by bucket with the changed sources' names (read, hashed with prev's seed, sorted):
+ * the same file a full build of the same bodies writes (incr_build).
  */
 #include "filter/snapshot.h"
 
@@ -15,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +37,8 @@ static const char *const exts[BL__COUNT] = {".list", ".wild", ".allow"};
 /* Read buffer per body: every source is open at once (64 sources x 3 bodies = 1.5 MiB at
  * most); a body line is a name (<= 253 bytes) and a flag word. */
 #define SNAP_RD_BUF (8 * 1024)
+/* Pass 1's bucket histogram: at most 2^22 counters (16 MiB). */
+#define SNAP_HIST_BITS_MAX 22
 /* Source sets are stored in chunks (no realloc of the table while it grows). */
 #define COMBO_CHUNK 256
 
@@ -57,11 +67,26 @@ struct stream {
 	struct nx_filter_snap_source_stats st;
 };
 
+#define PLACE_BATCH 16
+struct pend {
+	uint32_t bucket, ci, idx;
+	uint64_t low;
+};
+
+/* A name of a re-read source in an incremental build: its fingerprint split at prev's k, and
+ * the index of its source set over the re-read sources (local bits). */
+struct nvrec {
+	uint64_t low;
+	uint32_t bucket;
+	uint32_t lc;
+};
+
 struct builder {
-	int64_t cur, peak; /* bytes this build holds (filter_build) */
+	int64_t cur, peak;    /* bytes this build holds (filter_build) */
+	struct builder *acct; /* NULL, or the build whose bytes these are (a helper builder) */
 	const struct nx_filter_snap_build_opts *opts;
 	uint64_t walked; /* names over all passes, for on_step */
-	uint64_t clean; /* after pass 1: bit i = source i had no invalid body line */
+	uint64_t clean;	 /* after pass 1: bit i = source i had no invalid body line */
 	uint64_t seed;
 	unsigned kbits, low_bits, combo_bits;
 	/* source sets: chunks of COMBO_CHUNK (owned), hash index of (index + 1) (owned) */
@@ -70,12 +95,28 @@ struct builder {
 	uint32_t ncombos;
 	uint32_t *hidx;
 	uint32_t hcap; /* power of two */
+	/* pass 3's batch, and the last source set it looked up */
+	struct pend pend[PLACE_BATCH];
+	unsigned npend;
+	struct nx_snap_combo last_c;
+	uint32_t last_ci;
+	bool last_ok;
+	/* pass 1's bucket histogram at kf >= k bits (owned; NULL: pass 2 counts) */
+	uint32_t *fh;
+	unsigned kf;
 	/* pass 2/3 */
 	uint32_t *bkt; /* owned: 2^k + 1 */
 	uint8_t *rec;  /* owned: rec_bytes */
 	size_t rec_bytes;
 	uint64_t n, placed;
 	int err;
+	/* uses of each source set (pass 1 / the incremental count walk; owned, ucap entries) */
+	uint32_t *uses;
+	uint32_t ucap;
+	/* incremental: the re-read sources' names (owned, nvcap entries), prev's k */
+	struct nvrec *nv;
+	size_t nnv, nvcap;
+	unsigned k0;
 	/* streams of the current pass (owned) */
 	struct stream *ss;
 	unsigned nss;
@@ -85,6 +126,9 @@ struct builder {
 
 static void charge(struct builder *b, int64_t bytes)
 {
+	if (b->acct) {
+		b = b->acct;
+	}
 	b->cur += bytes;
 	if (b->cur > b->peak) {
 		b->peak = b->cur;
@@ -533,19 +577,104 @@ static void combos_free(struct builder *b)
 	}
 	b_free(b, b->chunks, b->nchunks_cap * sizeof(*b->chunks));
 	b_free(b, b->hidx, (size_t)b->hcap * sizeof(*b->hidx));
+	b_free(b, b->uses, (size_t)b->ucap * sizeof(*b->uses));
 	b->chunks = NULL;
 	b->hidx = NULL;
+	b->uses = NULL;
+	b->ucap = 0;
 }
 
 /* ---- the three passes ---- */
 
+/* uses[i]++ (grown as the table grows). */
+static int combo_use(struct builder *b, uint32_t i)
+{
+	if (i >= b->ucap) {
+		uint32_t ncap = b->ucap ? b->ucap * 2 : 1024;
+		while (ncap <= i) {
+			ncap *= 2;
+		}
+		uint32_t *nu = b_alloc(b, (size_t)ncap * sizeof(*nu), true);
+		if (!nu) {
+			return -ENOMEM;
+		}
+		if (b->uses) {
+			memcpy(nu, b->uses, (size_t)b->ucap * sizeof(*nu));
+		}
+		b_free(b, b->uses, (size_t)b->ucap * sizeof(*b->uses));
+		b->uses = nu;
+		b->ucap = ncap;
+	}
+	b->uses[i]++;
+	return 0;
+}
+
+static int canon_cmp(const void *x, const void *y, void *arg)
+{
+	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+	const struct builder *b = arg;
+	if (b->uses[i] != b->uses[j]) {
+		return b->uses[i] > b->uses[j] ? -1 : 1;
+	}
+	return memcmp(combo_at(b, i), combo_at(b, j), sizeof(struct nx_snap_combo));
+}
+
+/*
+ * Put the source sets in their canonical order: most used first (the matcher reads the common
+ * ones: they share cache lines), then by value. The order depends only on the records, so a
+ * full build and an incremental one of the same bodies write the same table. perm[old] = new
+ * (NULL: not wanted). The hash index is rebuilt: later lookups return the new indexes.
+ */
+static int combos_canon(struct builder *b, uint32_t *perm)
+{
+	uint32_t n = b->ncombos;
+	if (n == 0) {
+		return 0;
+	}
+	if (b->ucap < n) {
+		return -EINVAL; /* every interned set was counted */
+	}
+	size_t ob = (size_t)n * sizeof(uint32_t);
+	size_t cb = (size_t)n * sizeof(struct nx_snap_combo);
+	uint32_t *order = b_alloc(b, ob, false);
+	struct nx_snap_combo *copy = b_alloc(b, cb, false);
+	if (!order || !copy) {
+		b_free(b, order, ob);
+		b_free(b, copy, cb);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		order[i] = i;
+		copy[i] = *combo_at(b, i);
+	}
+	qsort_r(order, n, sizeof(*order), canon_cmp, b);
+	for (uint32_t i = 0; i < n; i++) {
+		*combo_at(b, i) = copy[order[i]];
+		if (perm) {
+			perm[order[i]] = i;
+		}
+	}
+	memset(b->hidx, 0, (size_t)b->hcap * sizeof(*b->hidx));
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t k = combo_hash(combo_at(b, j)) & (b->hcap - 1);
+		while (b->hidx[k]) {
+			k = (k + 1) & (b->hcap - 1);
+		}
+		b->hidx[k] = j + 1;
+	}
+	b_free(b, order, ob);
+	b_free(b, copy, cb);
+	return 0;
+}
+
 static int count_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
 {
-	(void)name;
-	(void)len;
 	b->n++;
+	if (b->fh) {
+		b->fh[nx_snap_fingerprint(name, len, b->seed, b->kf, b->low_bits).bucket]++;
+	}
 	int64_t r = combo_intern(b, c, true);
-	return r < 0 ? (int)r : 0;
+	return r < 0 ? (int)r : combo_use(b, (uint32_t)r);
 }
 
 static int hist_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
@@ -556,21 +685,50 @@ static int hist_fn(struct builder *b, const char *name, size_t len, const struct
 	return 0;
 }
 
+/* Placement in batches: the bucket cursors and then the record lines of PLACE_BATCH names are
+ * prefetched before they are touched (both are random accesses into arrays larger than the
+ * caches: the cursor table 0.5 MB, the records 13 MB for the real lists). */
+static int place_flush(struct builder *b)
+{
+	unsigned rbits = b->low_bits + b->combo_bits;
+	for (unsigned i = 0; i < b->npend; i++) {
+		struct pend *e = &b->pend[i];
+		uint32_t idx = b->bkt[e->bucket + 1];
+		if (idx >= b->n || b->placed >= b->n) {
+			b->npend = 0;
+			return -EAGAIN; /* bodies changed between passes */
+		}
+		b->bkt[e->bucket + 1] = idx + 1;
+		b->placed++;
+		e->idx = idx;
+		__builtin_prefetch(b->rec + (((uint64_t)idx * rbits) >> 3), 1);
+	}
+	for (unsigned i = 0; i < b->npend; i++) {
+		const struct pend *e = &b->pend[i];
+		uint64_t pos = (uint64_t)e->idx * rbits;
+		nx_snap_put_bits(b->rec, pos, b->low_bits, e->low);
+		nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, e->ci);
+	}
+	b->npend = 0;
+	return 0;
+}
+
 static int place_fn(struct builder *b, const char *name, size_t len, const struct nx_snap_combo *c)
 {
 	struct nx_snap_fp fp = nx_snap_fingerprint(name, len, b->seed, b->kbits, b->low_bits);
-	uint32_t idx = b->bkt[fp.bucket + 1];
-	int64_t ci = combo_intern(b, c, false);
-	if (idx >= b->n || b->placed >= b->n || ci < 0) {
-		return -EAGAIN; /* bodies changed between passes */
+	/* neighbours in name order often have the same set: skip the hash lookup then */
+	if (!b->last_ok || memcmp(c, &b->last_c, sizeof(*c)) != 0) {
+		int64_t ci = combo_intern(b, c, false);
+		if (ci < 0) {
+			return -EAGAIN; /* bodies changed between passes */
+		}
+		b->last_c = *c;
+		b->last_ci = (uint32_t)ci;
+		b->last_ok = true;
 	}
-	b->bkt[fp.bucket + 1] = idx + 1;
-	unsigned rbits = b->low_bits + b->combo_bits;
-	uint64_t pos = (uint64_t)idx * rbits;
-	nx_snap_put_bits(b->rec, pos, b->low_bits, fp.low);
-	nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, (uint64_t)ci);
-	b->placed++;
-	return 0;
+	__builtin_prefetch(&b->bkt[fp.bucket + 1], 1);
+	b->pend[b->npend++] = (struct pend){.bucket = fp.bucket, .ci = b->last_ci, .low = fp.low};
+	return b->npend == PLACE_BATCH ? place_flush(b) : 0;
 }
 
 struct rec {
@@ -744,6 +902,493 @@ static int write_file(const char *path, const struct nx_snap_src *srcs, unsigned
 	return nx_tmp_commit(fd, tmp, path);
 }
 
+/* ---- incremental build: prev's records, the changed sources' bits taken out and put in again
+ * from their bodies ---- */
+
+/* Names of the re-read sources held at once (16 B each: 16 MiB); more: a full build. */
+#define SNAP_INCR_NAMES_MAX (1u << 20)
+/* Not incremental when the changed sources held more than this share of prev's entries. */
+#define SNAP_INCR_SHARE_DIV 2
+
+static int collect_fn(struct builder *b, const char *name, size_t len,
+		      const struct nx_snap_combo *c)
+{
+	XXH128_hash_t h = XXH3_128bits_withSeed(name, len, b->seed);
+	int64_t lc = combo_intern(b, c, true);
+	if (lc < 0) {
+		return (int)lc;
+	}
+	if (b->nnv == b->nvcap) {
+		size_t ncap = b->nvcap ? b->nvcap * 2 : 4096;
+		if (ncap > SNAP_INCR_NAMES_MAX) {
+			return NX_ELIMIT;
+		}
+		struct nvrec *nn = b_alloc(b, ncap * sizeof(*nn), false);
+		if (!nn) {
+			return -ENOMEM;
+		}
+		if (b->nv) {
+			memcpy(nn, b->nv, b->nnv * sizeof(*nn));
+		}
+		b_free(b, b->nv, b->nvcap * sizeof(*b->nv));
+		b->nv = nn;
+		b->nvcap = ncap;
+	}
+	struct nvrec *r = &b->nv[b->nnv++];
+	r->bucket = b->k0 ? (uint32_t)(h.high64 >> (64 - b->k0)) : 0;
+	r->low = h.low64 >> (64 - b->low_bits);
+	r->lc = (uint32_t)lc;
+	return 0;
+}
+
+static int nvrec_cmp(const void *x, const void *y)
+{
+	const struct nvrec *a = x, *c = y;
+	if (a->bucket != c->bucket) {
+		return a->bucket < c->bucket ? -1 : 1;
+	}
+	if (a->low != c->low) {
+		return a->low < c->low ? -1 : 1;
+	}
+	return a->lc < c->lc ? -1 : a->lc > c->lc;
+}
+
+/* prev, mapped and checked (header, checksums, bounds) */
+struct prev {
+	const uint8_t *map;
+	size_t size;
+	const struct nx_snap_hdr *h;
+	const struct nx_snap_src *src;
+	const uint32_t *bkt;
+	const struct nx_snap_combo *combo;
+	const uint8_t *rec;
+};
+
+static void prev_close(struct builder *b, struct prev *p)
+{
+	if (p->map) {
+		munmap((void *)p->map, p->size);
+		nx_ledger_charge(NX_OWNER_filter_build, -(int64_t)p->size, -1);
+		charge(b, -(int64_t)p->size);
+		p->map = NULL;
+	}
+}
+
+/* 0, or 1: not usable (missing, another version, corrupt: a full build decides). */
+static int prev_open(struct builder *b, const char *path, struct prev *p)
+{
+	memset(p, 0, sizeof(*p));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return 1;
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof(struct nx_snap_hdr)) {
+		close(fd);
+		return 1;
+	}
+	void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		return 1;
+	}
+	p->map = m;
+	p->size = (size_t)sb.st_size;
+	/* mapped pages this build reads: charged as the builder's while it holds them */
+	nx_ledger_charge(NX_OWNER_filter_build, (int64_t)p->size, 1);
+	charge(b, (int64_t)p->size);
+	struct nx_snap_hdr h;
+	memcpy(&h, m, sizeof(h));
+	uint64_t hx = h.hdr_xxh;
+	h.hdr_xxh = 0;
+	if (memcmp(h.magic, NX_SNAP_MAGIC, 8) != 0 || h.version != NX_SNAP_VERSION ||
+	    h.endian != NX_SNAP_ENDIAN || h.hdr_size != sizeof(h) ||
+	    h.src_size != sizeof(struct nx_snap_src) || XXH3_64bits(&h, sizeof(h)) != hx ||
+	    h.file_size != p->size || h.nsources > NX_FILTER_SOURCES_MAX ||
+	    h.bucket_bits > NX_SNAP_BUCKET_BITS_MAX || h.low_bits == 0 ||
+	    h.low_bits > NX_SNAP_FIELD_BITS_MAX || h.combo_bits > NX_SNAP_COMBO_BITS_MAX ||
+	    h.combo_bits != ceil_log2(h.ncombos)) {
+		return 1;
+	}
+	uint64_t bkt_bytes = ((uint64_t)(1u << h.bucket_bits) + 1) * sizeof(uint32_t);
+	uint64_t rec_bytes =
+	    ((uint64_t)h.nrecords * (h.low_bits + h.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD;
+	if (h.src_off != sizeof(h) ||
+	    h.bkt_off != h.src_off + (uint64_t)h.nsources * sizeof(struct nx_snap_src) ||
+	    h.combo_off != ((h.bkt_off + bkt_bytes + 7) & ~7ull) ||
+	    h.rec_off != h.combo_off + (uint64_t)h.ncombos * sizeof(struct nx_snap_combo) ||
+	    h.rec_off + rec_bytes != h.file_size ||
+	    XXH3_64bits(p->map + sizeof(h), p->size - sizeof(h)) != h.body_xxh) {
+		return 1;
+	}
+	p->h = (const struct nx_snap_hdr *)p->map;
+	p->src = (const struct nx_snap_src *)(p->map + h.src_off);
+	p->bkt = (const uint32_t *)(p->map + h.bkt_off);
+	p->combo = (const struct nx_snap_combo *)(p->map + h.combo_off);
+	p->rec = p->map + h.rec_off;
+	uint32_t nb = 1u << h.bucket_bits;
+	if (p->bkt[0] != 0 || p->bkt[nb] != h.nrecords) {
+		return 1;
+	}
+	return 0;
+}
+
+struct incr {
+	const struct prev *p;
+	struct nx_snap_combo keep; /* masks of the sources taken from prev (the others cleared) */
+	struct nx_snap_combo *gm;  /* re-read sets over global bits, by local index (owned) */
+	uint32_t *remap; /* prev set index -> new index + 1, 0 = not yet / empty (owned) */
+	uint8_t *empty;	 /* prev set index -> 1 when nothing of it is kept (owned) */
+	uint32_t *cnt;	 /* records per prev bucket (owned) */
+	uint32_t *perm;	 /* after the count walk: interned index -> canonical (owned) */
+	uint64_t out;	 /* records emitted */
+	uint64_t w;	 /* place walk: next record */
+};
+
+static bool combo_empty(const struct nx_snap_combo *c)
+{
+	return (c->mask[0] | c->mask[1] | c->mask[2] | c->mask[3]) == 0;
+}
+
+/* One record of the new file, in prev's bucket bk: counted (phase 0) or placed (phase 1). */
+static int emit(struct builder *b, struct incr *x, int phase, uint32_t bk, uint64_t low,
+		const struct nx_snap_combo *c, int64_t prev_ci)
+{
+	int64_t ci;
+	if (prev_ci >= 0 && x->remap[prev_ci]) {
+		ci = (int64_t)x->remap[prev_ci] - 1;
+	} else {
+		ci = combo_intern(b, c, phase == 0);
+		if (ci < 0) {
+			return ci == NX_ENOTFOUND ? -EAGAIN : (int)ci;
+		}
+		if (prev_ci >= 0) {
+			x->remap[prev_ci] = (uint32_t)ci + 1;
+		}
+	}
+	if (phase == 0) {
+		x->cnt[bk]++;
+		x->out++;
+		return combo_use(b, (uint32_t)ci);
+	}
+	unsigned rbits = b->low_bits + b->combo_bits;
+	uint64_t pos = x->w * rbits;
+	if (x->w >= b->n) {
+		return -EAGAIN;
+	}
+	nx_snap_put_bits(b->rec, pos, b->low_bits, low);
+	nx_snap_put_bits(b->rec, pos + b->low_bits, b->combo_bits, (uint64_t)ci);
+	x->w++;
+	return 0;
+}
+
+/*
+ * Walk prev's records and the re-read names together, bucket by bucket in (low) order. A
+ * record keeps the bits of the sources not re-read; a re-read name with its fingerprint ORs its
+ * set into the first such record (the matcher ORs the sets of equal fingerprints: the same
+ * decisions as any split), or is a record of its own. Records left without a source are gone.
+ */
+static int incr_walk(struct builder *b, struct incr *x, int phase)
+{
+	const struct prev *p = x->p;
+	unsigned lb = p->h->low_bits, rb = lb + p->h->combo_bits;
+	uint32_t nb = 1u << p->h->bucket_bits;
+	size_t j = 0;
+	uint64_t steps = 0;
+	for (uint32_t bk = 0; bk < nb; bk++) {
+		uint32_t r = p->bkt[bk], re = p->bkt[bk + 1];
+		if (r > re || re > p->h->nrecords) {
+			return 1;
+		}
+		uint64_t olow = r < re ? nx_snap_get_bits(p->rec, (uint64_t)r * rb, lb) : 0;
+		while (r < re || (j < b->nnv && b->nv[j].bucket == bk)) {
+			bool have_nv = j < b->nnv && b->nv[j].bucket == bk;
+			uint64_t low =
+			    r < re && (!have_nv || olow <= b->nv[j].low) ? olow : b->nv[j].low;
+			struct nx_snap_combo u;
+			memset(&u, 0, sizeof(u));
+			bool have_u = false;
+			while (j < b->nnv && b->nv[j].bucket == bk && b->nv[j].low == low) {
+				const struct nx_snap_combo *g = &x->gm[b->nv[j].lc];
+				for (int f = 0; f < NX_SNAP_M__N; f++) {
+					u.mask[f] |= g->mask[f];
+				}
+				have_u = true;
+				j++;
+			}
+			bool merged = false;
+			while (r < re && olow == low) {
+				uint64_t oci = nx_snap_get_bits(p->rec, (uint64_t)r * rb + lb,
+								p->h->combo_bits);
+				if (oci >= p->h->ncombos) {
+					return 1;
+				}
+				int rc = 0;
+				if (have_u && !merged) {
+					struct nx_snap_combo c = p->combo[oci];
+					for (int f = 0; f < NX_SNAP_M__N; f++) {
+						c.mask[f] =
+						    (c.mask[f] & x->keep.mask[f]) | u.mask[f];
+					}
+					merged = true;
+					rc = emit(b, x, phase, bk, low, &c, -1);
+				} else if (!x->empty[oci]) {
+					struct nx_snap_combo c = p->combo[oci];
+					for (int f = 0; f < NX_SNAP_M__N; f++) {
+						c.mask[f] &= x->keep.mask[f];
+					}
+					rc = emit(b, x, phase, bk, low, &c, (int64_t)oci);
+				}
+				if (rc != 0) {
+					return rc;
+				}
+				r++;
+				if (r < re) {
+					uint64_t nl =
+					    nx_snap_get_bits(p->rec, (uint64_t)r * rb, lb);
+					if (nl < olow) {
+						return 1; /* prev's order broken: not usable */
+					}
+					olow = nl;
+				}
+			}
+			if (have_u && !merged) {
+				int rc = emit(b, x, phase, bk, low, &u, -1);
+				if (rc != 0) {
+					return rc;
+				}
+			}
+			if (++steps % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
+				b->opts->on_step(b->opts->arg);
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * The incremental build. 0: written; 1: not usable here (a full build follows); < 0: error.
+ * Sources whose identity (opts->shas) equals prev's for the same index and name are taken
+ * from prev's records; the others are read again. The result equals a full build of the same
+ * bodies with prev's seed: the same records (each name's fingerprint and source set), source
+ * sets in the same canonical order, so the same bytes but for the header's `created` (and
+ * its checksum) — unless two names share a whole fingerprint (p ~ n^2 / 2^(k+low_bits+1),
+ * 5.6e-5 for the real lists), where the split of their sets over records may differ and the
+ * matcher, which ORs the sets of equal fingerprints, decides the same.
+ */
+static int incr_build(const char *path, const struct nx_filter_snap_source *src, unsigned n,
+		      const struct nx_filter_snap_build_opts *opts, struct builder *b,
+		      struct nx_filter_snap_build_report *rep)
+{
+	struct prev p;
+	struct incr x;
+	memset(&x, 0, sizeof(x));
+	x.p = &p;
+	struct builder lb = {.opts = opts, .low_bits = b->low_bits, .acct = b};
+	struct nx_filter_snap_source sub[NX_FILTER_SOURCES_MAX];
+	unsigned subi[NX_FILTER_SOURCES_MAX], m = 0;
+	uint8_t sha_sub[NX_FILTER_SOURCES_MAX][32];
+	struct nx_filter_snap_source_stats st_sub[NX_FILTER_SOURCES_MAX];
+	struct nx_snap_src srcs[NX_FILTER_SOURCES_MAX];
+	size_t gm_bytes = 0, remap_bytes = 0, empty_bytes = 0, cnt_bytes = 0, bkt_bytes = 0;
+	size_t tmp_bytes = 0;
+	struct rec *tmp = NULL;
+	int rc = prev_open(b, opts->prev, &p);
+	if (rc != 0) {
+		goto out;
+	}
+	rc = 1;
+	const struct nx_snap_hdr *h = p.h;
+	if (h->nsources != n || h->low_bits != b->low_bits ||
+	    (opts->seed && opts->seed != h->seed) || h->seed == 0) {
+		goto out;
+	}
+	uint64_t changed_entries = 0, all_entries = 0;
+	memset(srcs, 0, sizeof(srcs));
+	for (unsigned i = 0; i < n; i++) {
+		if (strncmp(p.src[i].name, src[i].name, sizeof(p.src[i].name)) != 0) {
+			goto out;
+		}
+		all_entries += p.src[i].entries;
+		if (memcmp(p.src[i].sha256, opts->shas[i], 32) == 0) {
+			srcs[i] = p.src[i];
+			rep->src[i].entries = p.src[i].entries;
+			rep->src[i].list = p.src[i].list;
+			rep->src[i].wild = p.src[i].wild;
+			rep->src[i].allow = p.src[i].allow;
+			for (int f = 0; f < NX_SNAP_M__N; f++) {
+				x.keep.mask[f] |= 1ull << i;
+			}
+		} else {
+			changed_entries += p.src[i].entries;
+			subi[m] = i;
+			sub[m++] = src[i];
+		}
+	}
+	if (changed_entries > all_entries / SNAP_INCR_SHARE_DIV) {
+		goto out;
+	}
+	b->seed = h->seed;
+	lb.seed = h->seed;
+	lb.k0 = h->bucket_bits;
+	lb.hcap = 64;
+	lb.hidx = b_alloc(&lb, lb.hcap * sizeof(*lb.hidx), true);
+	if (!lb.hidx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* the re-read sources' names: fingerprints at prev's k, sets over local bits */
+	rc = pass(&lb, sub, m, collect_fn, sha_sub, st_sub);
+	if (rc == NX_ELIMIT) {
+		rc = 1;
+	}
+	if (rc != 0) {
+		goto out;
+	}
+	if (lb.nnv > 1) {
+		qsort(lb.nv, lb.nnv, sizeof(*lb.nv), nvrec_cmp);
+	}
+	gm_bytes = (size_t)(lb.ncombos ? lb.ncombos : 1) * sizeof(*x.gm);
+	remap_bytes = (size_t)(h->ncombos ? h->ncombos : 1) * sizeof(*x.remap);
+	empty_bytes = h->ncombos ? h->ncombos : 1;
+	cnt_bytes = ((size_t)1 << h->bucket_bits) * sizeof(*x.cnt);
+	x.gm = b_alloc(b, gm_bytes, true);
+	x.remap = b_alloc(b, remap_bytes, true);
+	x.empty = b_alloc(b, empty_bytes, true);
+	x.cnt = b_alloc(b, cnt_bytes, true);
+	if (!x.gm || !x.remap || !x.empty || !x.cnt) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t l = 0; l < lb.ncombos; l++) {
+		const struct nx_snap_combo *c = combo_at(&lb, l);
+		for (unsigned k = 0; k < m; k++) {
+			for (int f = 0; f < NX_SNAP_M__N; f++) {
+				if (c->mask[f] >> k & 1) {
+					x.gm[l].mask[f] |= 1ull << subi[k];
+				}
+			}
+		}
+	}
+	for (uint32_t ci = 0; ci < h->ncombos; ci++) {
+		struct nx_snap_combo c = p.combo[ci];
+		for (int f = 0; f < NX_SNAP_M__N; f++) {
+			c.mask[f] &= x.keep.mask[f];
+		}
+		x.empty[ci] = combo_empty(&c);
+	}
+	/* the count walk: records per prev bucket, the new sets and their uses */
+	b->hcap = 64;
+	b->hidx = b_alloc(b, b->hcap * sizeof(*b->hidx), true);
+	if (!b->hidx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	b->nv = lb.nv;
+	b->nnv = lb.nnv;
+	rc = incr_walk(b, &x, 0);
+	b->nv = NULL;
+	b->nnv = 0;
+	if (rc != 0) {
+		goto out;
+	}
+	b->n = x.out;
+	b->kbits = choose_bits(b->n);
+	if (b->kbits > h->bucket_bits || b->n > NX_FILTER_ENTRIES_MAX) {
+		rc = 1; /* more buckets than prev's fingerprints can split into */
+		goto out;
+	}
+	/* canonical set order (as a full build): the remap cache is redone for the new indexes */
+	x.perm = b_alloc(b, (size_t)(b->ncombos ? b->ncombos : 1) * sizeof(*x.perm), false);
+	if (!x.perm) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = combos_canon(b, x.perm);
+	if (rc != 0) {
+		goto out;
+	}
+	for (uint32_t ci = 0; ci < h->ncombos; ci++) {
+		if (x.remap[ci]) {
+			x.remap[ci] = x.perm[x.remap[ci] - 1] + 1;
+		}
+	}
+	b->combo_bits = ceil_log2(b->ncombos);
+	unsigned d = h->bucket_bits - b->kbits;
+	uint32_t nb = 1u << b->kbits;
+	bkt_bytes = ((size_t)nb + 1) * sizeof(uint32_t);
+	b->bkt = b_alloc(b, bkt_bytes, true);
+	b->rec_bytes = (size_t)((b->n * (b->low_bits + b->combo_bits) + 7) / 8 + NX_SNAP_REC_PAD);
+	b->rec = b_alloc(b, b->rec_bytes, true);
+	if (!b->bkt || !b->rec) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t bk = 0; bk < (1u << h->bucket_bits); bk++) {
+		b->bkt[(bk >> d) + 1] += x.cnt[bk];
+	}
+	uint32_t maxb = 0;
+	for (uint32_t bi = 0; bi < nb; bi++) {
+		maxb = b->bkt[bi + 1] > maxb ? b->bkt[bi + 1] : maxb;
+		b->bkt[bi + 1] += b->bkt[bi]; /* bkt[b+1] = end of bucket b */
+	}
+	tmp_bytes = (size_t)(maxb ? maxb : 1) * sizeof(*tmp);
+	tmp = b_alloc(b, tmp_bytes, false);
+	if (!tmp) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* the place walk: records in prev's bucket order, which is the new buckets' order */
+	b->nv = lb.nv;
+	b->nnv = lb.nnv;
+	rc = incr_walk(b, &x, 1);
+	b->nv = NULL;
+	b->nnv = 0;
+	if (rc == 0 && x.w != b->n) {
+		rc = -EAGAIN;
+	}
+	if (rc != 0) {
+		goto out;
+	}
+	uint64_t nent = 0;
+	uint64_t stored = finish_buckets(b, tmp, &nent);
+	for (unsigned k = 0; k < m; k++) {
+		unsigned i = subi[k];
+		snprintf(srcs[i].name, sizeof(srcs[i].name), "%s", src[i].name);
+		memcpy(srcs[i].sha256, sha_sub[k], 32);
+		rep->src[i] = st_sub[k];
+		srcs[i].entries = st_sub[k].entries;
+		srcs[i].list = st_sub[k].list;
+		srcs[i].wild = st_sub[k].wild;
+		srcs[i].allow = st_sub[k].allow;
+	}
+	if (opts->on_step) {
+		opts->on_step(opts->arg);
+	}
+	rc = write_file(path, srcs, n, b, stored, nent, &rep->bytes);
+	if (rc == 0) {
+		rep->entries = nent;
+		rep->names = stored;
+		rep->reread = m;
+		rep->incremental = true;
+	}
+out:
+	b_free(b, tmp, tmp_bytes);
+	b_free(b, b->rec, b->rec_bytes);
+	b->rec = NULL;
+	b_free(b, b->bkt, bkt_bytes);
+	b->bkt = NULL;
+	b_free(b, x.perm, (size_t)(b->ncombos ? b->ncombos : 1) * sizeof(*x.perm));
+	b_free(b, x.gm, gm_bytes);
+	b_free(b, x.remap, remap_bytes);
+	b_free(b, x.empty, empty_bytes);
+	b_free(b, x.cnt, cnt_bytes);
+	b_free(&lb, lb.nv, lb.nvcap * sizeof(*lb.nv));
+	combos_free(&lb);
+	prev_close(b, &p);
+	return rc;
+}
+
 int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *src, unsigned n,
 			 const struct nx_filter_snap_build_opts *opts,
 			 struct nx_filter_snap_build_report *rep_out)
@@ -769,6 +1414,24 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 		return -ENOSYS;
 	}
 	uint64_t t0 = now_ms();
+	int64_t incr_peak = 0;
+	if (opts && opts->prev && opts->shas) {
+		struct builder ib = {.opts = opts, .low_bits = low_bits};
+		int irc = incr_build(path, src, n, opts, &ib, rep);
+		rep->combos = ib.ncombos;
+		rep->bucket_bits = ib.kbits;
+		rep->low_bits = ib.low_bits;
+		combos_free(&ib);
+		incr_peak = ib.peak;
+		if (irc == 0) {
+			rep->peak_build_bytes = (uint64_t)ib.peak;
+			rep->build_ms = now_ms() - t0;
+			return 0;
+		}
+		/* prev not usable (or the walk failed): a full build decides */
+		memset(rep, 0, sizeof(*rep));
+		rep->sources = n;
+	}
 	struct builder b = {.opts = opts, .low_bits = low_bits};
 	b.seed = opts && opts->seed ? opts->seed : 0;
 	while (b.seed == 0) {
@@ -788,7 +1451,28 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	if (!b.hidx) {
 		return -ENOMEM;
 	}
-	/* pass 1: names, checksums, source sets */
+	/* Pass 1 also counts records per bucket at kf bits (from the bodies' bytes / 16 as a
+	 * name count), enough for k unless the distinct names average fewer than 16 bytes of
+	 * body per name (then pass 2 counts, as before); a finer histogram collapses into k bits.
+	 * It holds at most body bytes / 32 (and 2^22 counters): 1 MiB for the real lists, whose
+	 * file is 13 MB, and it is freed before the record array is taken, so the peak stays
+	 * the record array's unless the sources repeat each other ~30 times over. */
+	uint64_t body_bytes = 0;
+	for (unsigned i = 0; i < n; i++) {
+		for (int e = 0; e < BL__COUNT; e++) {
+			char p[4200];
+			struct stat sb;
+			snprintf(p, sizeof(p), "%s/%s%s", src[i].dir, src[i].name, exts[e]);
+			if (stat(p, &sb) == 0) {
+				body_bytes += (uint64_t)sb.st_size;
+			}
+		}
+	}
+	b.kf = choose_bits(body_bytes / 16 + 1);
+	b.kf = b.kf > SNAP_HIST_BITS_MAX ? SNAP_HIST_BITS_MAX : b.kf;
+	size_t fh_bytes = ((size_t)1 << b.kf) * sizeof(uint32_t);
+	b.fh = b_alloc(&b, fh_bytes, true); /* NULL: pass 2 counts */
+	/* pass 1: names, checksums, source sets (and the histogram) */
 	rc = pass(&b, src, n, count_fn, sha, rep->src);
 	if (rc != 0) {
 		goto out;
@@ -804,6 +1488,10 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 		rc = NX_ELIMIT;
 		goto out;
 	}
+	rc = combos_canon(&b, NULL);
+	if (rc != 0) {
+		goto out;
+	}
 	b.kbits = choose_bits(b.n);
 	b.combo_bits = ceil_log2(b.ncombos);
 	bkt_bytes = ((size_t)(1u << b.kbits) + 1) * sizeof(uint32_t);
@@ -813,14 +1501,27 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 		goto out;
 	}
 
-	/* pass 2: records per bucket */
-	rc = pass(&b, src, n, hist_fn, sha2, st2);
-	if (rc == 0 && memcmp(sha, sha2, (size_t)n * 32) != 0) {
-		rc = -EAGAIN;
+	if (b.fh && b.kbits <= b.kf) {
+		unsigned d = b.kf - b.kbits;
+		for (uint32_t i = 0; i < (1u << b.kf); i++) {
+			b.bkt[(i >> d) + 1] += b.fh[i];
+		}
+		rep->passes = 2;
+	} else {
+		/* pass 2: records per bucket */
+		b_free(&b, b.fh, fh_bytes);
+		b.fh = NULL;
+		rc = pass(&b, src, n, hist_fn, sha2, st2);
+		if (rc == 0 && memcmp(sha, sha2, (size_t)n * 32) != 0) {
+			rc = -EAGAIN;
+		}
+		if (rc != 0) {
+			goto out;
+		}
+		rep->passes = 3;
 	}
-	if (rc != 0) {
-		goto out;
-	}
+	b_free(&b, b.fh, fh_bytes);
+	b.fh = NULL;
 	b.rec_bytes = (size_t)((b.n * (b.low_bits + b.combo_bits) + 7) / 8 + NX_SNAP_REC_PAD);
 	b.rec = b_alloc(&b, b.rec_bytes, true);
 	uint32_t maxb = 0;
@@ -840,6 +1541,9 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	}
 	/* pass 3: placement */
 	rc = pass(&b, src, n, place_fn, sha2, st2);
+	if (rc == 0) {
+		rc = place_flush(&b);
+	}
 	if (rc == 0 && (memcmp(sha, sha2, (size_t)n * 32) != 0 || b.placed != b.n)) {
 		rc = -EAGAIN;
 	}
@@ -858,6 +1562,7 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 	}
 	rc = write_file(path, srcs, n, &b, stored, nent, &rep->bytes);
 out:
+	b_free(&b, b.fh, fh_bytes);
 	b_free(&b, tmp, tmp_bytes);
 	b_free(&b, b.rec, b.rec_bytes);
 	b_free(&b, b.bkt, bkt_bytes);
@@ -867,7 +1572,7 @@ out:
 	rep->names = stored;
 	rep->bucket_bits = b.kbits;
 	rep->low_bits = b.low_bits;
-	rep->peak_build_bytes = (uint64_t)b.peak;
+	rep->peak_build_bytes = (uint64_t)(b.peak > incr_peak ? b.peak : incr_peak);
 	rep->build_ms = now_ms() - t0;
 	return rc;
 }
