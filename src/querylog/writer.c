@@ -564,6 +564,16 @@ static bool batch_defers(const struct nx_qlog *q, const struct wstate *w)
 
 /* Store the held batch's blocks alone (a household's commit: their aggregates are counted
  * from them later), or with every uncounted block counted when that is due. SQLite code. */
+/* A batch's transaction opens with no upstream names cached and an empty block. */
+static int begin_batch(struct nx_qlog *q)
+{
+	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
+		q->up_cache[i].idx = -1;
+	}
+	nx_qlog_blk_reset(&q->blk);
+	return step_done(q->st.begin);
+}
+
 static int write_deferred(struct nx_qlog *q, struct wstate *w)
 {
 	int rc = SQLITE_OK;
@@ -575,13 +585,9 @@ static int write_deferred(struct nx_qlog *q, struct wstate *w)
 	}
 	uint64_t now = nx_now_mono_ms();
 	bool catch_up = q->agg.uncounted && now >= q->agg.defer_due;
-	rc = step_done(q->st.begin);
-	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
-		q->up_cache[i].idx = -1;
-	}
+	rc = begin_batch(q);
 	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
 	struct nx_qlog_view v;
-	nx_qlog_blk_reset(&q->blk);
 	while (rc == SQLITE_OK && p < end) {
 		p += unpack(p, &v);
 		rc = block_add(q, &v);
@@ -640,13 +646,9 @@ static int write_batch(struct nx_qlog *q, struct wstate *w)
 	}
 	bool clean = !q->agg.pending; /* every count in the table will be this batch's */
 	bool agg_now = agg_due(q, w, nx_now_mono_ms());
-	rc = step_done(q->st.begin);
-	for (size_t i = 0; i < NX_ARRAY_LEN(q->up_cache); i++) {
-		q->up_cache[i].idx = -1;
-	}
+	rc = begin_batch(q);
 	const uint8_t *p = q->batch, *end = q->batch + q->batch_used;
 	struct nx_qlog_view v;
-	nx_qlog_blk_reset(&q->blk);
 	while (rc == SQLITE_OK && p < end) {
 		p += unpack(p, &v);
 		if (!w->counted) {
