@@ -367,6 +367,7 @@ struct nx_qlog {
 
 	/* stats written by the writer, read anywhere */
 	_Atomic uint64_t written, batches, retention_deleted, dropped_unwritten, agg_other;
+	_Atomic uint64_t writer_wakeups; /* outer writer-loop passes: a busy loop shows here */
 	_Atomic uint64_t errors[ERR__COUNT];
 	_Atomic uint64_t queue_peak;
 	_Atomic uint64_t queue_bytes_peak;

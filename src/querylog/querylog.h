@@ -305,6 +305,8 @@ struct nx_qlog_params {
 	X(err_other, counter, "nxdns_querylog_write_errors_total", "kind=\"other\"", "")           \
 	X(batches, counter, "nxdns_querylog_batches_total", "",                                    \
 	  "Query-log transactions committed")                                                      \
+	X(writer_wakeups, counter, "nxdns_querylog_writer_wakeups_total", "",                      \
+	  "Times the query-log writer thread woke to work (flush ticks, commits, requests)")      \
 	X(agg_other, counter, "nxdns_querylog_aggregate_other_total", "",                          \
 	  "Aggregate counts stored under the key \"(other)\": a minute's key table was full")     \
 	X(retention_deleted, counter, "nxdns_querylog_retention_deleted_total", "",                \

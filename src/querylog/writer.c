@@ -1065,7 +1065,10 @@ void *nx_qlog_writer_main(void *arg)
 					deadline = NX_MIN(deadline, due);
 				}
 				deadline = NX_MIN(deadline, w.retention_at);
-				if (q->agg.pending) {
+				if (q->agg.pending && !w.n) {
+					/* with a batch held, the aggregates go with its commit
+					 * (above): waking for them then would find nothing to do and
+					 * spin until the commit */
 					uint64_t due = w.agg_since + q->agg_ms;
 					go |= now >= due;
 					deadline = NX_MIN(deadline, due);
@@ -1079,6 +1082,7 @@ void *nx_qlog_writer_main(void *arg)
 		flush_gen = q->flush_req;
 		ret_full = q->retention_req;
 		pthread_mutex_unlock(&q->wmu);
+		atomic_fetch_add_explicit(&q->writer_wakeups, 1, memory_order_relaxed);
 		if (stop) {
 			break;
 		}
@@ -1359,6 +1363,7 @@ void nx_qlog_stats(struct nx_qlog *q, struct nx_qlog_stats *st)
 	st->written = atomic_load(&q->written);
 	st->dropped_unwritten = atomic_load(&q->dropped_unwritten);
 	st->batches = atomic_load(&q->batches);
+	st->writer_wakeups = atomic_load(&q->writer_wakeups);
 	st->agg_other = atomic_load(&q->agg_other);
 	st->retention_deleted = atomic_load(&q->retention_deleted);
 	st->writer_ok = atomic_load(&q->writer_ok);
