@@ -305,6 +305,8 @@ static int exec(sqlite3 *db, const char *sql)
 	return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+static int migrate_steps(sqlite3 *db, int from, int target);
+
 int nx_qlog_db_migrate_conn(sqlite3 *db, int target)
 {
 	int64_t v = 0;
@@ -318,7 +320,25 @@ int nx_qlog_db_migrate_conn(sqlite3 *db, int target)
 		       (long long)v, target);
 		return SQLITE_FORMAT;
 	}
-	for (int i = (int)v; i < target; i++) {
+	/* migration 8 edits sqlite_schema (writable_schema), which a library built with
+	 * SQLITE_DBCONFIG_DEFENSIVE on by default refuses: off for the migrations alone, on this
+	 * connection, which runs only their fixed SQL */
+	int defensive = 0;
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
+	if (defensive && v < target) {
+		sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 0, (int *)NULL);
+	}
+	rc = migrate_steps(db, (int)v, target);
+	if (defensive && v < target) {
+		sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+	}
+	return rc;
+}
+
+static int migrate_steps(sqlite3 *db, int from, int target)
+{
+	int rc = SQLITE_OK;
+	for (int i = from; i < target; i++) {
 		rc = exec(db, "BEGIN IMMEDIATE");
 		if (rc != SQLITE_OK) {
 			return rc;

@@ -3,6 +3,7 @@
  * pagination with filters, statistics from the aggregates, record JSON.
  */
 #include "helpers.h"
+#include "querylog/impl.h"
 
 static struct nx_qlog *start_log(const char *path)
 {
@@ -884,6 +885,27 @@ static void test_migration_plain_ids(void **state)
 	assert_int_equal(sql_int(t2.db, "SELECT SUM(queries) FROM agg_minute"), 3);
 	assert_int_equal(sql_int(t2.db, "SELECT block FROM agg_mark"), 4);
 	tdir_remove(&t2);
+
+	/* c: a connection with SQLITE_DBCONFIG_DEFENSIVE on (some builds' default) migrates
+	 * too, and has it on again after */
+	struct tdir t3;
+	tdir_make(&t3);
+	assert_int_equal(nx_qlog_db_migrate(t3.db, 7), 0);
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(t3.db, &db), SQLITE_OK);
+	int on = -1;
+	assert_int_equal(sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on), SQLITE_OK);
+	assert_int_equal(on, 1);
+	assert_int_equal(nx_qlog_db_migrate_conn(db, 8), SQLITE_OK);
+	on = -1;
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &on);
+	assert_int_equal(on, 1);
+	sqlite3_close(db);
+	assert_int_equal(sql_int(t3.db, "PRAGMA user_version"), 8);
+	assert_int_equal(sql_int(t3.db, "SELECT COUNT(*) FROM sqlite_master WHERE name ="
+					" 'log_blocks' AND sql LIKE '%AUTOINCREMENT%'"),
+			 0);
+	tdir_remove(&t3);
 }
 
 /* 7: blocks written from now on are objects with a string table; the blocks of version 6
