@@ -211,6 +211,26 @@ static const char *const migrations[] = {
 	 * a crash at open). The blocks that exist now are counted. */
 	"CREATE TABLE agg_mark (id INTEGER PRIMARY KEY CHECK (id = 0), block INTEGER NOT NULL);"
 	"INSERT INTO agg_mark(id, block) SELECT 0, COALESCE(MAX(id), 0) FROM log_blocks;",
+	/* 8: log_blocks without AUTOINCREMENT (issue 16: its sqlite_sequence row was one more
+	 * page in every commit, ~14 B a query at 5 q/s). The table's pages are the same either
+	 * way, so only the schema text changes (writable_schema, as SQLite's "other ALTER
+	 * TABLE" procedure does it; no block is copied); the CREATE/DROP bumps the schema
+	 * cookie for other connections. Ids stay monotonic without it: the writer inserts
+	 * MAX(MAX(id), agg_mark.block) + 1 (writer.c insert_block), and retention deletes the
+	 * oldest blocks, so MAX(id) only falls when every block is gone, and then the mark holds
+	 * the last one counted. The sequence's own high water is kept in the mark when nothing
+	 * after the mark exists (everything stored is counted), else every id it passed is
+	 * still a block's, and the next id is above them anyway. */
+	"UPDATE agg_mark SET block = (SELECT seq FROM sqlite_sequence WHERE name = 'log_blocks')"
+	" WHERE block < (SELECT seq FROM sqlite_sequence WHERE name = 'log_blocks')"
+	" AND COALESCE((SELECT MAX(id) FROM log_blocks), 0) <= block;"
+	"DELETE FROM sqlite_sequence WHERE name = 'log_blocks';"
+	"PRAGMA writable_schema = ON;"
+	"UPDATE sqlite_schema SET sql = replace(sql, 'id INTEGER PRIMARY KEY AUTOINCREMENT,',"
+	" 'id INTEGER PRIMARY KEY,') WHERE type = 'table' AND name = 'log_blocks';"
+	"PRAGMA writable_schema = RESET;"
+	"CREATE TABLE qlog_migration_8 (x);"
+	"DROP TABLE qlog_migration_8;",
 };
 /* Migration 5 names the protocols' columns: a new protocol needs a migration adding its own. */
 static_assert(NX_QLOG_PROTO__COUNT == 4, "a new NX_QLOG_PROTOS entry needs an agg_minute column");
@@ -285,6 +305,8 @@ static int exec(sqlite3 *db, const char *sql)
 	return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
+static int migrate_steps(sqlite3 *db, int from, int target);
+
 int nx_qlog_db_migrate_conn(sqlite3 *db, int target)
 {
 	int64_t v = 0;
@@ -298,7 +320,25 @@ int nx_qlog_db_migrate_conn(sqlite3 *db, int target)
 		       (long long)v, target);
 		return SQLITE_FORMAT;
 	}
-	for (int i = (int)v; i < target; i++) {
+	/* migration 8 edits sqlite_schema (writable_schema), which a library built with
+	 * SQLITE_DBCONFIG_DEFENSIVE on by default refuses: off for the migrations alone, on this
+	 * connection, which runs only their fixed SQL */
+	int defensive = 0;
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
+	if (defensive && v < target) {
+		sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 0, (int *)NULL);
+	}
+	rc = migrate_steps(db, (int)v, target);
+	if (defensive && v < target) {
+		sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+	}
+	return rc;
+}
+
+static int migrate_steps(sqlite3 *db, int from, int target)
+{
+	int rc = SQLITE_OK;
+	for (int i = from; i < target; i++) {
 		rc = exec(db, "BEGIN IMMEDIATE");
 		if (rc != SQLITE_OK) {
 			return rc;

@@ -149,8 +149,12 @@ static int stmts_prepare(struct nx_qlog *q)
 		const char *sql;
 	} list[] = {
 		{offsetof(struct nx_qlog_stmts, insert_block),
-		 "INSERT INTO log_blocks(ts_min, ts_max, n, blocked, clients, records)"
-		 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+		/* the id explicitly (migration 8: no AUTOINCREMENT): above every block and the
+		 * aggregates' mark, so ids never go back even when retention removed them all */
+		 "INSERT INTO log_blocks(id, ts_min, ts_max, n, blocked, clients, records)"
+		 " VALUES (MAX(COALESCE((SELECT MAX(id) FROM log_blocks), 0),"
+		 " COALESCE((SELECT block FROM agg_mark WHERE id = 0), 0)) + 1,"
+		 " ?1, ?2, ?3, ?4, ?5, ?6)"},
 		{offsetof(struct nx_qlog_stmts, minute_upsert),
 		 "INSERT INTO agg_minute(minute, queries, blocked, cached, forwarded, local"
 		 NX_QLOG_PROTOS(PROTO_COL) ") VALUES (?1, ?2, ?3, ?4, ?5, ?6"
@@ -304,6 +308,8 @@ struct wstate {
 	uint64_t agg_since;	 /* mono ms the aggregates first held an uncommitted count; 0 none */
 	uint64_t unagg;		 /* records committed whose aggregates are not yet committed */
 	uint64_t held_since;	 /* mono ms the held batch took its first record (commit_ms) */
+	uint64_t held_due;	 /* mono ms the held batch commits: held_since + commit_ms, or
+				  * earlier at a minute's end (held_due_of) */
 	uint64_t synced_at;	 /* mono ms of the last commit made with synchronous = FULL */
 };
 
@@ -759,6 +765,28 @@ static void tap_batch(struct nx_qlog *q, const uint8_t *p, size_t n)
 }
 
 /*
+ * When a batch that takes its first record now commits: after commit_ms, or at the first end
+ * of a wall-clock minute in the interval's last minute if that comes earlier (issue 16). A
+ * block never spans a minute, so a 60 s batch from mid-minute to mid-minute was two blocks,
+ * each with its own leaf and overflow pages (5-6 pages a commit at 5 q/s); cut at the
+ * minute's end it is one. The records of a minute arrive as it runs, so the cut is the
+ * wall clock's (the drain before the commit takes what was pushed before it). Never later
+ * than the interval: the loss window stays commit_ms + a drain. A flush, a full batch or a
+ * privacy change still commit at once.
+ */
+static uint64_t held_due_of(const struct nx_qlog *q, uint64_t mono)
+{
+	uint64_t due = mono + q->commit_ms;
+	int64_t wall = q->now_ms ? q->now_ms(q->now_ud) : nx_now_wall_ms();
+	if (wall <= 0) {
+		return due;
+	}
+	int64_t from = wall + (q->commit_ms > 60000 ? (int64_t)q->commit_ms - 60000 : 0);
+	int64_t end = (from / 60000 + 1) * 60000; /* the first minute end after `from` */
+	return NX_MIN(due, mono + (uint64_t)(end - wall));
+}
+
+/*
  * Drain one batch: chunks of packed records out of the rings into q->batch until batch_max
  * records or the bytes are used up, handed to the tap. At privacy 0 a chunk is copied straight
  * into the batch (the rings hold the batch's format); at 1-3 it goes through the drain scratch
@@ -804,6 +832,7 @@ static size_t take_batch(struct nx_qlog *q, struct wstate *w)
 	w->more = more;
 	if (!w->n && n) {
 		w->held_since = nx_now_mono_ms();
+		w->held_due = held_due_of(q, w->held_since);
 	}
 	size_t got = n - w->n;
 	w->n = n;
@@ -830,8 +859,7 @@ static bool batch_full(const struct nx_qlog *q, const struct wstate *w, uint64_t
  * has passed, it is full (or records wait behind it), or a flush or stop asks. */
 static bool commit_due(const struct nx_qlog *q, const struct wstate *w, uint64_t now, bool flush)
 {
-	return !q->commit_ms || flush || w->more || batch_full(q, w, now) ||
-	       now >= w->held_since + q->commit_ms;
+	return !q->commit_ms || flush || w->more || batch_full(q, w, now) || now >= w->held_due;
 }
 
 /* ---- retention ---- */
@@ -1053,7 +1081,7 @@ void *nx_qlog_writer_main(void *arg)
 			} else {
 				if (w.n) {
 					/* a held batch (commit_ms): its commit time */
-					uint64_t due = w.held_since + q->commit_ms;
+					uint64_t due = w.held_due;
 					go |= now >= due;
 					deadline = NX_MIN(deadline, due);
 				}
@@ -1093,8 +1121,10 @@ void *nx_qlog_writer_main(void *arg)
 			attempt(q, &w);
 		}
 		if (!w.n || !w.backoff_ms) {
+			/* a batch due now takes what the rings hold first (its minute's last) */
 			bool due = flush || w.urgent || w.more ||
-				   (w.pending_since && now >= w.pending_since + q->flush_ms);
+				   (w.pending_since && now >= w.pending_since + q->flush_ms) ||
+				   (w.n && q->commit_ms && now >= w.held_due);
 			if (due) {
 				w.urgent = false;
 				w.pending_since = 0;

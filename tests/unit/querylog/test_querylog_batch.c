@@ -176,6 +176,40 @@ static void test_interval_commits(void **state)
 	tdir_remove(&t);
 }
 
+/* A batch commits at the end of the wall clock's minute when that comes before its interval,
+ * so a 60 s batch is one block (a block never spans a minute), and the end of a minute
+ * before the interval's last minute does not commit it (a longer interval keeps its
+ * commits). */
+static void test_commit_at_minute_end(void **state)
+{
+	(void)state;
+	struct tdir t;
+	tdir_make(&t);
+	struct nx_qlog_params p;
+	struct counted c = {0};
+	g_now = T0 + MIN_MS - 300; /* 300 ms before the minute ends */
+	struct nx_qlog *q = start_batching(&p, t.db, &c, 60000, NX_QLOG_BATCH_HOLD);
+	push_n(q, 0, 20);
+	assert_int_equal(wait_written(q, 20), 20); /* long before the 60 s */
+	assert_int_equal(stored(t.db), 20);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM log_blocks"), 1);
+	nx_qlog_free(q);
+	tdir_remove(&t);
+
+	struct tdir t2;
+	tdir_make(&t2);
+	struct counted c2 = {0};
+	q = start_batching(&p, t2.db, &c2, 120000, NX_QLOG_BATCH_HOLD);
+	unsigned n = push_settled(q, &c2, 0, 20);
+	sleep_ms(1000); /* past the minute's end: the interval's last minute is the next one */
+	assert_int_equal(stored(t2.db), 0);
+	nx_qlog_stop(q);
+	assert_int_equal(stored(t2.db), n);
+	nx_qlog_free(q);
+	tdir_remove(&t2);
+	g_now = T0;
+}
+
 /* The batch's bound: more records than it holds commit in transactions of at most batch_max
  * records before the interval, without a drop. */
 static void test_bound_commits_early(void **state)
@@ -513,6 +547,7 @@ int main(void)
 	    cmocka_unit_test(test_held_then_flushed_at_stop),
 	    cmocka_unit_test(test_flush_commits_held),
 	    cmocka_unit_test(test_interval_commits),
+	    cmocka_unit_test(test_commit_at_minute_end),
 	    cmocka_unit_test(test_bound_commits_early),
 	    cmocka_unit_test(test_privacy_change_commits_first),
 	    cmocka_unit_test(test_batch_across_minutes),

@@ -3,6 +3,7 @@
  * pagination with filters, statistics from the aggregates, record JSON.
  */
 #include "helpers.h"
+#include "querylog/impl.h"
 
 static struct nx_qlog *start_log(const char *path)
 {
@@ -807,6 +808,106 @@ static void test_migration_to_blocks(void **state)
 	tdir_remove(&t);
 }
 
+/* One record through the view's trigger (a block of one, id from SQLite). */
+static void insert_by_hand(const char *db)
+{
+	sql_exec(db, "INSERT INTO queries(ts, duration_us, client, proto, qtype, rcode, action,"
+		     " reason, cached, name) VALUES (1700000034000, 5, '10.0.0.1', 0, 1, 0, 0, 0,"
+		     " 0, 'old.example')");
+}
+
+/* The id of the block the writer stores for one record pushed now. */
+static int64_t writer_block_id(const char *db)
+{
+	struct nx_qlog *q = start_log(db);
+	struct nx_qlog_rec r = mkrec(T0 + 1000, 3, "new.example");
+	nx_qlog_push(q, 0, &r);
+	assert_int_equal(nx_qlog_flush(q, 0, 10000), 0);
+	nx_qlog_free(q);
+	return sql_int(db, "SELECT MAX(id) FROM log_blocks");
+}
+
+/* 8: log_blocks without AUTOINCREMENT (no sqlite_sequence page a commit): only the schema text
+ * changes, the blocks and their ids stay, and ids never go back, not even once every block
+ * is gone (retention of everything), before or after the migration. */
+static void test_migration_plain_ids(void **state)
+{
+	(void)state;
+	/* a: everything counted, then every block deleted (the newest too): the sequence's high
+	 * water moves into the mark, and the writer's next id is above it */
+	struct tdir t;
+	tdir_make(&t);
+	assert_int_equal(nx_qlog_db_migrate(t.db, 7), 0);
+	for (int i = 0; i < 3; i++) {
+		insert_by_hand(t.db);
+	}
+	sql_exec(t.db, "UPDATE agg_mark SET block = 2");
+	sql_exec(t.db, "DELETE FROM log_blocks");
+	int64_t cookie = sql_int(t.db, "PRAGMA schema_version");
+	assert_int_equal(nx_qlog_db_migrate(t.db, 8), 0);
+	assert_int_equal(sql_int(t.db, "PRAGMA user_version"), 8);
+	assert_true(sql_int(t.db, "PRAGMA schema_version") > cookie); /* others reload it */
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM sqlite_master WHERE name ="
+				       " 'log_blocks' AND sql LIKE '%AUTOINCREMENT%'"),
+			 0);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM sqlite_master WHERE name ="
+				       " 'log_blocks' AND sql LIKE '%id INTEGER PRIMARY KEY,%'"),
+			 1);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM sqlite_sequence"), 0);
+	assert_int_equal(sql_int(t.db, "SELECT block FROM agg_mark"), 3);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM pragma_integrity_check"
+				       " WHERE integrity_check <> 'ok'"),
+			 0);
+	assert_int_equal(writer_block_id(t.db), 4);
+	assert_int_equal(sql_int(t.db, "SELECT COUNT(*) FROM sqlite_sequence"), 0);
+	/* retention of everything after the migration: the mark holds the last id */
+	sql_exec(t.db, "DELETE FROM log_blocks");
+	assert_int_equal(writer_block_id(t.db), 5);
+	assert_int_equal(sql_int(t.db, "SELECT block FROM agg_mark"), 5);
+	tdir_remove(&t);
+
+	/* b: blocks after the mark (uncounted) keep it where it is and are counted at open; the
+	 * blocks and their ids are version 7's */
+	struct tdir t2;
+	tdir_make(&t2);
+	assert_int_equal(nx_qlog_db_migrate(t2.db, 7), 0);
+	for (int i = 0; i < 3; i++) {
+		insert_by_hand(t2.db);
+	}
+	sql_exec(t2.db, "UPDATE agg_mark SET block = 1");
+	assert_int_equal(nx_qlog_db_migrate(t2.db, -1), 0);
+	assert_int_equal(sql_int(t2.db, "SELECT block FROM agg_mark"), 1);
+	assert_int_equal(sql_int(t2.db, "SELECT COUNT(*) FROM log_blocks WHERE id IN (1, 2, 3)"), 3);
+	assert_int_equal(sql_int(t2.db, "SELECT COUNT(*) FROM queries WHERE name = 'old.example'"),
+			 3);
+	assert_int_equal(writer_block_id(t2.db), 4);
+	/* blocks 2 and 3 counted at open, then the new one; block 1 was under the mark */
+	assert_int_equal(sql_int(t2.db, "SELECT SUM(queries) FROM agg_minute"), 3);
+	assert_int_equal(sql_int(t2.db, "SELECT block FROM agg_mark"), 4);
+	tdir_remove(&t2);
+
+	/* c: a connection with SQLITE_DBCONFIG_DEFENSIVE on (some builds' default) migrates
+	 * too, and has it on again after */
+	struct tdir t3;
+	tdir_make(&t3);
+	assert_int_equal(nx_qlog_db_migrate(t3.db, 7), 0);
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(t3.db, &db), SQLITE_OK);
+	int on = -1;
+	assert_int_equal(sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on), SQLITE_OK);
+	assert_int_equal(on, 1);
+	assert_int_equal(nx_qlog_db_migrate_conn(db, 8), SQLITE_OK);
+	on = -1;
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &on);
+	assert_int_equal(on, 1);
+	sqlite3_close(db);
+	assert_int_equal(sql_int(t3.db, "PRAGMA user_version"), 8);
+	assert_int_equal(sql_int(t3.db, "SELECT COUNT(*) FROM sqlite_master WHERE name ="
+					" 'log_blocks' AND sql LIKE '%AUTOINCREMENT%'"),
+			 0);
+	tdir_remove(&t3);
+}
+
 /* 7: blocks written from now on are objects with a string table; the blocks of version 6
  * (arrays) stay and the view reads both, column for column as the API does. */
 static void test_migration_dense_blocks(void **state)
@@ -1060,6 +1161,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_migrations),
 		cmocka_unit_test(test_migration_dense_blocks),
+		cmocka_unit_test(test_migration_plain_ids),
 		cmocka_unit_test(test_pagination),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_rec_json),
