@@ -40,6 +40,10 @@ struct nx_filter_snap_source {
 	const char *dir;  /* borrowed */
 };
 
+/* What opts.threads = 2 adds to a build's peak (filter_build): 2 groups x 4 batches of 1024
+ * names (40 B each) + a 32 KiB name arena. */
+#define NX_FILTER_SNAP_SPLIT_BYTES (2u * 4u * (1024u * 40u + 32u * 1024u + 16u))
+
 struct nx_filter_snap_build_opts {
 	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
 	 * colliding on purpose across installations. Tests pass a fixed seed. */
@@ -61,6 +65,12 @@ struct nx_filter_snap_build_opts {
 	/* Tests only: stored fingerprint bits per name (0 = NX_SNAP_LOW_BITS, 38; at most 57).
 	 * Narrowed, false matches become observable at the rate README.md states. */
 	unsigned low_bits;
+	/* Threads per pass: 1 = the caller's only; 2 = the sources' merge (reading, hashing and
+	 * checking the bodies, the heap) split in two groups of about equal body bytes, each on a
+	 * thread of its own, the caller merging the two groups' names and counting and placing
+	 * them: the same bytes as 1, + NX_FILTER_SNAP_SPLIT_BYTES of hand-over slots; 0 = 2 when
+	 * there are at least two online CPUs and at least 4 MiB of bodies to read, else 1. */
+	unsigned threads;
 };
 
 struct nx_filter_snap_source_stats {
