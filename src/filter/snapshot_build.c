@@ -7,7 +7,9 @@
  * (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is sorted
  * in place. Source sets are numbered in a canonical order (most used first, then by value).
  * Holds only the new file's arrays, the source-set hash index and one small read buffer per
- * body.
+ * body. On two threads (opts.threads, pipe_run) each pass's merge is split in two groups of
+ * sources, each merged on a thread of its own, their names merged again in order by the
+ * caller: the same calls of the pass's function, so the same bytes.
  *
  * Incremental (opts.prev): prev's records with the changed sources' bits cleared, merged
  * bucket by bucket with the changed sources' names (read, hashed with prev's seed, sorted):
@@ -763,6 +765,8 @@ static int pass(struct builder *b, const struct nx_filter_snap_source *src, unsi
 			b->heap[b->nheap++] = i;
 		}
 	}
+	/* split even with one source (an incremental build's single changed list): its merge and
+	 * fn then run beside each other, one group empty */
 	if (!b->pipe) {
 		heap_make(b, b->heap, b->nheap);
 	}
