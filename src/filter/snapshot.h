@@ -163,9 +163,8 @@ enum nx_filter_action nx_filter_snap_match_wire(const struct nx_filter_snap *s, 
 /* Same as nx_filter_snap_match for a lower-case name without trailing dot whose label k
  * begins at name + starts[k] (nl labels, starts[0] = 0): the parents are taken from starts
  * instead of searching for dots (nx_filter_lists_decide has them from its copy). */
-enum nx_filter_action nx_filter_snap_match_labels(const struct nx_filter_snap *s,
-						  const char *name, size_t len,
-						  const uint16_t *starts, unsigned nl,
+enum nx_filter_action nx_filter_snap_match_labels(const struct nx_filter_snap *s, const char *name,
+						  size_t len, const uint16_t *starts, unsigned nl,
 						  uint64_t eligible, struct nx_filter_result *out);
 /* Debug / tests: flags stored for exactly `name` per source (flags[i] for source i; 0 = none).
  * Returns the number of sources that have an entry. */

@@ -418,8 +418,8 @@ typedef int (*name_fn)(struct builder *b, const char *name, size_t len,
 /* The next distinct name across the streams of the heap hp[0..*nh), with every one of them
  * holding it in c (bit = the stream's source index): 1, 0 at the end, or a negative code.
  * Touches only those streams and the heap. */
-static int merge_next(const struct builder *b, unsigned *hp, unsigned *nh, char *name,
-		      size_t *lenp, struct nx_snap_combo *c)
+static int merge_next(const struct builder *b, unsigned *hp, unsigned *nh, char *name, size_t *lenp,
+		      struct nx_snap_combo *c)
 {
 	if (*nh == 0) {
 		return 0;

@@ -368,11 +368,13 @@ static void test_split_merge_equals_serial(void **state)
 		assert_int_equal(r1.combos, r2.combos);
 		assert_int_equal(r1.passes, r2.passes);
 		assert_memory_equal(r1.src, r2.src, sizeof(r1.src[0]) * NSRC);
-		assert_true(r1.names > 30000); /* the sources overlap: both groups hold shared names */
+		assert_true(r1.names >
+			    30000); /* the sources overlap: both groups hold shared names */
 		assert_true(r1.names < r1.entries);
 		assert_true((uint64_t)g_seen <= r2.peak_build_bytes);
 		/* + the slots (2 groups x 4 batches of 1024 names + a 32 KiB arena) */
-		assert_true(r2.peak_build_bytes <= r1.peak_build_bytes + NX_FILTER_SNAP_SPLIT_BYTES);
+		assert_true(r2.peak_build_bytes <=
+			    r1.peak_build_bytes + NX_FILTER_SNAP_SPLIT_BYTES);
 		assert_true(r2.peak_build_bytes > r1.peak_build_bytes);
 		/* round 2: one source changed, both builds incremental from the same prev */
 		write_source(f.dir, 3, 22000, 2);
