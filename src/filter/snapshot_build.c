@@ -526,6 +526,29 @@ struct pipe {
 #define PIPE_BYTES (PIPE_GROUPS * PIPE_SLOTS * sizeof(struct pipe_batch))
 _Static_assert(PIPE_BYTES <= NX_FILTER_SNAP_SPLIT_BYTES, "snapshot.h states the split's bytes");
 
+/* Fill bt with g's next names (bt->last at the end of g's merge). */
+static void pipe_fill(struct pipe *p, struct pgroup *g, struct pipe_batch *bt)
+{
+	bt->n = 0;
+	bt->rc = 0;
+	bt->last = false;
+	size_t used = 0;
+	while (bt->n < PIPE_ENTS && used + NX_FILTER_NAME_MAX + 1 <= PIPE_ARENA) {
+		struct pipe_ent *e = &bt->e[bt->n];
+		size_t len = 0;
+		int r = merge_next(p->b, g->heap, &g->nheap, bt->arena + used, &len, &e->c);
+		if (r <= 0) {
+			bt->rc = r;
+			bt->last = true;
+			break;
+		}
+		e->off = (uint32_t)used;
+		e->len = (uint32_t)len;
+		used += len + 1;
+		bt->n++;
+	}
+}
+
 static void *pipe_merge(void *arg)
 {
 	struct pgroup *g = arg;
@@ -541,24 +564,7 @@ static void *pipe_merge(void *arg)
 			return NULL;
 		}
 		struct pipe_batch *bt = &g->slot[g->head % PIPE_SLOTS];
-		bt->n = 0;
-		bt->rc = 0;
-		bt->last = false;
-		size_t used = 0;
-		while (bt->n < PIPE_ENTS && used + NX_FILTER_NAME_MAX + 1 <= PIPE_ARENA) {
-			struct pipe_ent *e = &bt->e[bt->n];
-			size_t len = 0;
-			int r = merge_next(p->b, g->heap, &g->nheap, bt->arena + used, &len, &e->c);
-			if (r <= 0) {
-				bt->rc = r;
-				bt->last = true;
-				break;
-			}
-			e->off = (uint32_t)used;
-			e->len = (uint32_t)len;
-			used += len + 1;
-			bt->n++;
-		}
+		pipe_fill(p, g, bt);
 		pthread_mutex_lock(&p->mu);
 		g->head++;
 		pthread_cond_signal(&g->filled);
@@ -572,6 +578,19 @@ static void *pipe_merge(void *arg)
 /* Make g's cursor point at a name, or g done; 0 or the group's merge error. */
 static int pipe_ready(struct pipe *p, struct pgroup *g)
 {
+	if (g == &p->g[0]) {
+		/* the caller's own group: merged here, one batch at a time */
+		while (!g->done && (!g->cur || g->ci == g->cur->n)) {
+			if (g->cur && g->cur->last) {
+				g->done = true;
+				return g->cur->rc;
+			}
+			g->cur = &g->slot[0];
+			g->ci = 0;
+			pipe_fill(p, g, g->cur);
+		}
+		return 0;
+	}
 	while (!g->done && (!g->cur || g->ci == g->cur->n)) {
 		if (g->cur) {
 			bool last = g->cur->last;
@@ -617,9 +636,11 @@ static int pipe_run(struct builder *b, name_fn fn)
 				sz += (uint64_t)sb.st_size;
 			}
 		}
-		unsigned lg = 0;
-		for (unsigned k = 1; k < PIPE_GROUPS; k++) {
-			lg = gbytes[k] < gbytes[lg] ? k : lg;
+		/* group 0 is the caller's, which also merges the groups and runs fn (~1/4 of a
+		 * pass): it takes half the bytes of a thread's group */
+		unsigned lg = PIPE_GROUPS - 1; /* ties (one source alone) to a thread */
+		for (unsigned k = 0; k + 1 < PIPE_GROUPS; k++) {
+			lg = gbytes[k] * (k ? 1 : 2) < gbytes[lg] * (lg ? 1 : 2) ? k : lg;
 		}
 		gbytes[lg] += sz;
 		member[j] = lg;
@@ -648,8 +669,9 @@ static int pipe_run(struct builder *b, name_fn fn)
 		pthread_cond_init(&g->filled, NULL);
 		pthread_cond_init(&g->freed, NULL);
 	}
-	for (; started < PIPE_GROUPS; started++) {
-		if (pthread_create(&p.g[started].th, NULL, pipe_merge, &p.g[started]) != 0) {
+	for (; started + 1 < PIPE_GROUPS; started++) {
+		if (pthread_create(&p.g[started + 1].th, NULL, pipe_merge, &p.g[started + 1]) !=
+		    0) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -705,7 +727,7 @@ static int pipe_run(struct builder *b, name_fn fn)
 	}
 	pthread_mutex_unlock(&p.mu);
 	for (unsigned k = 0; k < started; k++) {
-		pthread_join(p.g[k].th, NULL);
+		pthread_join(p.g[k + 1].th, NULL);
 	}
 	for (unsigned k = 0; k < PIPE_GROUPS; k++) {
 		pthread_cond_destroy(&p.g[k].filled);
