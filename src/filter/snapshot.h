@@ -40,9 +40,9 @@ struct nx_filter_snap_source {
 	const char *dir;  /* borrowed */
 };
 
-/* What opts.threads = 2 adds to a build's peak (filter_build): 2 groups x 4 batches of 1024
- * names (40 B each) + a 32 KiB name arena. */
-#define NX_FILTER_SNAP_SPLIT_BYTES (2u * 4u * (1024u * 40u + 32u * 1024u + 16u))
+/* What opts.threads = 2 adds to a build's peak (filter_build): 1 + 4 batches of 1024 names
+ * (40 B each) + a 32 KiB name arena (the caller's group, the thread's). */
+#define NX_FILTER_SNAP_SPLIT_BYTES (5u * (1024u * 40u + 32u * 1024u + 16u))
 
 struct nx_filter_snap_build_opts {
 	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
@@ -66,10 +66,10 @@ struct nx_filter_snap_build_opts {
 	 * Narrowed, false matches become observable at the rate README.md states. */
 	unsigned low_bits;
 	/* Threads per pass: 1 = the caller's only; 2 = the sources' merge (reading, hashing and
-	 * checking the bodies, the heap) split in two groups of about equal body bytes, each on a
-	 * thread of its own, the caller merging the two groups' names and counting and placing
-	 * them: the same bytes as 1, + NX_FILTER_SNAP_SPLIT_BYTES of hand-over slots; 0 = 2 when
-	 * there are at least two online CPUs and at least 4 MiB of bodies to read, else 1. */
+	 * checking the bodies, the heap) split in two groups, 2/3 of the body bytes merged on a
+	 * second thread, 1/3 by the caller, which merges the two groups' names and counts and
+	 * places them: the same bytes as 1, + NX_FILTER_SNAP_SPLIT_BYTES of hand-over batches;
+	 * 0 = 2 when there are at least two online CPUs and at least 4 MiB of bodies, else 1. */
 	unsigned threads;
 };
 

@@ -8,8 +8,9 @@
  * in place. Source sets are numbered in a canonical order (most used first, then by value).
  * Holds only the new file's arrays, the source-set hash index and one small read buffer per
  * body. On two threads (opts.threads, pipe_run) each pass's merge is split in two groups of
- * sources, each merged on a thread of its own, their names merged again in order by the
- * caller: the same calls of the pass's function, so the same bytes.
+ * sources, one merged by a second thread, one (a third of the bytes) by the caller, which
+ * merges their names again in order: the same calls of the pass's function, so the same
+ * bytes.
  *
  * Incremental (opts.prev): prev's records with the changed sources' bits cleared, merged
  * bucket by bucket with the changed sources' names (read, hashed with prev's seed, sorted):
@@ -479,15 +480,16 @@ static int serial_run(struct builder *b, name_fn fn)
 }
 
 /*
- * The split pass: the sources are dealt into PIPE_GROUPS groups of about equal body bytes;
- * one thread per group merges its group's streams (reading, hashing and checking the bodies,
- * its heap) and hands the distinct names with their source sets over in batches through
- * PIPE_SLOTS slots; the calling thread merges the groups' sorted batches (a name in several
- * groups: their sets OR'd) and runs fn on each distinct name in the serial pass's order with
- * the serial pass's set, so the result is the serial build's, byte for byte. Until joined, a
- * group's thread is the only one touching its streams and its part of the heap; the calling
- * thread the only one touching everything else (fn, the ledger, on_step). Fixed memory: the
- * slots (PIPE_BYTES).
+ * The split pass: the sources are dealt into PIPE_GROUPS groups by body bytes, group 0 taking
+ * half of another's share (its merge runs on the calling thread, which also does the rest);
+ * a thread per other group merges that group's streams (reading, hashing and checking the
+ * bodies, its heap) and hands the distinct names with their source sets over in batches
+ * through PIPE_SLOTS slots; the calling thread merges group 0's streams one batch at a time
+ * itself, merges the groups' sorted batches (a name in several groups: their sets OR'd) and
+ * runs fn on each distinct name in the serial pass's order with the serial pass's set, so the
+ * result is the serial build's, byte for byte. Until joined, a group's thread is the only one
+ * touching its streams and its part of the heap; the calling thread the only one touching
+ * everything else (fn, the ledger, on_step). Fixed memory: the batches (PIPE_BYTES).
  */
 #define PIPE_GROUPS 2
 #define PIPE_SLOTS 4
@@ -523,7 +525,9 @@ struct pipe {
 	bool stop; /* the calling thread quit: the groups' threads end */
 	struct pgroup g[PIPE_GROUPS];
 };
-#define PIPE_BYTES (PIPE_GROUPS * PIPE_SLOTS * sizeof(struct pipe_batch))
+/* the caller's group (0) fills one batch at a time; each thread's group has PIPE_SLOTS */
+#define PIPE_BATCHES (1 + (PIPE_GROUPS - 1) * PIPE_SLOTS)
+#define PIPE_BYTES (PIPE_BATCHES * sizeof(struct pipe_batch))
 _Static_assert(PIPE_BYTES <= NX_FILTER_SNAP_SPLIT_BYTES, "snapshot.h states the split's bytes");
 
 /* Fill bt with g's next names (bt->last at the end of g's merge). */
@@ -664,7 +668,7 @@ static int pipe_run(struct builder *b, name_fn fn)
 		g->p = &p;
 		g->heap = all + start[k];
 		g->nheap = cnt[k];
-		g->slot = slots + (size_t)k * PIPE_SLOTS;
+		g->slot = k ? slots + 1 + (size_t)(k - 1) * PIPE_SLOTS : slots;
 		heap_make(b, g->heap, g->nheap);
 		pthread_cond_init(&g->filled, NULL);
 		pthread_cond_init(&g->freed, NULL);

@@ -372,7 +372,7 @@ static void test_split_merge_equals_serial(void **state)
 			    30000); /* the sources overlap: both groups hold shared names */
 		assert_true(r1.names < r1.entries);
 		assert_true((uint64_t)g_seen <= r2.peak_build_bytes);
-		/* + the slots (2 groups x 4 batches of 1024 names + a 32 KiB arena) */
+		/* + the hand-over batches (1 + 4 of 1024 names + a 32 KiB arena) */
 		assert_true(r2.peak_build_bytes <=
 			    r1.peak_build_bytes + NX_FILTER_SNAP_SPLIT_BYTES);
 		assert_true(r2.peak_build_bytes > r1.peak_build_bytes);
