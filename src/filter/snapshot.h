@@ -40,6 +40,10 @@ struct nx_filter_snap_source {
 	const char *dir;  /* borrowed */
 };
 
+/* What opts.threads = 2 adds to a build's peak (filter_build): 1 + 4 batches of 1024 names
+ * (40 B each) + a 32 KiB name arena (the caller's group, the thread's). */
+#define NX_FILTER_SNAP_SPLIT_BYTES (5u * (1024u * 40u + 32u * 1024u + 16u))
+
 struct nx_filter_snap_build_opts {
 	/* Hash seed; 0 = random (libsodium). A per-build random seed keeps crafted names from
 	 * colliding on purpose across installations. Tests pass a fixed seed. */
@@ -61,6 +65,12 @@ struct nx_filter_snap_build_opts {
 	/* Tests only: stored fingerprint bits per name (0 = NX_SNAP_LOW_BITS, 38; at most 57).
 	 * Narrowed, false matches become observable at the rate README.md states. */
 	unsigned low_bits;
+	/* Threads per pass: 1 = the caller's only; 2 = the sources' merge (reading, hashing and
+	 * checking the bodies, the heap) split in two groups, 2/3 of the body bytes merged on a
+	 * second thread, 1/3 by the caller, which merges the two groups' names and counts and
+	 * places them: the same bytes as 1, + NX_FILTER_SNAP_SPLIT_BYTES of hand-over batches;
+	 * 0 = 2 when there are at least two online CPUs and at least 4 MiB of bodies, else 1. */
+	unsigned threads;
 };
 
 struct nx_filter_snap_source_stats {
@@ -153,9 +163,8 @@ enum nx_filter_action nx_filter_snap_match_wire(const struct nx_filter_snap *s, 
 /* Same as nx_filter_snap_match for a lower-case name without trailing dot whose label k
  * begins at name + starts[k] (nl labels, starts[0] = 0): the parents are taken from starts
  * instead of searching for dots (nx_filter_lists_decide has them from its copy). */
-enum nx_filter_action nx_filter_snap_match_labels(const struct nx_filter_snap *s,
-						  const char *name, size_t len,
-						  const uint16_t *starts, unsigned nl,
+enum nx_filter_action nx_filter_snap_match_labels(const struct nx_filter_snap *s, const char *name,
+						  size_t len, const uint16_t *starts, unsigned nl,
 						  uint64_t eligible, struct nx_filter_result *out);
 /* Debug / tests: flags stored for exactly `name` per source (flags[i] for source i; 0 = none).
  * Returns the number of sources that have an entry. */

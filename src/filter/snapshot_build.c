@@ -7,7 +7,10 @@
  * (fingerprint low bits + source-set index) at its bucket's cursor; then each bucket is sorted
  * in place. Source sets are numbered in a canonical order (most used first, then by value).
  * Holds only the new file's arrays, the source-set hash index and one small read buffer per
- * body.
+ * body. On two threads (opts.threads, pipe_run) each pass's merge is split in two groups of
+ * sources, one merged by a second thread, one (a third of the bytes) by the caller, which
+ * merges their names again in order: the same calls of the pass's function, so the same
+ * bytes.
  *
  * Incremental (opts.prev): prev's records with the changed sources' bits cleared, merged
  * bucket by bucket with the changed sources' names (read, hashed with prev's seed, sorted):
@@ -17,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +126,8 @@ struct builder {
 	unsigned nss;
 	unsigned *heap; /* stream indexes, min-heap on (name, index) */
 	unsigned nheap;
+	/* run each pass's merge on a second thread (pipe_run): decided once per build */
+	bool pipe;
 };
 
 static void charge(struct builder *b, int64_t bytes)
@@ -378,29 +384,376 @@ static bool heap_less(const struct builder *b, unsigned x, unsigned y)
 	return r < 0 || (r == 0 && x < y);
 }
 
-static void heap_down(struct builder *b, unsigned i)
+/* Sift down in the min-heap hp[0..nh) of stream indexes. */
+static void heap_down(const struct builder *b, unsigned *hp, unsigned nh, unsigned i)
 {
 	for (;;) {
 		unsigned l = 2 * i + 1, m = i;
-		if (l < b->nheap && heap_less(b, b->heap[l], b->heap[m])) {
+		if (l < nh && heap_less(b, hp[l], hp[m])) {
 			m = l;
 		}
-		if (l + 1 < b->nheap && heap_less(b, b->heap[l + 1], b->heap[m])) {
+		if (l + 1 < nh && heap_less(b, hp[l + 1], hp[m])) {
 			m = l + 1;
 		}
 		if (m == i) {
 			return;
 		}
-		unsigned t = b->heap[i];
-		b->heap[i] = b->heap[m];
-		b->heap[m] = t;
+		unsigned t = hp[i];
+		hp[i] = hp[m];
+		hp[m] = t;
 		i = m;
+	}
+}
+
+static void heap_make(const struct builder *b, unsigned *hp, unsigned nh)
+{
+	for (unsigned i = nh / 2; i-- > 0;) {
+		heap_down(b, hp, nh, i);
 	}
 }
 
 /* Called once per distinct name with its source set; 0 or a negative code (stops the pass). */
 typedef int (*name_fn)(struct builder *b, const char *name, size_t len,
 		       const struct nx_snap_combo *c);
+
+/* The next distinct name across the streams of the heap hp[0..*nh), with every one of them
+ * holding it in c (bit = the stream's source index): 1, 0 at the end, or a negative code.
+ * Touches only those streams and the heap. */
+static int merge_next(const struct builder *b, unsigned *hp, unsigned *nh, char *name, size_t *lenp,
+		      struct nx_snap_combo *c)
+{
+	if (*nh == 0) {
+		return 0;
+	}
+	memset(c, 0, sizeof(*c));
+	const struct stream *top = &b->ss[hp[0]];
+	size_t len = top->len;
+	memcpy(name, top->name, len + 1);
+	while (*nh > 0) {
+		unsigned i = hp[0];
+		struct stream *s = &b->ss[i];
+		if (s->len != len || memcmp(s->name, name, len) != 0) {
+			break;
+		}
+		for (int f = 0; f < NX_SNAP_M__N; f++) {
+			if (s->flags & (1u << f)) {
+				c->mask[f] |= 1ull << i;
+			}
+		}
+		int r = stream_next(s);
+		if (r < 0) {
+			return r;
+		}
+		if (!s->have) {
+			hp[0] = hp[--*nh];
+		}
+		heap_down(b, hp, *nh, 0);
+	}
+	*lenp = len;
+	return 1;
+}
+
+static int name_done(struct builder *b)
+{
+	if (++b->walked % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
+		b->opts->on_step(b->opts->arg);
+	}
+	return 0;
+}
+
+static int serial_run(struct builder *b, name_fn fn)
+{
+	for (;;) {
+		struct nx_snap_combo c;
+		char name[NX_FILTER_NAME_MAX + 1];
+		size_t len = 0;
+		int rc = merge_next(b, b->heap, &b->nheap, name, &len, &c);
+		if (rc <= 0) {
+			return rc;
+		}
+		rc = fn(b, name, len, &c);
+		if (rc != 0) {
+			return rc;
+		}
+		name_done(b);
+	}
+}
+
+/*
+ * The split pass: the sources are dealt into PIPE_GROUPS groups by body bytes, group 0 taking
+ * half of another's share (its merge runs on the calling thread, which also does the rest);
+ * a thread per other group merges that group's streams (reading, hashing and checking the
+ * bodies, its heap) and hands the distinct names with their source sets over in batches
+ * through PIPE_SLOTS slots; the calling thread merges group 0's streams one batch at a time
+ * itself, merges the groups' sorted batches (a name in several groups: their sets OR'd) and
+ * runs fn on each distinct name in the serial pass's order with the serial pass's set, so the
+ * result is the serial build's, byte for byte. Until joined, a group's thread is the only one
+ * touching its streams and its part of the heap; the calling thread the only one touching
+ * everything else (fn, the ledger, on_step). Fixed memory: the batches (PIPE_BYTES).
+ */
+#define PIPE_GROUPS 2
+#define PIPE_SLOTS 4
+#define PIPE_ENTS 1024
+#define PIPE_ARENA (32 * 1024)
+struct pipe_ent {
+	struct nx_snap_combo c;
+	uint32_t off, len; /* the name: arena + off, len bytes and a NUL */
+};
+struct pipe_batch {
+	unsigned n;
+	int rc;	   /* with last: merge_next's final code (0 or negative) */
+	bool last; /* the group's merge ended with this batch */
+	struct pipe_ent e[PIPE_ENTS];
+	char arena[PIPE_ARENA];
+};
+struct pipe;
+struct pgroup {
+	struct pipe *p;
+	unsigned *heap, nheap; /* the group's streams (a slice of b->heap) */
+	pthread_t th;
+	pthread_cond_t filled, freed;
+	struct pipe_batch *slot; /* PIPE_SLOTS */
+	unsigned head, tail;	 /* batches filled / consumed; the slot is the count % PIPE_SLOTS */
+	/* the calling thread's cursor */
+	struct pipe_batch *cur;
+	unsigned ci;
+	bool done;
+};
+struct pipe {
+	struct builder *b;
+	pthread_mutex_t mu;
+	bool stop; /* the calling thread quit: the groups' threads end */
+	struct pgroup g[PIPE_GROUPS];
+};
+/* the caller's group (0) fills one batch at a time; each thread's group has PIPE_SLOTS */
+#define PIPE_BATCHES (1 + (PIPE_GROUPS - 1) * PIPE_SLOTS)
+#define PIPE_BYTES (PIPE_BATCHES * sizeof(struct pipe_batch))
+_Static_assert(PIPE_BYTES <= NX_FILTER_SNAP_SPLIT_BYTES, "snapshot.h states the split's bytes");
+
+/* Fill bt with g's next names (bt->last at the end of g's merge). */
+static void pipe_fill(struct pipe *p, struct pgroup *g, struct pipe_batch *bt)
+{
+	bt->n = 0;
+	bt->rc = 0;
+	bt->last = false;
+	size_t used = 0;
+	while (bt->n < PIPE_ENTS && used + NX_FILTER_NAME_MAX + 1 <= PIPE_ARENA) {
+		struct pipe_ent *e = &bt->e[bt->n];
+		size_t len = 0;
+		int r = merge_next(p->b, g->heap, &g->nheap, bt->arena + used, &len, &e->c);
+		if (r <= 0) {
+			bt->rc = r;
+			bt->last = true;
+			break;
+		}
+		e->off = (uint32_t)used;
+		e->len = (uint32_t)len;
+		used += len + 1;
+		bt->n++;
+	}
+}
+
+static void *pipe_merge(void *arg)
+{
+	struct pgroup *g = arg;
+	struct pipe *p = g->p;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (g->head - g->tail == PIPE_SLOTS && !p->stop) {
+			pthread_cond_wait(&g->freed, &p->mu);
+		}
+		bool stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop) {
+			return NULL;
+		}
+		struct pipe_batch *bt = &g->slot[g->head % PIPE_SLOTS];
+		pipe_fill(p, g, bt);
+		pthread_mutex_lock(&p->mu);
+		g->head++;
+		pthread_cond_signal(&g->filled);
+		pthread_mutex_unlock(&p->mu);
+		if (bt->last) {
+			return NULL;
+		}
+	}
+}
+
+/* Make g's cursor point at a name, or g done; 0 or the group's merge error. */
+static int pipe_ready(struct pipe *p, struct pgroup *g)
+{
+	if (g == &p->g[0]) {
+		/* the caller's own group: merged here, one batch at a time */
+		while (!g->done && (!g->cur || g->ci == g->cur->n)) {
+			if (g->cur && g->cur->last) {
+				g->done = true;
+				return g->cur->rc;
+			}
+			g->cur = &g->slot[0];
+			g->ci = 0;
+			pipe_fill(p, g, g->cur);
+		}
+		return 0;
+	}
+	while (!g->done && (!g->cur || g->ci == g->cur->n)) {
+		if (g->cur) {
+			bool last = g->cur->last;
+			int mrc = g->cur->rc;
+			pthread_mutex_lock(&p->mu);
+			g->tail++;
+			pthread_cond_signal(&g->freed);
+			pthread_mutex_unlock(&p->mu);
+			g->cur = NULL;
+			if (last) {
+				g->done = true;
+				return mrc;
+			}
+		}
+		pthread_mutex_lock(&p->mu);
+		while (g->head == g->tail) {
+			pthread_cond_wait(&g->filled, &p->mu);
+		}
+		pthread_mutex_unlock(&p->mu);
+		g->cur = &g->slot[g->tail % PIPE_SLOTS];
+		g->ci = 0;
+	}
+	return 0;
+}
+
+static int pipe_run(struct builder *b, name_fn fn)
+{
+	struct pipe p = {.b = b};
+	struct pipe_batch *slots = b_alloc(b, PIPE_BYTES, false);
+	if (!slots) {
+		return -ENOMEM;
+	}
+	/* deal the streams into groups by body bytes (each to the lighter group so far) */
+	uint64_t gbytes[PIPE_GROUPS] = {0};
+	unsigned *all = b->heap, nall = b->nheap;
+	unsigned cnt[PIPE_GROUPS] = {0};
+	unsigned member[NX_FILTER_SOURCES_MAX], idx[NX_FILTER_SOURCES_MAX];
+	for (unsigned j = 0; j < nall; j++) {
+		uint64_t sz = 0;
+		for (int e = 0; e < BL__COUNT; e++) {
+			struct stat sb;
+			if (b->ss[all[j]].fds[e] >= 0 && fstat(b->ss[all[j]].fds[e], &sb) == 0) {
+				sz += (uint64_t)sb.st_size;
+			}
+		}
+		/* group 0 is the caller's, which also merges the groups and runs fn (~1/4 of a
+		 * pass): it takes half the bytes of a thread's group */
+		unsigned lg = PIPE_GROUPS - 1; /* ties (one source alone) to a thread */
+		for (unsigned k = 0; k + 1 < PIPE_GROUPS; k++) {
+			lg = gbytes[k] * (k ? 1 : 2) < gbytes[lg] * (lg ? 1 : 2) ? k : lg;
+		}
+		gbytes[lg] += sz;
+		member[j] = lg;
+		cnt[lg]++;
+	}
+	/* the groups' heaps: slices of b->heap, each in source order */
+	unsigned start[PIPE_GROUPS], at[PIPE_GROUPS];
+	for (unsigned k = 0, s0 = 0; k < PIPE_GROUPS; k++) {
+		start[k] = at[k] = s0;
+		s0 += cnt[k];
+	}
+	memcpy(idx, all, nall * sizeof(*idx));
+	for (unsigned j = 0; j < nall; j++) {
+		all[at[member[j]]++] = idx[j];
+	}
+	pthread_mutex_init(&p.mu, NULL);
+	unsigned started = 0;
+	int rc = 0;
+	for (unsigned k = 0; k < PIPE_GROUPS; k++) {
+		struct pgroup *g = &p.g[k];
+		g->p = &p;
+		g->heap = all + start[k];
+		g->nheap = cnt[k];
+		g->slot = k ? slots + 1 + (size_t)(k - 1) * PIPE_SLOTS : slots;
+		heap_make(b, g->heap, g->nheap);
+		pthread_cond_init(&g->filled, NULL);
+		pthread_cond_init(&g->freed, NULL);
+	}
+	for (; started + 1 < PIPE_GROUPS; started++) {
+		if (pthread_create(&p.g[started + 1].th, NULL, pipe_merge, &p.g[started + 1]) !=
+		    0) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	while (rc == 0) {
+		for (unsigned k = 0; k < PIPE_GROUPS && rc == 0; k++) {
+			rc = pipe_ready(&p, &p.g[k]);
+		}
+		if (rc != 0) {
+			break;
+		}
+		const char *mn = NULL;
+		size_t ml = 0;
+		for (unsigned k = 0; k < PIPE_GROUPS; k++) {
+			struct pgroup *g = &p.g[k];
+			if (g->done) {
+				continue;
+			}
+			const struct pipe_ent *e = &g->cur->e[g->ci];
+			const char *nm = g->cur->arena + e->off;
+			if (!mn || cmp_names(nm, e->len, mn, ml) < 0) {
+				mn = nm;
+				ml = e->len;
+			}
+		}
+		if (!mn) {
+			break;
+		}
+		struct nx_snap_combo c;
+		memset(&c, 0, sizeof(c));
+		for (unsigned k = 0; k < PIPE_GROUPS; k++) {
+			struct pgroup *g = &p.g[k];
+			if (g->done) {
+				continue;
+			}
+			const struct pipe_ent *e = &g->cur->e[g->ci];
+			if (e->len == ml && memcmp(g->cur->arena + e->off, mn, ml) == 0) {
+				for (int f = 0; f < NX_SNAP_M__N; f++) {
+					c.mask[f] |= e->c.mask[f];
+				}
+				g->ci++; /* the batch (and mn) stay until the next pipe_ready */
+			}
+		}
+		rc = fn(b, mn, ml, &c);
+		if (rc == 0) {
+			name_done(b);
+		}
+	}
+	pthread_mutex_lock(&p.mu);
+	p.stop = true;
+	for (unsigned k = 0; k < PIPE_GROUPS; k++) {
+		pthread_cond_signal(&p.g[k].freed);
+	}
+	pthread_mutex_unlock(&p.mu);
+	for (unsigned k = 0; k < started; k++) {
+		pthread_join(p.g[k + 1].th, NULL);
+	}
+	for (unsigned k = 0; k < PIPE_GROUPS; k++) {
+		pthread_cond_destroy(&p.g[k].filled);
+		pthread_cond_destroy(&p.g[k].freed);
+	}
+	pthread_mutex_destroy(&p.mu);
+	b_free(b, slots, PIPE_BYTES);
+	return rc;
+}
+
+/* opts.threads = 0: pipelined when worth a thread (below this much body, the thread's start
+ * and hand-overs cost about what it saves). */
+#define SNAP_PIPE_MIN_BYTES (4u << 20)
+
+static bool want_pipe(const struct nx_filter_snap_build_opts *opts, uint64_t body_bytes)
+{
+	unsigned t = opts ? opts->threads : 0;
+	if (t != 0) {
+		return t >= 2;
+	}
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 2 && body_bytes >= SNAP_PIPE_MIN_BYTES;
+}
 
 /*
  * One pass over all sources. Fills sha[i] and st[i] per source. Returns 0, -errno, or what fn
@@ -438,45 +791,14 @@ static int pass(struct builder *b, const struct nx_filter_snap_source *src, unsi
 			b->heap[b->nheap++] = i;
 		}
 	}
-	for (unsigned i = b->nheap / 2; i-- > 0;) {
-		heap_down(b, i);
+	/* split even with one source (an incremental build's single changed list): its merge and
+	 * fn then run beside each other, one group empty */
+	if (!b->pipe) {
+		heap_make(b, b->heap, b->nheap);
 	}
-	while (b->nheap > 0) {
-		struct nx_snap_combo c;
-		memset(&c, 0, sizeof(c));
-		char name[NX_FILTER_NAME_MAX + 1];
-		const struct stream *top = &b->ss[b->heap[0]];
-		size_t len = top->len;
-		memcpy(name, top->name, len + 1);
-		/* every stream holding this name, lowest source first */
-		while (b->nheap > 0) {
-			unsigned i = b->heap[0];
-			struct stream *s = &b->ss[i];
-			if (s->len != len || memcmp(s->name, name, len) != 0) {
-				break;
-			}
-			for (int f = 0; f < NX_SNAP_M__N; f++) {
-				if (s->flags & (1u << f)) {
-					c.mask[f] |= 1ull << i;
-				}
-			}
-			int r = stream_next(s);
-			if (r < 0) {
-				rc = r;
-				goto out;
-			}
-			if (!s->have) {
-				b->heap[0] = b->heap[--b->nheap];
-			}
-			heap_down(b, 0);
-		}
-		rc = fn(b, name, len, &c);
-		if (rc != 0) {
-			goto out;
-		}
-		if (++b->walked % NX_FILTER_STEP_NAMES == 0 && b->opts && b->opts->on_step) {
-			b->opts->on_step(b->opts->arg);
-		}
+	rc = b->pipe ? pipe_run(b, fn) : serial_run(b, fn);
+	if (rc != 0) {
+		goto out;
 	}
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		rc = stream_sha(&b->ss[i], &src[i], sha[i]);
@@ -1237,6 +1559,7 @@ static int incr_build(const char *path, const struct nx_filter_snap_source *src,
 		rc = -ENOMEM;
 		goto out;
 	}
+	lb.pipe = want_pipe(opts, changed_entries * 24); /* ~24 body bytes a name */
 	/* the re-read sources' names: fingerprints at prev's k, sets over local bits */
 	rc = pass(&lb, sub, m, collect_fn, sha_sub, st_sub);
 	if (rc == NX_ELIMIT) {
@@ -1468,6 +1791,7 @@ int nx_filter_snap_build(const char *path, const struct nx_filter_snap_source *s
 			}
 		}
 	}
+	b.pipe = want_pipe(opts, body_bytes);
 	b.kf = choose_bits(body_bytes / 16 + 1);
 	b.kf = b.kf > SNAP_HIST_BITS_MAX ? SNAP_HIST_BITS_MAX : b.kf;
 	size_t fh_bytes = ((size_t)1 << b.kf) * sizeof(uint32_t);

@@ -346,9 +346,9 @@ static void test_reload_peak(void **state)
 	/* bound: old snapshot + new snapshot + the builder's streams (every source's three bodies
 	 * are read at once through 8 KiB buffers, 2 KiB of merge state beside) + the source-set
 	 * hash index (at most 24 B per set while it grows) + 16 KiB (one chunk of sets, the
-	 * heap, the largest bucket) */
+	 * heap, the largest bucket) + the split merge's hand-over slots (opts.threads) */
 	int64_t stream = NSRC * (3 * 8 + 2) * 1024;
-	int64_t slack = 16 * 1024 + 24 * (int64_t)rb.combos;
+	int64_t slack = 16 * 1024 + 24 * (int64_t)rb.combos + NX_FILTER_SNAP_SPLIT_BYTES;
 	int64_t bound = (int64_t)ra.bytes + (int64_t)rb.bytes + stream + slack;
 	print_message(
 	    "entries %llu (%llu names, %llu source sets) bytes %llu (%.2f B/entry); "

@@ -3,7 +3,8 @@
  * of the same bodies (the same bytes but the header's `created`), falls back to a full build
  * when the previous file cannot be used, and keeps its memory bound; the parallel compile of
  * nx_lists_sync gives the same bodies and snapshot as a serial one, and a source that fails in
- * a parallel run keeps its last good bodies and is reported.
+ * a parallel run keeps its last good bodies and is reported; the snapshot build's merge split
+ * over two threads writes the serial build's bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -341,6 +342,69 @@ static void test_incremental_peak(void **state)
 	free(f.dir);
 }
 
+/* The split merge (opts.threads = 2: the sources' merge in two groups on two threads, the
+ * groups merged by the caller) writes the serial build's bytes, full and incremental, reports
+ * the same, and its peak is the serial one's + the hand-over slots. */
+static void test_split_merge_equals_serial(void **state)
+{
+	(void)state;
+	struct fx f;
+	fx_init(&f, 20000);
+	char one[4300], two[4300];
+	snprintf(one, sizeof(one), "%s/one.nxs", f.dir);
+	snprintf(two, sizeof(two), "%s/two.nxs", f.dir);
+	static struct nx_filter_snap_build_report r1, r2;
+	for (int round = 0; round < 2; round++) {
+		g_seen = 0;
+		g_base = th_owner_bytes(NX_OWNER_filter_build);
+		struct nx_filter_snap_build_opts o1 = {.seed = SEED, .threads = 1};
+		struct nx_filter_snap_build_opts o2 = {
+		    .seed = SEED, .threads = 2, .on_step = sample_step};
+		assert_int_equal(nx_filter_snap_build(one, f.src, NSRC, &o1, &r1), 0);
+		assert_int_equal(nx_filter_snap_build(two, f.src, NSRC, &o2, &r2), 0);
+		assert_same_file(one, two);
+		assert_int_equal(r1.entries, r2.entries);
+		assert_int_equal(r1.names, r2.names);
+		assert_int_equal(r1.combos, r2.combos);
+		assert_int_equal(r1.passes, r2.passes);
+		assert_memory_equal(r1.src, r2.src, sizeof(r1.src[0]) * NSRC);
+		assert_true(r1.names >
+			    30000); /* the sources overlap: both groups hold shared names */
+		assert_true(r1.names < r1.entries);
+		assert_true((uint64_t)g_seen <= r2.peak_build_bytes);
+		/* + the hand-over batches (1 + 4 of 1024 names + a 32 KiB arena) */
+		assert_true(r2.peak_build_bytes <=
+			    r1.peak_build_bytes + NX_FILTER_SNAP_SPLIT_BYTES);
+		assert_true(r2.peak_build_bytes > r1.peak_build_bytes);
+		/* round 2: one source changed, both builds incremental from the same prev */
+		write_source(f.dir, 3, 22000, 2);
+		compile_source(f.dir, 3);
+	}
+	/* incremental: prev = one.nxs copied, built on with 1 and with 2 threads */
+	fx_shas(&f);
+	char prev[4300];
+	snprintf(prev, sizeof(prev), "%s/prev.nxs", f.dir);
+	size_t len = 0;
+	char *p = th_read(one, &len);
+	th_write(prev, p, len);
+	free(p);
+	write_source(f.dir, 1, 21000, 1);
+	compile_source(f.dir, 1);
+	fx_shas(&f);
+	struct nx_filter_snap_build_opts i1 = {
+	    .prev = prev, .shas = (const uint8_t(*)[32])f.shas, .seed = SEED, .threads = 1};
+	struct nx_filter_snap_build_opts i2 = i1;
+	i2.threads = 2;
+	assert_int_equal(nx_filter_snap_build(one, f.src, NSRC, &i1, &r1), 0);
+	assert_int_equal(nx_filter_snap_build(two, f.src, NSRC, &i2, &r2), 0);
+	assert_true(r1.incremental);
+	assert_true(r2.incremental);
+	assert_same_file(one, two);
+	assert_int_equal(th_owner_bytes(NX_OWNER_filter_build), 0);
+	th_rmtree(f.dir);
+	free(f.dir);
+}
+
 /* ---- nx_lists_sync: parallel against serial ---- */
 
 static struct nx_conf *lists_conf(const char *lists_dir, const char *state, unsigned n)
@@ -470,6 +534,7 @@ int main(void)
 	    cmocka_unit_test(test_incremental_fewer_buckets),
 	    cmocka_unit_test(test_incremental_peak),
 	    cmocka_unit_test(test_parallel_equals_serial),
+	    cmocka_unit_test(test_split_merge_equals_serial),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
