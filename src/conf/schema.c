@@ -1012,7 +1012,8 @@ const struct nx_conf_key nx_conf_keys[] = {
 		.max = 3600,
 		.def = "60",
 		.doc = "Seconds the query-log writer holds records in memory before it commits them "
-		       "to `querylog.db` in one transaction (sooner when 4096 are held, and whenever "
+		       "to `querylog.db` in one transaction (sooner when 4096 are held, at the end of a clock minute that "
+		       "falls in the interval's last minute so that a commit holds one minute, and whenever "
 		       "the API reads the log, so the web admin still shows the newest queries). "
 		       "Each commit rewrites a dozen database pages, so committing once a minute "
 		       "instead of four times a second cuts the writes per logged query from "
